@@ -1,0 +1,14 @@
+module github.com/ylcnfrht/resilience/adapters/chi
+
+go 1.26
+
+require (
+	github.com/go-chi/chi/v5 v5.5.0
+	github.com/ylcnfrht/resilience/conformance v0.0.0-00010101000000-000000000000
+	github.com/ylcnfrht/resilience/core v0.0.0-00010101000000-000000000000
+)
+
+replace (
+	github.com/ylcnfrht/resilience/conformance => ../../conformance
+	github.com/ylcnfrht/resilience/core => ../../core
+)

@@ -1,0 +1,159 @@
+package resilience
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Sentinels to match with errors.Is. Every rejection error type below
+// reports true for its sentinel and for ErrRejected, so a caller can ask
+// "was this shed by a strategy?" without knowing which one.
+var (
+	// ErrRejected matches any rejection made by a strategy (bulkhead, rate
+	// limiter, timeout) as opposed to an error returned by the callback.
+	ErrRejected = errors.New("resilience: execution rejected")
+	// ErrBulkheadRejected matches *BulkheadRejectedError.
+	ErrBulkheadRejected = errors.New("resilience: bulkhead rejected")
+	// ErrTimeoutRejected matches *TimeoutRejectedError.
+	ErrTimeoutRejected = errors.New("resilience: timeout rejected")
+	// ErrRateLimitRejected matches *RateLimitRejectedError.
+	ErrRateLimitRejected = errors.New("resilience: rate limit rejected")
+	// ErrInvalidOptions matches *ConfigError.
+	ErrInvalidOptions = errors.New("resilience: invalid options")
+)
+
+// RejectReason says why a concurrency limiter (bulkhead) rejected an
+// execution. The values are stable strings: they appear in response bodies,
+// logs and metrics.
+type RejectReason string
+
+const (
+	// ReasonFull: every permit was in use and the queue was full (or there was
+	// no queue), so the execution was rejected at once.
+	ReasonFull RejectReason = "full"
+	// ReasonQueueTimeout: the execution waited QueueTimeout without a permit.
+	ReasonQueueTimeout RejectReason = "queue-timeout"
+	// ReasonDropped: the execution was queued and later evicted by the
+	// overflow policy to make room for another.
+	ReasonDropped RejectReason = "dropped"
+)
+
+// BulkheadRejectedError is returned when a concurrency limiter rejects an
+// execution. The callback did not run. Match with errors.As, or with
+// errors.Is against ErrBulkheadRejected or ErrRejected.
+type BulkheadRejectedError struct {
+	Reason RejectReason
+}
+
+func (e *BulkheadRejectedError) Error() string {
+	return "resilience: bulkhead rejected the execution (" + string(e.Reason) + ")"
+}
+
+// Is reports whether target is ErrBulkheadRejected or ErrRejected.
+func (e *BulkheadRejectedError) Is(target error) bool {
+	return target == ErrBulkheadRejected || target == ErrRejected
+}
+
+// TimeoutRejectedError is returned by the timeout strategy when its own
+// deadline fired before the callback finished. It is also the cause
+// (context.Cause) of the context the callback ran with, so code below the
+// strategy can tell a timeout from its caller's cancellation.
+type TimeoutRejectedError struct {
+	// Timeout is the duration the strategy allowed.
+	Timeout time.Duration
+}
+
+func (e *TimeoutRejectedError) Error() string {
+	return "resilience: execution timed out after " + e.Timeout.String()
+}
+
+// Is reports whether target is ErrTimeoutRejected or ErrRejected.
+func (e *TimeoutRejectedError) Is(target error) bool {
+	return target == ErrTimeoutRejected || target == ErrRejected
+}
+
+// RateLimitRejectedError is returned when a rate limiter refuses an
+// execution. The callback did not run.
+type RateLimitRejectedError struct {
+	// RetryAfter is how long until a permit is likely to be available.
+	RetryAfter time.Duration
+	// Limit is the number of permits per window for the key.
+	Limit int
+	// Remaining is the number of permits left in the window (0 here).
+	Remaining int
+	// Reset is the time until the window (or bucket) is full again.
+	Reset time.Duration
+}
+
+func (e *RateLimitRejectedError) Error() string {
+	return "resilience: rate limit exceeded, retry after " + e.RetryAfter.String()
+}
+
+// Is reports whether target is ErrRateLimitRejected or ErrRejected.
+func (e *RateLimitRejectedError) Is(target error) bool {
+	return target == ErrRateLimitRejected || target == ErrRejected
+}
+
+// ConfigError reports an invalid option. Field names the option as
+// Type.Field (for example "ConcurrencyLimiterOptions.PermitLimit"); Problem
+// says what is wrong with it. Builders and constructors return it; nothing
+// in this module panics on bad configuration.
+type ConfigError struct {
+	Field   string
+	Problem string
+}
+
+func (e *ConfigError) Error() string {
+	return "resilience: invalid option " + e.Field + ": " + e.Problem
+}
+
+// Is reports whether target is ErrInvalidOptions.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidOptions }
+
+// configErrorf builds a *ConfigError for field.
+func configErrorf(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// Validation helpers shared by option structs. Each returns nil or a
+// *ConfigError naming field.
+
+func checkPositiveInt(field string, v int) error {
+	if v <= 0 {
+		return configErrorf(field, "must be greater than 0, got %s", strconv.Itoa(v))
+	}
+	return nil
+}
+
+func checkNonNegativeInt(field string, v int) error {
+	if v < 0 {
+		return configErrorf(field, "must not be negative, got %s", strconv.Itoa(v))
+	}
+	return nil
+}
+
+// maxDuration bounds durations so that adding one to time.Now never
+// overflows: about 292 years is the int64 limit; we allow 100 years.
+const maxDuration = 100 * 365 * 24 * time.Hour
+
+func checkPositiveDuration(field string, d time.Duration) error {
+	if d <= 0 {
+		return configErrorf(field, "must be greater than 0, got %v", d)
+	}
+	if d > maxDuration {
+		return configErrorf(field, "is too large (%v); the maximum is %v", d, maxDuration)
+	}
+	return nil
+}
+
+func checkNonNegativeDuration(field string, d time.Duration) error {
+	if d < 0 {
+		return configErrorf(field, "must not be negative, got %v", d)
+	}
+	if d > maxDuration {
+		return configErrorf(field, "is too large (%v); the maximum is %v", d, maxDuration)
+	}
+	return nil
+}

@@ -1,0 +1,3 @@
+module github.com/ylcnfrht/resilience/core
+
+go 1.26

@@ -1,0 +1,130 @@
+package resilience
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// EventName names a telemetry event. The values are stable strings.
+type EventName string
+
+// Events emitted by the built-in strategies.
+const (
+	// EventTimeout: a timeout strategy's deadline fired.
+	EventTimeout EventName = "OnTimeout"
+	// EventRateLimiterRejected: a rate limiter or a concurrency limiter
+	// (bulkhead) rejected an execution. Event.Reason says why: "full",
+	// "queue-timeout", "dropped" for a bulkhead, "rate-limited" for a rate
+	// limiter.
+	EventRateLimiterRejected EventName = "OnRateLimiterRejected"
+)
+
+// ReasonRateLimited is the Event.Reason of a rate limiter rejection.
+const ReasonRateLimited = "rate-limited"
+
+// Event is one telemetry event. Fields that do not apply to an event are
+// zero.
+type Event struct {
+	Name EventName
+	// Pipeline and Strategy are the names given with Name() on the builder
+	// and in the strategy's options.
+	Pipeline string
+	Strategy string
+	// Reason is a short stable label (a RejectReason for bulkhead rejections).
+	Reason string
+	// Duration is the timeout for EventTimeout, the time waited for a
+	// bulkhead rejection after queueing, or the retry-after for a rate limit.
+	Duration time.Duration
+	// Err is the error the strategy returns, if any.
+	Err error
+}
+
+// Listener receives telemetry events. It is called synchronously on the
+// execution's goroutine (or, for queue evictions, on the goroutine that
+// caused the eviction), so it must be fast and safe for concurrent use.
+type Listener interface {
+	OnEvent(ctx context.Context, e Event)
+}
+
+// ListenerFunc adapts a function to Listener.
+type ListenerFunc func(ctx context.Context, e Event)
+
+// OnEvent calls f.
+func (f ListenerFunc) OnEvent(ctx context.Context, e Event) { f(ctx, e) }
+
+// Telemetry is what a strategy uses to emit events: it carries the names of
+// the pipeline and the strategy and the pipeline's listener. The zero value
+// emits nothing. It is a small value, safe to copy and to use concurrently.
+type Telemetry struct {
+	pipeline string
+	strategy string
+	listener Listener
+}
+
+// NewTelemetry returns a Telemetry that labels events with the given names
+// and sends them to l (nil: events are dropped). Pipelines build one per
+// strategy; it is exported for strategies used outside a pipeline and for
+// tests.
+func NewTelemetry(pipeline, strategy string, l Listener) Telemetry {
+	return Telemetry{pipeline: pipeline, strategy: strategy, listener: l}
+}
+
+// Enabled reports whether events are delivered anywhere; strategies may skip
+// building an event when it is false.
+func (t Telemetry) Enabled() bool { return t.listener != nil }
+
+// Pipeline returns the pipeline name.
+func (t Telemetry) Pipeline() string { return t.pipeline }
+
+// Strategy returns the strategy name.
+func (t Telemetry) Strategy() string { return t.strategy }
+
+// Emit labels e with the pipeline and strategy names and delivers it.
+func (t Telemetry) Emit(ctx context.Context, e Event) {
+	if t.listener == nil {
+		return
+	}
+	e.Pipeline = t.pipeline
+	e.Strategy = t.strategy
+	t.listener.OnEvent(ctx, e)
+}
+
+// NewSlogListener returns a Listener that logs each event to logger as one
+// record with the attributes event, pipeline, strategy and, when set,
+// reason, duration and error. Rejections and timeouts log at Warn. A nil
+// logger means slog.Default().
+func NewSlogListener(logger *slog.Logger) Listener {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return slogListener{logger: logger}
+}
+
+type slogListener struct{ logger *slog.Logger }
+
+func (s slogListener) OnEvent(ctx context.Context, e Event) {
+	level := slog.LevelInfo
+	switch e.Name {
+	case EventTimeout, EventRateLimiterRejected:
+		level = slog.LevelWarn
+	}
+	if !s.logger.Enabled(ctx, level) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 6)
+	attrs = append(attrs,
+		slog.String("event", string(e.Name)),
+		slog.String("pipeline", e.Pipeline),
+		slog.String("strategy", e.Strategy))
+	if e.Reason != "" {
+		attrs = append(attrs, slog.String("reason", e.Reason))
+	}
+	if e.Duration != 0 {
+		attrs = append(attrs, slog.Duration("duration", e.Duration))
+	}
+	if e.Err != nil {
+		attrs = append(attrs, slog.String("error", e.Err.Error()))
+	}
+	s.logger.LogAttrs(ctx, level, "resilience event", attrs...)
+}

@@ -1,0 +1,15 @@
+module github.com/ylcnfrht/resilience/examples
+
+go 1.26
+
+require (
+	github.com/go-chi/chi/v5 v5.5.0
+	github.com/ylcnfrht/resilience/adapters/chi v0.0.0-00010101000000-000000000000
+	github.com/ylcnfrht/resilience/core v0.0.0-00010101000000-000000000000
+)
+
+replace (
+	github.com/ylcnfrht/resilience/adapters/chi => ../adapters/chi
+	github.com/ylcnfrht/resilience/conformance => ../conformance
+	github.com/ylcnfrht/resilience/core => ../core
+)
