@@ -1,0 +1,44 @@
+package resilience_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+)
+
+func ExampleNewBuilder() {
+	p, err := resilience.NewBuilder[string](resilience.Name("greeter")).
+		AddTimeout(time.Second).
+		Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	msg, err := p.Execute(context.Background(), func(ctx context.Context) (string, error) {
+		return "hello", nil
+	})
+	fmt.Println(msg, err)
+	// Output: hello <nil>
+}
+
+func ExampleBuilder_Build_invalidOptions() {
+	_, err := resilience.NewBuilder[int]().AddTimeout(-time.Second).Build()
+	var ce *resilience.ConfigError
+	fmt.Println(errors.As(err, &ce), ce.Field)
+	// Output: true TimeoutOptions.Timeout
+}
+
+func ExampleNewKey() {
+	tenant := resilience.NewKey[string]("tenant")
+	ctx := tenant.With(context.Background(), "acme")
+	p, _ := resilience.NewBuilder[string]().Build()
+	who, _ := p.Execute(ctx, func(ctx context.Context) (string, error) {
+		v, _ := tenant.Value(ctx)
+		return v, nil
+	})
+	fmt.Println(who)
+	// Output: acme
+}

@@ -1,0 +1,151 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// recordingStrategy appends its name to a shared log before and after next,
+// so tests can see the composition order.
+type recordingStrategy struct {
+	name string
+	log  *[]string
+}
+
+func (s recordingStrategy) Execute(ctx context.Context, tel Telemetry, next Next) error {
+	*s.log = append(*s.log, s.name+">")
+	err := next(ctx)
+	*s.log = append(*s.log, "<"+s.name)
+	return err
+}
+
+func (s recordingStrategy) StrategyName() string { return s.name }
+
+// Invariant: strategies run outermost first, in the order they were added.
+func TestPipelineRunsStrategiesOutermostFirst(t *testing.T) {
+	var log []string
+	p, err := NewBuilder[int]().
+		AddStrategy(recordingStrategy{"a", &log}).
+		AddStrategy(recordingStrategy{"b", &log}).
+		AddStrategy(recordingStrategy{"c", &log}).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := p.Execute(context.Background(), func(context.Context) (int, error) {
+		log = append(log, "fn")
+		return 42, nil
+	})
+	if err != nil || v != 42 {
+		t.Fatalf("Execute = %d, %v; want 42, nil", v, err)
+	}
+	want := "a> b> c> fn <c <b <a"
+	if got := strings.Join(log, " "); got != want {
+		t.Fatalf("order = %q, want %q", got, want)
+	}
+}
+
+func TestPipelineReturnsCallbackError(t *testing.T) {
+	boom := errors.New("boom")
+	var log []string
+	p, _ := NewBuilder[string]().AddStrategy(recordingStrategy{"a", &log}).Build()
+	v, err := p.Execute(context.Background(), func(context.Context) (string, error) { return "partial", boom })
+	if !errors.Is(err, boom) || v != "partial" {
+		t.Fatalf("Execute = %q, %v", v, err)
+	}
+}
+
+func TestEmptyAndZeroPipelinesCallTheCallback(t *testing.T) {
+	p, err := NewBuilder[int]().Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var zero Pipeline[int]
+	for _, p := range []*Pipeline[int]{p, &zero, nil} {
+		v, err := p.Execute(context.Background(), func(context.Context) (int, error) { return 7, nil })
+		if v != 7 || err != nil {
+			t.Fatalf("Execute = %d, %v", v, err)
+		}
+	}
+}
+
+// Invariant: a nil callback is an error, never a panic per request.
+func TestPipelineNilCallback(t *testing.T) {
+	p, _ := NewBuilder[int]().AddTimeout(1).Build()
+	if _, err := p.Execute(context.Background(), nil); !errors.Is(err, ErrNilCallback) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// Invariant: bad configuration fails at Build with every field named.
+func TestBuildJoinsConfigErrors(t *testing.T) {
+	_, err := NewBuilder[int]().
+		AddStrategy(nil).
+		AddTimeout(-1).
+		Build()
+	if err == nil {
+		t.Fatal("Build accepted invalid options")
+	}
+	if !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("err %v does not match ErrInvalidOptions", err)
+	}
+	for _, field := range []string{"Builder.AddStrategy", "TimeoutOptions.Timeout"} {
+		if !strings.Contains(err.Error(), field) {
+			t.Errorf("error %q does not name %s", err, field)
+		}
+	}
+	var ce *ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("errors.As(*ConfigError) failed for %v", err)
+	}
+}
+
+func TestStrategyNamesLabelTelemetry(t *testing.T) {
+	var got []Event
+	l := ListenerFunc(func(_ context.Context, e Event) { got = append(got, e) })
+	emit := strategyFunc(func(ctx context.Context, tel Telemetry, next Next) error {
+		tel.Emit(ctx, Event{Name: "Custom"})
+		return next(ctx)
+	})
+	p, err := NewBuilder[int](Name("orders"), WithListener(l)).AddStrategy(emit).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Execute(context.Background(), func(context.Context) (int, error) { return 0, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Pipeline != "orders" || got[0].Strategy != "Strategy" || got[0].Name != "Custom" {
+		t.Fatalf("events = %+v", got)
+	}
+	if s := p.String(); !strings.Contains(s, "orders") {
+		t.Fatalf("String() = %q", s)
+	}
+}
+
+type strategyFunc func(ctx context.Context, tel Telemetry, next Next) error
+
+func (f strategyFunc) Execute(ctx context.Context, tel Telemetry, next Next) error {
+	return f(ctx, tel, next)
+}
+
+func BenchmarkPipelineExecuteEmpty(b *testing.B) {
+	p, _ := NewBuilder[int]().Build()
+	ctx := context.Background()
+	fn := func(context.Context) (int, error) { return 1, nil }
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = p.Execute(ctx, fn)
+	}
+}
+
+func BenchmarkPipelineExecuteTimeout(b *testing.B) {
+	p, _ := NewBuilder[int]().AddTimeout(1e9).Build()
+	ctx := context.Background()
+	fn := func(context.Context) (int, error) { return 1, nil }
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = p.Execute(ctx, fn)
+	}
+}

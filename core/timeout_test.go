@@ -1,0 +1,188 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+func timeoutPipeline(t *testing.T, l Listener, s Strategy) *Pipeline[int] {
+	t.Helper()
+	p, err := NewBuilder[int](Name("p"), WithListener(l)).AddStrategy(s).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Invariant: the strategy's own deadline yields *TimeoutRejectedError, which
+// is also the cause seen by the callback, exactly at the deadline.
+func TestTimeoutFiresAtDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var events []Event
+		l := ListenerFunc(func(_ context.Context, e Event) { events = append(events, e) })
+		p := timeoutPipeline(t, l, Timeout(2*time.Second))
+		start := time.Now()
+		var cause error
+		_, err := p.Execute(context.Background(), func(ctx context.Context) (int, error) {
+			<-ctx.Done()
+			cause = context.Cause(ctx)
+			return 0, ctx.Err()
+		})
+		if elapsed := time.Since(start); elapsed != 2*time.Second {
+			t.Fatalf("returned after %v, want exactly 2s", elapsed)
+		}
+		var te *TimeoutRejectedError
+		if !errors.As(err, &te) || te.Timeout != 2*time.Second {
+			t.Fatalf("err = %v, want *TimeoutRejectedError{2s}", err)
+		}
+		if !errors.Is(err, ErrTimeoutRejected) || !errors.Is(err, ErrRejected) {
+			t.Fatalf("err %v does not match the sentinels", err)
+		}
+		if cause != err {
+			t.Fatalf("callback saw cause %v, want the returned error", cause)
+		}
+		if len(events) != 1 || events[0].Name != EventTimeout || events[0].Pipeline != "p" || events[0].Strategy != "Timeout" || events[0].Duration != 2*time.Second {
+			t.Fatalf("events = %+v", events)
+		}
+	})
+}
+
+// Invariant: the caller's cancellation is the caller's error, not a timeout.
+func TestTimeoutCallerCancellationIsNotATimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var events int
+		l := ListenerFunc(func(context.Context, Event) { events++ })
+		p := timeoutPipeline(t, l, Timeout(time.Minute))
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(time.Second, cancel)
+		_, err := p.Execute(ctx, func(ctx context.Context) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		})
+		if !errors.Is(err, context.Canceled) || errors.Is(err, ErrTimeoutRejected) {
+			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+		if events != 0 {
+			t.Fatalf("%d timeout events for a caller cancellation", events)
+		}
+	})
+}
+
+// Invariant: deadlines are budgets; an earlier caller deadline wins and is
+// reported as the caller's, not as this strategy's timeout.
+func TestTimeoutEarlierCallerDeadlineWins(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := timeoutPipeline(t, nil, Timeout(time.Minute))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := p.Execute(ctx, func(ctx context.Context) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		})
+		if time.Since(start) != time.Second {
+			t.Fatalf("took %v", time.Since(start))
+		}
+		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrTimeoutRejected) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+// A callback that ignores its context still completes; the strategy waits for
+// it (nothing outlives the execution) and a late success stays a success.
+func TestTimeoutWaitsForCallbackAndKeepsLateSuccess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := timeoutPipeline(t, nil, Timeout(time.Second))
+		start := time.Now()
+		v, err := p.Execute(context.Background(), func(ctx context.Context) (int, error) {
+			time.Sleep(3 * time.Second)
+			return 9, nil
+		})
+		if v != 9 || err != nil || time.Since(start) != 3*time.Second {
+			t.Fatalf("Execute = %d, %v after %v", v, err, time.Since(start))
+		}
+	})
+}
+
+func TestTimeoutGenerator(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		budget := NewKey[time.Duration]("budget")
+		s, err := NewTimeout(TimeoutOptions{Name: "per-call", Generator: func(ctx context.Context) time.Duration {
+			d, _ := budget.Value(ctx)
+			return d
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := timeoutPipeline(t, nil, s)
+		wait := func(ctx context.Context) (int, error) { <-ctx.Done(); return 0, ctx.Err() }
+
+		start := time.Now()
+		_, err = p.Execute(budget.With(context.Background(), 5*time.Second), wait)
+		var te *TimeoutRejectedError
+		if !errors.As(err, &te) || te.Timeout != 5*time.Second || time.Since(start) != 5*time.Second {
+			t.Fatalf("generated timeout: err=%v after %v", err, time.Since(start))
+		}
+		// A non-positive generated timeout means no timeout for that execution.
+		v, err := p.Execute(context.Background(), func(ctx context.Context) (int, error) {
+			if _, ok := ctx.Deadline(); ok {
+				return 0, errors.New("unexpected deadline")
+			}
+			return 1, nil
+		})
+		if v != 1 || err != nil {
+			t.Fatalf("no-timeout execution = %d, %v", v, err)
+		}
+	})
+}
+
+func TestTimeoutValidation(t *testing.T) {
+	cases := []struct {
+		name string
+		opts TimeoutOptions
+		ok   bool
+	}{
+		{"zero", TimeoutOptions{}, false},
+		{"negative", TimeoutOptions{Timeout: -time.Second}, false},
+		{"overflowing", TimeoutOptions{Timeout: time.Duration(1<<63 - 1)}, false},
+		{"positive", TimeoutOptions{Timeout: time.Nanosecond}, true},
+		{"generator without fixed", TimeoutOptions{Generator: func(context.Context) time.Duration { return 0 }}, true},
+		{"generator with negative", TimeoutOptions{Timeout: -1, Generator: func(context.Context) time.Duration { return 0 }}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := NewTimeout(c.opts)
+			if c.ok != (err == nil) {
+				t.Fatalf("NewTimeout(%+v) err = %v", c.opts, err)
+			}
+			if err != nil && (!errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "TimeoutOptions.Timeout")) {
+				t.Fatalf("error %q does not name the field", err)
+			}
+		})
+	}
+}
+
+func FuzzTimeoutOptions(f *testing.F) {
+	f.Add(int64(0))
+	f.Add(int64(-1))
+	f.Add(int64(1))
+	f.Add(int64(1<<63 - 1))
+	f.Fuzz(func(t *testing.T, d int64) {
+		s, err := NewTimeout(TimeoutOptions{Timeout: time.Duration(d)})
+		if err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Field != "TimeoutOptions.Timeout" {
+				t.Fatalf("err = %v", err)
+			}
+			return
+		}
+		if s.opts.Timeout <= 0 || s.opts.Timeout > maxDuration {
+			t.Fatalf("accepted %v", s.opts.Timeout)
+		}
+	})
+}
