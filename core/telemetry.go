@@ -41,8 +41,8 @@ type Event struct {
 }
 
 // Listener receives telemetry events. It is called synchronously on the
-// execution's goroutine (or, for queue evictions, on the goroutine that
-// caused the eviction), so it must be fast and safe for concurrent use.
+// goroutine of the execution the event is about (an evicted waiter reports
+// its own eviction), so it must be fast and safe for concurrent use.
 type Listener interface {
 	OnEvent(ctx context.Context, e Event)
 }
@@ -106,7 +106,7 @@ type slogListener struct{ logger *slog.Logger }
 func (s slogListener) OnEvent(ctx context.Context, e Event) {
 	level := slog.LevelInfo
 	switch e.Name {
-	case EventTimeout, EventRateLimiterRejected:
+	case EventTimeout, EventRateLimiterRejected, EventRateLimiterStoreError:
 		level = slog.LevelWarn
 	}
 	if !s.logger.Enabled(ctx, level) {

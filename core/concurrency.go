@@ -1,0 +1,413 @@
+package resilience
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// OverflowPolicy says what a concurrency limiter does when an execution must
+// queue and the queue is already full. Running executions are never
+// interrupted to make room, whatever the policy.
+type OverflowPolicy string
+
+const (
+	// OverflowRejectNew rejects the newcomer with ReasonFull. It is the
+	// default; the empty string means this policy.
+	OverflowRejectNew OverflowPolicy = "reject-new"
+	// OverflowDropOldest evicts the waiter that has waited longest, whatever
+	// its priority, with ReasonDropped, and queues the newcomer. Useful when
+	// old requests are likely abandoned by their clients anyway.
+	OverflowDropOldest OverflowPolicy = "drop-oldest"
+	// OverflowDropLowestPriority evicts the newest waiter of the lowest
+	// priority (the largest Priority number) with ReasonDropped if the
+	// newcomer outranks it (a strictly lower number) and queues the newcomer;
+	// otherwise it rejects the newcomer with ReasonFull. Under overload the
+	// least important traffic is what gets shed.
+	OverflowDropLowestPriority OverflowPolicy = "drop-lowest-priority"
+)
+
+// ParseOverflowPolicy returns the policy named by s, one of "reject-new",
+// "drop-oldest" or "drop-lowest-priority" (for configuration files and
+// flags). Any other value, including "", is a *ConfigError that quotes it.
+func ParseOverflowPolicy(s string) (OverflowPolicy, error) {
+	switch p := OverflowPolicy(s); p {
+	case OverflowRejectNew, OverflowDropOldest, OverflowDropLowestPriority:
+		return p, nil
+	}
+	return "", unknownOverflow(s)
+}
+
+func unknownOverflow(s string) error {
+	return configErrorf("ConcurrencyLimiterOptions.Overflow",
+		"unknown overflow policy %q; want %q, %q or %q",
+		s, OverflowRejectNew, OverflowDropOldest, OverflowDropLowestPriority)
+}
+
+// ConcurrencyLimiterOptions configures a ConcurrencyLimiter.
+type ConcurrencyLimiterOptions struct {
+	// Name labels the strategy's events. Default "ConcurrencyLimiter".
+	Name string
+	// PermitLimit is the number of executions that may run at once.
+	// Required, greater than 0. SetLimit changes it later.
+	PermitLimit int
+	// QueueLimit is how many executions may wait for a permit when all are
+	// in use. 0 (the default) means no queue: reject at once.
+	QueueLimit int
+	// QueueTimeout is the longest an execution waits in the queue before it
+	// is rejected with ReasonQueueTimeout. 0 means no queue timeout: wait
+	// until a permit comes, the execution is evicted, or its context ends.
+	// The wait never outlasts the context's deadline either way. Ignored
+	// when QueueLimit is 0.
+	QueueTimeout time.Duration
+	// Priority ranks an execution that must queue: lower numbers are granted
+	// sooner, and equal numbers in arrival order. It is called at most once
+	// per execution with the execution's context, only when it has to queue
+	// (never on the fast path, nor when reject-new sheds it), and outside the
+	// limiter's lock, so it may be slow or panic without harming the limiter.
+	// nil means every execution has priority 0.
+	Priority func(ctx context.Context) int
+	// Overflow is what happens when the queue is full. Default
+	// OverflowRejectNew.
+	Overflow OverflowPolicy
+}
+
+// ConcurrencyLimiter (a bulkhead) caps the number of executions running at
+// once and queues a bounded number of others, ordered by priority and then
+// arrival. It is a Strategy, and can also be used directly through Acquire
+// and Release.
+//
+// A released permit is handed straight to the best waiter, so a newcomer
+// never overtakes the queue. Each queued waiter leaves the queue exactly
+// once, under the limiter's mutex, as granted, evicted, cancelled or timed
+// out, so a cancellation, queue timeout or eviction racing a grant never
+// loses or duplicates a permit. When a waiter's context ends at the same
+// moment it is granted, the waiter passes the permit on to the next waiter
+// (or frees it) and returns the context's error, so work whose caller has
+// already given up does not take a turn. When its queue timeout fires at the
+// same moment it is granted, the grant wins and it runs, since the permit is
+// already in hand.
+//
+// Memory is bounded by QueueLimit: at most that many waiters exist, each a
+// small struct and channel; the fast path (a free permit and nobody waiting)
+// allocates nothing.
+//
+// A ConcurrencyLimiter is safe for concurrent use, and may be shared by
+// several pipelines, which then share its permits. Create it with
+// NewConcurrencyLimiter; the zero value has a limit of 0 and no queue, so it
+// rejects every execution with ReasonFull (and fails Validate). A rejection,
+// cancellation or panic leaves no state behind: permits and queue places
+// are always returned. A ConcurrencyLimiter must not be copied after first
+// use.
+type ConcurrencyLimiter struct {
+	name         string
+	queueLimit   int
+	queueTimeout time.Duration
+	priority     func(ctx context.Context) int
+	overflow     OverflowPolicy
+	opts         ConcurrencyLimiterOptions // as given, for Validate
+
+	mu       sync.Mutex
+	limit    int
+	inFlight int
+	queue    waitQueue
+}
+
+// Rejections are shared values: they carry nothing per execution, and
+// sharing keeps the rejection path, the one that runs hottest under
+// overload, free of allocation.
+var (
+	errBulkheadFull         = &BulkheadRejectedError{Reason: ReasonFull}
+	errBulkheadQueueTimeout = &BulkheadRejectedError{Reason: ReasonQueueTimeout}
+	errBulkheadDropped      = &BulkheadRejectedError{Reason: ReasonDropped}
+)
+
+// NewConcurrencyLimiter returns a limiter configured by opts, or a
+// *ConfigError naming the first invalid field.
+func NewConcurrencyLimiter(opts ConcurrencyLimiterOptions) (*ConcurrencyLimiter, error) {
+	if err := validateConcurrencyOptions(opts); err != nil {
+		return nil, err
+	}
+	l := &ConcurrencyLimiter{
+		name:         opts.Name,
+		queueLimit:   opts.QueueLimit,
+		queueTimeout: opts.QueueTimeout,
+		priority:     opts.Priority,
+		overflow:     opts.Overflow,
+		opts:         opts,
+		limit:        opts.PermitLimit,
+	}
+	if l.name == "" {
+		l.name = "ConcurrencyLimiter"
+	}
+	if l.overflow == "" {
+		l.overflow = OverflowRejectNew
+	}
+	if l.queueLimit == 0 {
+		l.queueTimeout = 0
+	}
+	return l, nil
+}
+
+// AddConcurrencyLimiter appends a new concurrency limiter configured by
+// opts. To read its statistics or change its limit, build it with
+// NewConcurrencyLimiter and add it with AddStrategy instead.
+func (b *Builder[T]) AddConcurrencyLimiter(opts ConcurrencyLimiterOptions) *Builder[T] {
+	l, err := NewConcurrencyLimiter(opts)
+	if err != nil {
+		return b.addBuilt(nil, err)
+	}
+	return b.addBuilt(l, nil)
+}
+
+func validateConcurrencyOptions(o ConcurrencyLimiterOptions) error {
+	if err := checkPositiveInt("ConcurrencyLimiterOptions.PermitLimit", o.PermitLimit); err != nil {
+		return err
+	}
+	if err := checkNonNegativeInt("ConcurrencyLimiterOptions.QueueLimit", o.QueueLimit); err != nil {
+		return err
+	}
+	if err := checkNonNegativeDuration("ConcurrencyLimiterOptions.QueueTimeout", o.QueueTimeout); err != nil {
+		return err
+	}
+	if o.Overflow != "" {
+		if _, err := ParseOverflowPolicy(string(o.Overflow)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Validate reports invalid options as a *ConfigError. A limiter made by
+// NewConcurrencyLimiter is always valid; the zero value is not.
+func (l *ConcurrencyLimiter) Validate() error { return validateConcurrencyOptions(l.opts) }
+
+// StrategyName returns the name used in telemetry.
+func (l *ConcurrencyLimiter) StrategyName() string {
+	if l.name == "" {
+		return "ConcurrencyLimiter"
+	}
+	return l.name
+}
+
+// LimiterStats is a snapshot of a limiter's state.
+type LimiterStats struct {
+	// Limit is the current permit limit.
+	Limit int `json:"limit"`
+	// InFlight is the number of permits held. It can exceed Limit for a
+	// while after the limit is lowered, as running work is not interrupted.
+	InFlight int `json:"inflight"`
+	// Queued is the number of executions waiting for a permit.
+	Queued int `json:"queued"`
+}
+
+// Stats returns a consistent snapshot of the limit, the permits held and the
+// waiters queued.
+func (l *ConcurrencyLimiter) Stats() LimiterStats {
+	l.mu.Lock()
+	s := LimiterStats{Limit: l.limit, InFlight: l.inFlight, Queued: l.queue.len()}
+	l.mu.Unlock()
+	return s
+}
+
+// SetLimit changes the permit limit while the limiter is in use; n < 1 is
+// treated as 1. Raising it grants queued waiters at once. Lowering it never
+// interrupts running work: new executions are admitted again once fewer
+// than n are in flight.
+func (l *ConcurrencyLimiter) SetLimit(n int) {
+	if n < 1 {
+		n = 1
+	}
+	l.mu.Lock()
+	l.limit = n
+	l.grantLocked()
+	l.mu.Unlock()
+}
+
+// TryAcquire takes a permit if one is free and nobody is waiting, and
+// reports whether it did. It never queues. After true, the caller must call
+// Release exactly once.
+func (l *ConcurrencyLimiter) TryAcquire() bool {
+	l.mu.Lock()
+	// inFlight < limit implies an empty queue: grantLocked never leaves a
+	// waiter queued while a permit is free.
+	ok := l.inFlight < l.limit
+	if ok {
+		l.inFlight++
+	}
+	l.mu.Unlock()
+	return ok
+}
+
+// Acquire takes a permit, queueing for one if the limiter's options allow.
+// It returns nil when a permit is held; the caller must then call Release
+// exactly once. Otherwise it returns a *BulkheadRejectedError (ReasonFull,
+// ReasonQueueTimeout or ReasonDropped), or context.Cause(ctx) when ctx ended
+// first; an execution whose context has already ended is neither admitted
+// nor queued. A queued caller waits at most QueueTimeout and never past
+// ctx's deadline. The rejection errors are shared values: match them with
+// errors.As or errors.Is and do not modify them.
+func (l *ConcurrencyLimiter) Acquire(ctx context.Context) error {
+	_, err := l.acquire(ctx)
+	return err
+}
+
+// acquire is Acquire that also reports how long the execution waited in the
+// queue (0 when it did not queue), for telemetry.
+func (l *ConcurrencyLimiter) acquire(ctx context.Context) (time.Duration, error) {
+	if ctx.Err() != nil {
+		return 0, context.Cause(ctx)
+	}
+	l.mu.Lock()
+	if l.inFlight < l.limit { // implies an empty queue; see TryAcquire
+		l.inFlight++
+		l.mu.Unlock()
+		return 0, nil
+	}
+	if l.queueLimit == 0 || (l.overflow == OverflowRejectNew && l.queue.len() >= l.queueLimit) {
+		// Shed without running the priority function: under overload this
+		// is the common case and should cost as little as possible.
+		l.mu.Unlock()
+		return 0, errBulkheadFull
+	}
+	if l.priority == nil {
+		return l.wait(ctx, 0) // wait unlocks
+	}
+	// The priority function is the caller's code: run it without the lock,
+	// then look again, since a permit may have been freed meanwhile.
+	l.mu.Unlock()
+	p := l.priority(ctx)
+	l.mu.Lock()
+	if l.inFlight < l.limit {
+		l.inFlight++
+		l.mu.Unlock()
+		return 0, nil
+	}
+	return l.wait(ctx, p)
+}
+
+// wait queues the caller with priority p, applying the overflow policy if
+// the queue is full, and waits for the outcome. It is called with l.mu held
+// and releases it.
+func (l *ConcurrencyLimiter) wait(ctx context.Context, p int) (time.Duration, error) {
+	if l.queue.len() >= l.queueLimit {
+		var victim *waiter
+		switch l.overflow {
+		case OverflowDropOldest:
+			victim = l.queue.oldestWaiter()
+		case OverflowDropLowestPriority:
+			if v := l.queue.newestOfLowest(); v != nil && p < v.priority {
+				victim = v
+			}
+		}
+		if victim == nil {
+			l.mu.Unlock()
+			return 0, errBulkheadFull
+		}
+		l.queue.remove(victim)
+		victim.state = waiterEvicted
+		close(victim.ready)
+	}
+	w := &waiter{priority: p, ready: make(chan struct{})}
+	l.queue.push(w)
+	l.mu.Unlock()
+
+	start := time.Now()
+	var timeout <-chan time.Time
+	if l.queueTimeout > 0 {
+		t := time.NewTimer(l.queueTimeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+
+	var ended waiterState // what this goroutine saw end the wait, if not ready
+	select {
+	case <-w.ready:
+		// The granter or evicter set w.state before closing ready.
+	case <-ctx.Done():
+		ended = waiterCancelled
+	case <-timeout:
+		ended = waiterTimedOut
+	}
+	if ended != waiterQueued {
+		l.mu.Lock()
+		if w.state == waiterQueued { // nobody granted or evicted it first
+			l.queue.remove(w)
+			w.state = ended
+		}
+		l.mu.Unlock()
+	}
+	// w.state is final now and nobody writes it again, so it is read
+	// without the lock (the close of ready or the mutex orders the write).
+
+	switch w.state {
+	case waiterGranted:
+		// A grant racing the queue timeout wins: the permit is in hand. A
+		// grant racing the caller's cancellation is handed on instead, since
+		// nobody waits for the result.
+		if ctx.Err() != nil {
+			l.Release()
+			return time.Since(start), context.Cause(ctx)
+		}
+		return 0, nil
+	case waiterEvicted:
+		return time.Since(start), errBulkheadDropped
+	case waiterTimedOut:
+		return time.Since(start), errBulkheadQueueTimeout
+	default: // waiterCancelled
+		return time.Since(start), context.Cause(ctx)
+	}
+}
+
+// Release returns a permit taken by Acquire or TryAcquire. If an execution
+// is queued and the limit allows, the permit passes directly to the best
+// waiter. Calling Release without holding a permit is a bug in the caller
+// and panics, since silently ignoring it would break the limit.
+func (l *ConcurrencyLimiter) Release() {
+	l.mu.Lock()
+	if l.inFlight <= 0 {
+		l.mu.Unlock()
+		panic("resilience: ConcurrencyLimiter.Release without a held permit")
+	}
+	l.inFlight--
+	if l.queue.n > 0 {
+		l.grantLocked()
+	}
+	l.mu.Unlock()
+}
+
+// grantLocked moves free permits to the best waiters. l.mu must be held.
+func (l *ConcurrencyLimiter) grantLocked() {
+	for l.inFlight < l.limit {
+		w := l.queue.popBest()
+		if w == nil {
+			return
+		}
+		w.state = waiterGranted
+		l.inFlight++
+		close(w.ready)
+	}
+}
+
+// Execute implements Strategy: it takes a permit, runs next, and returns the
+// permit when next returns or panics. A rejection emits
+// EventRateLimiterRejected with the RejectReason as Event.Reason and, if the
+// execution had queued, the time it waited as Event.Duration. An evicted
+// execution reports its own eviction (ReasonDropped), on its own goroutine
+// and with its own context and labels, so a limiter shared by several
+// pipelines attributes each rejection to the right one. A context that ended
+// first returns context.Cause(ctx) and emits nothing, as that is the
+// caller's doing.
+func (l *ConcurrencyLimiter) Execute(ctx context.Context, tel Telemetry, next Next) error {
+	waited, err := l.acquire(ctx)
+	if err != nil {
+		// Only the limiter's own rejections are events; a context error is
+		// returned as is, even if its cause is a *BulkheadRejectedError.
+		if r, ok := err.(*BulkheadRejectedError); ok && (r == errBulkheadFull || r == errBulkheadQueueTimeout || r == errBulkheadDropped) {
+			tel.Emit(ctx, Event{Name: EventRateLimiterRejected, Reason: string(r.Reason), Duration: waited, Err: err})
+		}
+		return err
+	}
+	defer l.Release()
+	return next(ctx)
+}

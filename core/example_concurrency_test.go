@@ -1,0 +1,105 @@
+package resilience_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+)
+
+func ExampleConcurrencyLimiter() {
+	limiter, err := resilience.NewConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{
+		Name:        "reports",
+		PermitLimit: 1, // one report at a time, no queue
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	p, err := resilience.NewBuilder[string]().AddStrategy(limiter).Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	out, err := p.Execute(ctx, func(ctx context.Context) (string, error) {
+		// While this runs the only permit is taken, so another execution
+		// is shed at once.
+		_, err := p.Execute(ctx, func(context.Context) (string, error) { return "never runs", nil })
+		var rejected *resilience.BulkheadRejectedError
+		if errors.As(err, &rejected) {
+			fmt.Println("second execution rejected:", rejected.Reason)
+		}
+		fmt.Printf("while running: %+v\n", limiter.Stats())
+		return "report ready", nil
+	})
+	fmt.Println(out, err)
+	fmt.Printf("afterwards: %+v\n", limiter.Stats())
+	// Output:
+	// second execution rejected: full
+	// while running: {Limit:1 InFlight:1 Queued:0}
+	// report ready <nil>
+	// afterwards: {Limit:1 InFlight:0 Queued:0}
+}
+
+// Queued executions are granted by priority (lower first), then in arrival
+// order.
+func ExampleConcurrencyLimiter_priority() {
+	tier := resilience.NewKey[int]("tier")
+	limiter, err := resilience.NewConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{
+		PermitLimit:  1,
+		QueueLimit:   10,
+		QueueTimeout: time.Minute,
+		Priority: func(ctx context.Context) int {
+			t, _ := tier.Value(ctx)
+			return t
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := limiter.Acquire(context.Background()); err != nil { // hold the only permit
+		fmt.Println(err)
+		return
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var order []string
+	for i, req := range []struct {
+		name string
+		tier int
+	}{{"batch-1", 2}, {"user-1", 0}, {"batch-2", 2}, {"user-2", 0}, {"internal", 1}} {
+		wg.Go(func() {
+			if err := limiter.Acquire(tier.With(context.Background(), req.tier)); err != nil {
+				fmt.Println(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, req.name)
+			mu.Unlock()
+			limiter.Release()
+		})
+		for limiter.Stats().Queued <= i { // wait until it has queued, to fix the arrival order
+			runtime.Gosched()
+		}
+	}
+	limiter.Release()
+	wg.Wait()
+	fmt.Println(order)
+	// Output: [user-1 user-2 internal batch-1 batch-2]
+}
+
+func ExampleParseOverflowPolicy() {
+	policy, err := resilience.ParseOverflowPolicy("drop-lowest-priority")
+	fmt.Println(policy, err)
+	_, err = resilience.ParseOverflowPolicy("drop-newest")
+	fmt.Println(err)
+	// Output:
+	// drop-lowest-priority <nil>
+	// resilience: invalid option ConcurrencyLimiterOptions.Overflow: unknown overflow policy "drop-newest"; want "reject-new", "drop-oldest" or "drop-lowest-priority"
+}

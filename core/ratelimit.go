@@ -1,0 +1,381 @@
+package resilience
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"strings"
+	"time"
+)
+
+// RateLimitAlgorithm names how a rate limiter counts permits. The values are
+// stable strings, fit for configuration files; the zero value ("") means
+// FixedWindow.
+type RateLimitAlgorithm string
+
+const (
+	// FixedWindow allows PermitLimit permits in each window. A key's windows
+	// start at its first request and follow back to back. It is the default:
+	// the empty algorithm means FixedWindow. Up to 2×PermitLimit permits can
+	// pass around a window boundary (the end of one window, the start of the
+	// next).
+	FixedWindow RateLimitAlgorithm = "fixed-window"
+	// SlidingWindow approximates a window that slides with time: the count
+	// of the previous fixed window, weighted by the share of it the sliding
+	// window still covers, plus the count of the current one must stay below
+	// PermitLimit. The approximation assumes the previous window's permits
+	// were spread evenly over it. It never admits more than PermitLimit in
+	// one of the key's fixed windows and damps the boundary burst.
+	SlidingWindow RateLimitAlgorithm = "sliding-window"
+	// TokenBucket keeps a bucket of PermitLimit tokens that refills
+	// PermitLimit tokens per Window, evenly (one every Window/PermitLimit).
+	// A full bucket absorbs a burst of PermitLimit; the sustained rate is
+	// PermitLimit per Window.
+	TokenBucket RateLimitAlgorithm = "token-bucket"
+)
+
+// ParseRateLimitAlgorithm parses a configured algorithm name. It ignores
+// case and surrounding space and accepts '_' for '-'; the empty string is
+// FixedWindow. An unknown name is a *ConfigError for
+// RateLimiterOptions.Algorithm.
+func ParseRateLimitAlgorithm(s string) (RateLimitAlgorithm, error) {
+	n := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), "_", "-")
+	switch RateLimitAlgorithm(n) {
+	case "", FixedWindow:
+		return FixedWindow, nil
+	case SlidingWindow:
+		return SlidingWindow, nil
+	case TokenBucket:
+		return TokenBucket, nil
+	}
+	return "", configErrorf("RateLimiterOptions.Algorithm",
+		"unknown algorithm %q; want %q, %q or %q", s, FixedWindow, SlidingWindow, TokenBucket)
+}
+
+// RateLimitPolicy is what a RateLimitStore needs to decide: the limit of a
+// rate limiter, without its key function or store. Name identifies the
+// policy in a shared store and in the IETF RateLimit-Policy header. It is a
+// plain value, safe to copy and share. The zero value is invalid (no Limit
+// or Window): a store refuses it with a *ConfigError and changes nothing.
+type RateLimitPolicy struct {
+	// Name is the limiter's name, or "default" when it has none.
+	Name string
+	// Algorithm is never empty in a policy made by a RateLimiter.
+	Algorithm RateLimitAlgorithm
+	// Limit is the number of permits per Window.
+	Limit int
+	// Window is the period the limit applies to.
+	Window time.Duration
+}
+
+// algorithm returns the policy's algorithm with the empty default resolved.
+func (p RateLimitPolicy) algorithm() RateLimitAlgorithm {
+	if p.Algorithm == "" {
+		return FixedWindow
+	}
+	return p.Algorithm
+}
+
+// validate checks a policy handed to a store directly.
+func (p RateLimitPolicy) validate() error {
+	switch p.Algorithm {
+	case "", FixedWindow, SlidingWindow, TokenBucket:
+	default:
+		return configErrorf("RateLimitPolicy.Algorithm", "unknown algorithm %q", string(p.Algorithm))
+	}
+	if err := checkPositiveInt("RateLimitPolicy.Limit", p.Limit); err != nil {
+		return err
+	}
+	return checkPositiveDuration("RateLimitPolicy.Window", p.Window)
+}
+
+// RateLimitDecision is the outcome of one take: whether the permit was
+// granted and the numbers for the RateLimit-* and Retry-After headers. It
+// is a plain value, safe to copy and share; the zero value is a refusal
+// that carries no numbers.
+type RateLimitDecision struct {
+	// Allowed reports whether a permit was granted.
+	Allowed bool
+	// Limit is the number of permits per window.
+	Limit int
+	// Remaining is how many more permits the key would be granted right now.
+	Remaining int
+	// Reset is the time until the key's quota is whole again: the end of the
+	// fixed window; for a sliding window, until the current window's permits
+	// no longer weigh (the end of the next window); for a token bucket,
+	// until the bucket is full.
+	Reset time.Duration
+	// RetryAfter is the least wait before a take could succeed; 0 when
+	// allowed. Fixed window: the end of the window; sliding window: until
+	// the weighted count drops below the limit; token bucket: the next token.
+	RetryAfter time.Duration
+	// Policy is the policy the decision was made under.
+	Policy RateLimitPolicy
+}
+
+// RateLimitStoreError reports that a RateLimitStore failed, so no decision
+// was made. Match with errors.As, or errors.Is against ErrRateLimitStore; it
+// unwraps to the store's error. It is not a rejection (it does not match
+// ErrRejected): the limiter could not decide. Like every error here it is
+// not modified after it is returned, so it is safe to share.
+type RateLimitStoreError struct {
+	// Policy is the name of the policy being applied.
+	Policy string
+	// Err is the store's error.
+	Err error
+}
+
+// ErrRateLimitStore matches *RateLimitStoreError.
+var ErrRateLimitStore = errors.New("resilience: rate limit store failed")
+
+func (e *RateLimitStoreError) Error() string {
+	return "resilience: rate limit store failed for policy " + e.Policy + ": " + e.Err.Error()
+}
+
+// Unwrap returns the store's error.
+func (e *RateLimitStoreError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrRateLimitStore.
+func (e *RateLimitStoreError) Is(target error) bool { return target == ErrRateLimitStore }
+
+// EventRateLimiterStoreError is emitted when a rate limiter's store fails.
+// Event.Reason is "fail-open" (the execution ran) or "fail-closed" (it was
+// refused); Event.Err is the *RateLimitStoreError.
+const EventRateLimiterStoreError EventName = "OnRateLimiterStoreError"
+
+const (
+	defaultRateLimitMaxKeyLength = 256
+	// rateLimitKeyHashLen is the length of the hash that replaces the tail
+	// of an over-long key: 16 bytes of SHA-256, base64url without padding.
+	rateLimitKeyHashLen = 22
+	// minRateLimitMaxKeyLength leaves room for the hash and a prefix.
+	minRateLimitMaxKeyLength = 32
+)
+
+// RateLimiterOptions configures a rate limiter. NewRateLimiter copies it,
+// so changing it afterwards has no effect. The zero value is invalid:
+// PermitLimit and Window are required.
+type RateLimiterOptions struct {
+	// Name labels telemetry (default "RateLimiter") and names the policy
+	// (default "default"; see RateLimitPolicy.Name).
+	Name string
+	// Algorithm is FixedWindow (the default when empty), SlidingWindow or
+	// TokenBucket. Use ParseRateLimitAlgorithm for names from configuration.
+	Algorithm RateLimitAlgorithm
+	// PermitLimit is the number of permits per Window (> 0).
+	PermitLimit int
+	// Window is the period PermitLimit applies to (> 0).
+	Window time.Duration
+	// Key returns the partition an execution counts against (client IP, API
+	// key, …). Nil means one partition shared by every execution. Each key
+	// has its own quota.
+	Key func(ctx context.Context) string
+	// MaxKeys caps the keys of the default in-memory store, so memory is
+	// bounded whatever traffic arrives; idle keys are evicted first (see
+	// MemoryRateLimitStore). 0 means 10 000. Ignored when Store is set.
+	MaxKeys int
+	// MaxKeyLength caps the length in bytes of a key. A longer key is
+	// replaced by its first MaxKeyLength−22 bytes followed by 22 characters
+	// of its SHA-256 (base64url): distinct long keys stay distinct (even
+	// with a long shared prefix), the same key always maps to the same
+	// replacement (in every process, so a shared store still works), and no
+	// stored key is longer than MaxKeyLength. 0 means 256; otherwise at
+	// least 32.
+	MaxKeyLength int
+	// Store keeps the counters. Nil means a new MemoryRateLimitStore with
+	// MaxKeys, private to this limiter.
+	Store RateLimitStore
+	// FailClosed decides what happens when Store returns an error. By
+	// default (false) the limiter fails open: the execution runs, because a
+	// shared store's outage would otherwise turn into an outage of the whole
+	// service, and the concurrency limiter behind the rate limiter still
+	// protects it. Set FailClosed when the quota matters more than
+	// availability (a paid API's metering): the execution is then refused
+	// with the *RateLimitStoreError. Either way EventRateLimiterStoreError
+	// is emitted. The in-memory store never fails.
+	FailClosed bool
+}
+
+// RateLimiter admits executions while their key's quota lasts and rejects
+// the rest with a *RateLimitRejectedError. Use it as a pipeline strategy
+// (Builder.AddRateLimiter, or AddStrategy to share one limiter) or call
+// Allow directly (an HTTP middleware does, to set the RateLimit-* headers
+// on admitted responses too).
+//
+// Safe for concurrent use. The zero value is not usable: Validate reports
+// the missing options and Execute and Allow return that *ConfigError
+// without running anything. A rejected take consumes no permit; a store
+// failure leaves the counters as the store left them (see FailClosed).
+// Emits EventRateLimiterRejected (Reason ReasonRateLimited, Duration the
+// retry-after) and EventRateLimiterStoreError. Its in-memory store reads
+// the clock through time.Now, so a test using testing/synctest makes the
+// limiter inside the bubble.
+type RateLimiter struct {
+	opts   RateLimiterOptions
+	policy RateLimitPolicy
+	store  RateLimitStore
+	maxLen int
+}
+
+// NewRateLimiter returns a rate limiter, or a *ConfigError naming the first
+// invalid option.
+func NewRateLimiter(opts RateLimiterOptions) (*RateLimiter, error) {
+	l := &RateLimiter{opts: opts}
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	if l.opts.Algorithm == "" {
+		l.opts.Algorithm = FixedWindow
+	}
+	if l.opts.MaxKeyLength == 0 {
+		l.opts.MaxKeyLength = defaultRateLimitMaxKeyLength
+	}
+	l.maxLen = l.opts.MaxKeyLength
+	name := l.opts.Name
+	if name == "" {
+		name = "default"
+	}
+	l.policy = RateLimitPolicy{Name: name, Algorithm: l.opts.Algorithm, Limit: opts.PermitLimit, Window: opts.Window}
+	l.store = opts.Store
+	if l.store == nil {
+		l.store = NewMemoryRateLimitStore(opts.MaxKeys)
+	}
+	return l, nil
+}
+
+// AddRateLimiter appends a rate limiter configured by opts. Invalid options
+// are reported by Build.
+func (b *Builder[T]) AddRateLimiter(opts RateLimiterOptions) *Builder[T] {
+	return b.addBuilt(NewRateLimiter(opts))
+}
+
+// Validate reports the first invalid option as a *ConfigError.
+func (l *RateLimiter) Validate() error {
+	o := &l.opts
+	switch o.Algorithm {
+	case "", FixedWindow, SlidingWindow, TokenBucket:
+	default:
+		return configErrorf("RateLimiterOptions.Algorithm",
+			"unknown algorithm %q; want %q, %q or %q", string(o.Algorithm), FixedWindow, SlidingWindow, TokenBucket)
+	}
+	if err := checkPositiveInt("RateLimiterOptions.PermitLimit", o.PermitLimit); err != nil {
+		return err
+	}
+	if err := checkPositiveDuration("RateLimiterOptions.Window", o.Window); err != nil {
+		return err
+	}
+	if err := checkNonNegativeInt("RateLimiterOptions.MaxKeys", o.MaxKeys); err != nil {
+		return err
+	}
+	if o.MaxKeys > maxRateLimitMaxKeys {
+		return configErrorf("RateLimiterOptions.MaxKeys", "is too large (%d); the maximum is %d", o.MaxKeys, maxRateLimitMaxKeys)
+	}
+	if err := checkNonNegativeInt("RateLimiterOptions.MaxKeyLength", o.MaxKeyLength); err != nil {
+		return err
+	}
+	if o.MaxKeyLength != 0 && o.MaxKeyLength < minRateLimitMaxKeyLength {
+		return configErrorf("RateLimiterOptions.MaxKeyLength",
+			"must be 0 (default %d) or at least %d, got %d", defaultRateLimitMaxKeyLength, minRateLimitMaxKeyLength, o.MaxKeyLength)
+	}
+	return nil
+}
+
+// StrategyName returns the name used in telemetry.
+func (l *RateLimiter) StrategyName() string {
+	if l.opts.Name == "" {
+		return "RateLimiter"
+	}
+	return l.opts.Name
+}
+
+// Policy returns the limiter's policy.
+func (l *RateLimiter) Policy() RateLimitPolicy { return l.policy }
+
+// Allow takes one permit for the key opts.Key returns for ctx. A nil error
+// comes with the store's decision. On a store failure the error is a
+// *RateLimitStoreError and the decision is what the limiter applies:
+// Allowed unless FailClosed, with the policy's Limit and Remaining 0.
+func (l *RateLimiter) Allow(ctx context.Context) (RateLimitDecision, error) {
+	var key string
+	if l.opts.Key != nil {
+		key = l.opts.Key(ctx)
+	}
+	return l.AllowKey(ctx, key)
+}
+
+// AllowKey is Allow for an explicit key. Keys longer than MaxKeyLength are
+// shortened as documented there.
+func (l *RateLimiter) AllowKey(ctx context.Context, key string) (RateLimitDecision, error) {
+	if l.store == nil {
+		return RateLimitDecision{}, l.unusable()
+	}
+	if len(key) > l.maxLen {
+		key = shortenRateLimitKey(key, l.maxLen)
+	}
+	d, err := l.store.Take(ctx, key, l.policy)
+	if err != nil {
+		return RateLimitDecision{
+			Allowed: !l.opts.FailClosed,
+			Limit:   l.policy.Limit,
+			Policy:  l.policy,
+		}, &RateLimitStoreError{Policy: l.policy.Name, Err: err}
+	}
+	d.Policy = l.policy
+	return d, nil
+}
+
+// unusable explains why a limiter not made by NewRateLimiter cannot run.
+func (l *RateLimiter) unusable() error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	return &ConfigError{Field: "RateLimiter", Problem: "not made by NewRateLimiter"}
+}
+
+// Execute implements Strategy: it takes a permit and runs next, or returns
+// a *RateLimitRejectedError without running it.
+func (l *RateLimiter) Execute(ctx context.Context, tel Telemetry, next Next) error {
+	d, err := l.Allow(ctx)
+	if err != nil {
+		var se *RateLimitStoreError
+		if !errors.As(err, &se) {
+			return err // unusable limiter
+		}
+		reason := "fail-open"
+		if l.opts.FailClosed {
+			reason = "fail-closed"
+		}
+		tel.Emit(ctx, Event{Name: EventRateLimiterStoreError, Reason: reason, Err: err})
+		if l.opts.FailClosed {
+			return err
+		}
+		return next(ctx)
+	}
+	if !d.Allowed {
+		rej := &RateLimitRejectedError{
+			RetryAfter: d.RetryAfter,
+			Limit:      d.Limit,
+			Remaining:  d.Remaining,
+			Reset:      d.Reset,
+		}
+		tel.Emit(ctx, Event{Name: EventRateLimiterRejected, Reason: ReasonRateLimited, Duration: d.RetryAfter, Err: rej})
+		return rej
+	}
+	return next(ctx)
+}
+
+// shortenRateLimitKey returns key cut to its first max−22 bytes followed by
+// 22 base64url characters of its SHA-256, exactly max bytes long. SHA-256
+// (not a per-process seeded hash) so every instance sharing a store maps a
+// key the same way, and so nobody can craft two keys that share a quota.
+func shortenRateLimitKey(key string, max int) string {
+	sum := sha256.Sum256([]byte(key))
+	var tail [rateLimitKeyHashLen]byte
+	base64.RawURLEncoding.Encode(tail[:], sum[:16])
+	var b strings.Builder
+	b.Grow(max)
+	b.WriteString(key[:max-rateLimitKeyHashLen])
+	b.Write(tail[:])
+	return b.String()
+}
