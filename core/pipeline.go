@@ -29,6 +29,19 @@ type Validator interface {
 	Validate() error
 }
 
+// ResultStrategy is a strategy that sees the callback's value, not only its
+// error: a retry whose predicate looks at the result, a fallback that
+// substitutes a value, hedging that keeps the first acceptable result. It is
+// generic, so a value serves pipelines of one T. next may be called several
+// times, also concurrently (hedging); each call returns its own value.
+// Implementations must be safe for concurrent use.
+type ResultStrategy[T any] interface {
+	ExecuteResult(ctx context.Context, tel Telemetry, next ResultNext[T]) (T, error)
+}
+
+// ResultNext runs the rest of a pipeline and returns the callback's value.
+type ResultNext[T any] func(ctx context.Context) (T, error)
+
 // Named is implemented by strategies that have a name for telemetry. A
 // strategy without one is labelled "Strategy".
 type Named interface {
@@ -45,12 +58,15 @@ var ErrNilCallback = errors.New("resilience: nil callback")
 // that calls the callback directly.
 type Pipeline[T any] struct {
 	name   string
-	stages []stage
+	stages []stage[T]
 }
 
-type stage struct {
-	strategy Strategy
-	tel      Telemetry
+// stage is one strategy of a pipeline: exactly one of plain and result is
+// set.
+type stage[T any] struct {
+	plain  Strategy
+	result ResultStrategy[T]
+	tel    Telemetry
 }
 
 // Name returns the pipeline's name.
@@ -62,30 +78,37 @@ func (p *Pipeline[T]) Name() string { return p.name }
 // rejection error of the strategy that refused to run fn. A panic in fn
 // propagates to the caller after every strategy has released what it held.
 func (p *Pipeline[T]) Execute(ctx context.Context, fn func(ctx context.Context) (T, error)) (T, error) {
-	var result T
 	if fn == nil {
-		return result, ErrNilCallback
+		var zero T
+		return zero, ErrNilCallback
 	}
-	if p == nil || len(p.stages) == 0 {
+	if p == nil {
 		return fn(ctx)
 	}
-	err := p.run(ctx, 0, func(ctx context.Context) error {
-		v, err := fn(ctx)
-		result = v
-		return err
-	})
-	return result, err
+	return p.run(ctx, 0, fn)
 }
 
-func (p *Pipeline[T]) run(ctx context.Context, i int, last Next) error {
-	if i == len(p.stages)-1 {
-		s := &p.stages[i]
-		return s.strategy.Execute(ctx, s.tel, last)
+// run executes stage i and, through it, the stages after it and fn.
+func (p *Pipeline[T]) run(ctx context.Context, i int, fn func(context.Context) (T, error)) (T, error) {
+	if i == len(p.stages) {
+		return fn(ctx)
 	}
 	s := &p.stages[i]
-	return s.strategy.Execute(ctx, s.tel, func(ctx context.Context) error {
-		return p.run(ctx, i+1, last)
+	if s.result != nil {
+		return s.result.ExecuteResult(ctx, s.tel, func(ctx context.Context) (T, error) {
+			return p.run(ctx, i+1, fn)
+		})
+	}
+	// A plain strategy passes only the error through; the value travels in
+	// a variable of this call, so concurrent calls of next (hedging further
+	// out) never share one.
+	var v T
+	err := s.plain.Execute(ctx, s.tel, func(ctx context.Context) error {
+		var err error
+		v, err = p.run(ctx, i+1, fn)
+		return err
 	})
+	return v, err
 }
 
 // PipelineOption configures a Builder.
@@ -111,9 +134,9 @@ func WithListener(l Listener) PipelineOption {
 // not usable (use NewBuilder). Errors from invalid options accumulate and are
 // all returned by Build.
 type Builder[T any] struct {
-	cfg        builderConfig
-	strategies []Strategy
-	errs       []error
+	cfg    builderConfig
+	stages []stage[T]
+	errs   []error
 }
 
 // NewBuilder returns a builder for pipelines whose callbacks return T.
@@ -135,7 +158,17 @@ func (b *Builder[T]) AddStrategy(s Strategy) *Builder[T] {
 		b.errs = append(b.errs, &ConfigError{Field: "Builder.AddStrategy", Problem: "strategy is nil"})
 		return b
 	}
-	b.strategies = append(b.strategies, s)
+	b.stages = append(b.stages, stage[T]{plain: s})
+	return b
+}
+
+// AddResultStrategy appends a strategy that sees the callback's value.
+func (b *Builder[T]) AddResultStrategy(s ResultStrategy[T]) *Builder[T] {
+	if s == nil {
+		b.errs = append(b.errs, &ConfigError{Field: "Builder.AddResultStrategy", Problem: "strategy is nil"})
+		return b
+	}
+	b.stages = append(b.stages, stage[T]{result: s})
 	return b
 }
 
@@ -152,23 +185,26 @@ func (b *Builder[T]) addBuilt(s Strategy, err error) *Builder[T] {
 // joins one *ConfigError per invalid option.
 func (b *Builder[T]) Build() (*Pipeline[T], error) {
 	errs := append([]error(nil), b.errs...)
-	for _, s := range b.strategies {
+	p := &Pipeline[T]{name: b.cfg.name, stages: make([]stage[T], len(b.stages))}
+	for i, st := range b.stages {
+		var s any = st.plain
+		if st.result != nil {
+			s = st.result
+		}
 		if v, ok := s.(Validator); ok {
 			if err := v.Validate(); err != nil {
 				errs = append(errs, err)
 			}
 		}
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	p := &Pipeline[T]{name: b.cfg.name, stages: make([]stage, len(b.strategies))}
-	for i, s := range b.strategies {
 		name := "Strategy"
 		if n, ok := s.(Named); ok && n.StrategyName() != "" {
 			name = n.StrategyName()
 		}
-		p.stages[i] = stage{strategy: s, tel: NewTelemetry(b.cfg.name, name, b.cfg.listener)}
+		st.tel = NewTelemetry(b.cfg.name, name, b.cfg.listener)
+		p.stages[i] = st
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return p, nil
 }

@@ -3,7 +3,9 @@ package resilience
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -149,3 +151,78 @@ func BenchmarkPipelineExecuteTimeout(b *testing.B) {
 		_, _ = p.Execute(ctx, fn)
 	}
 }
+
+// resultFunc adapts a function to ResultStrategy.
+type resultFunc[T any] func(ctx context.Context, tel Telemetry, next ResultNext[T]) (T, error)
+
+func (f resultFunc[T]) ExecuteResult(ctx context.Context, tel Telemetry, next ResultNext[T]) (T, error) {
+	return f(ctx, tel, next)
+}
+
+// A result strategy sees and may replace the callback's value, and composes
+// with plain strategies in order.
+func TestResultStrategySeesAndReplacesValue(t *testing.T) {
+	var log []string
+	double := resultFunc[int](func(ctx context.Context, _ Telemetry, next ResultNext[int]) (int, error) {
+		v, err := next(ctx)
+		return v * 2, err
+	})
+	p, err := NewBuilder[int]().
+		AddStrategy(recordingStrategy{"outer", &log}).
+		AddResultStrategy(double).
+		AddStrategy(recordingStrategy{"inner", &log}).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := p.Execute(context.Background(), func(context.Context) (int, error) { return 21, nil })
+	if v != 42 || err != nil {
+		t.Fatalf("Execute = %d, %v; want 42", v, err)
+	}
+	if got := strings.Join(log, " "); got != "outer> inner> <inner <outer" {
+		t.Fatalf("order = %q", got)
+	}
+	if _, err := NewBuilder[int]().AddResultStrategy(nil).Build(); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("nil result strategy: err = %v", err)
+	}
+}
+
+// Invariant: concurrent calls of next from a result strategy (hedging) each
+// get their own value through plain strategies further in; none is shared.
+func TestResultStrategyConcurrentNextKeepsValuesApart(t *testing.T) {
+	var log []string
+	var mu sync.Mutex
+	plain := strategyFunc(func(ctx context.Context, _ Telemetry, next Next) error {
+		mu.Lock()
+		log = append(log, "x")
+		mu.Unlock()
+		return next(ctx)
+	})
+	fanout := resultFunc[int](func(ctx context.Context, _ Telemetry, next ResultNext[int]) (int, error) {
+		var wg sync.WaitGroup
+		results := make([]int, 8)
+		for i := range results {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i], _ = next(context.WithValue(ctx, attemptKey{}, i))
+			}()
+		}
+		wg.Wait()
+		for i, r := range results {
+			if r != i {
+				return 0, fmt.Errorf("attempt %d got %d", i, r)
+			}
+		}
+		return len(results), nil
+	})
+	p, _ := NewBuilder[int]().AddResultStrategy(fanout).AddStrategy(plain).Build()
+	v, err := p.Execute(context.Background(), func(ctx context.Context) (int, error) {
+		return ctx.Value(attemptKey{}).(int), nil
+	})
+	if v != 8 || err != nil {
+		t.Fatalf("Execute = %d, %v", v, err)
+	}
+}
+
+type attemptKey struct{}
