@@ -1,0 +1,98 @@
+// Package inbound is the server side of resilience: it puts the inbound
+// pipeline in front of request handlers, independent of the HTTP framework,
+// and ships the plain net/http middleware.
+//
+// Every request goes through, in this order:
+//
+//	rate limit (optional, per key, 429) → concurrency limiter (cap + short priority queue, 503) → timeout (504)
+//
+// Configured as Timeout 5s, PermitLimit 200, QueueLimit 100, QueueTimeout
+// 500ms:
+//
+//	situation                                  response
+//	fewer than 200 in flight                   runs at once
+//	200 in flight, fewer than 100 waiting      waits for a slot, at most 500 ms
+//	queue full                                 503 at once, code BULKHEAD_FULL, reason full
+//	waited 500 ms without a slot               503, BULKHEAD_FULL, reason queue-timeout
+//	evicted from the queue by overflow policy  503, BULKHEAD_FULL, reason dropped
+//	handler runs past 5 s                      504, code TIMEOUT; the request's context is cancelled
+//	client disconnects (queued or running)     context cancelled; nothing is sent; permit or queue place freed
+//	per-key rate limit exceeded                429, code RATE_LIMITED, Retry-After and RateLimit-* fields
+//
+// Rejection bodies are JSON (Content-Type: application/json), rendered
+// once at start-up, and never carry internal error text:
+//
+//	{"statusCode":503,"error":"Service Unavailable","message":"…","code":"BULKHEAD_FULL","reason":"full"}
+//
+// A full bulkhead is 503, not 429: the server ran out of capacity, not the
+// client out of quota. Retry-After is a whole number of seconds, rounded
+// up. A rate-limited route also carries RateLimit-Limit, RateLimit-Remaining
+// and RateLimit-Reset on admitted responses, or with
+// RateLimitHeadersStructured the fields of
+// draft-ietf-httpapi-ratelimit-headers-09 (RateLimit-Policy and RateLimit).
+// Options.Render replaces the rendering.
+//
+// # The net/http middleware
+//
+// Middleware.Handler (or NewMiddleware) wraps a handler. The handler runs
+// on the request's own goroutine, so its panics propagate unchanged
+// (http.ErrAbortHandler keeps its identity), before or after the deadline,
+// and its concurrency permit is released, by a deferred call, only when it
+// really returns: a handler that ignores its context still counts against
+// the cap, and Stats reports it as late. Guarantees, each tested:
+//
+//   - At the deadline the request's context is cancelled and, if the
+//     handler has not started its response, a complete 504 (Content-Length,
+//     Connection: close) is written and flushed at that moment, even if the
+//     handler ignores its context. Its later writes return
+//     http.ErrHandlerTimeout and are dropped; fields it set do not leak
+//     into the 504 (its header map stays private until it commits). The
+//     connection's read deadline is set to now, so a handler blocked
+//     reading the body is released.
+//   - A response the handler has started (WriteHeader, Write or Flush) is
+//     committed: a later deadline cannot turn it into a 504. It is aborted
+//     instead: the write deadline is set to now, so nothing more reaches
+//     the client (HTTP/2 resets the stream at once), and when the handler
+//     returns the middleware panics with http.ErrAbortHandler so net/http
+//     drops the connection rather than end the response as if it were
+//     whole. An outer recovering middleware should re-panic that value.
+//   - Flush and Hijack work through the middleware (and
+//     http.ResponseController, through Unwrap). A hijacked connection is
+//     no longer timed: the timer is stopped and the context no longer
+//     reports the deadline.
+//   - When the client disconnects, net/http cancels the request's
+//     context; a queued request leaves the queue, a running one sees its
+//     context end, nothing is written, and the permit or queue place is
+//     freed.
+//
+// The middleware chooses its own writer state machine over
+// http.TimeoutHandler because the latter buffers the whole response,
+// cannot stream, and runs the handler on another goroutine, losing the
+// panic's stack and the permit's tie to the handler's real end.
+//
+// The limiter-only path allocates nothing: no request copy, context value
+// or closure is made unless something needs it (a timeout, a rate limit,
+// a Priority function or a custom pipeline).
+//
+// # Request view and keys
+//
+// Rate-limit key functions, Priority functions and custom pipelines read
+// the neutral request view (*Request: method, path, route pattern, headers,
+// client IP and the framework's own request object) from the context under
+// the HTTPRequest property. The client IP is the connection's peer unless
+// the peer is in ClientIPOptions.TrustedProxies; then X-Forwarded-For is
+// walked from the right past trusted hops (ResolveClientIP). KeyByClientIP
+// (the default key) and KeyByHeader are ready-made key functions; IPv6
+// clients can be grouped by prefix.
+//
+// # Adapters
+//
+// Frameworks that do not use net/http's ResponseWriter use the neutral API:
+// build a Request, call Middleware.Execute with the rest of the chain as
+// the callback, set RateLimitHeaders on the response inside it, and send
+// what Middleware.Render returns for a rejection (nothing when it reports
+// false: the client is gone). Execute cancels the callback's context at the
+// deadline and reports a *resilience.TimeoutRejectedError when it returns;
+// sending the 504 at the deadline itself needs control of the writer,
+// which only the framework's own layer has.
+package inbound

@@ -1,0 +1,99 @@
+package inbound
+
+import (
+	"fmt"
+	"time"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+)
+
+// Options configures the inbound pipeline of a Middleware: rate limit →
+// concurrency limiter (or a custom Pipeline) → timeout. Every stage is
+// optional; the zero Options makes a middleware that only passes requests
+// through. Options are copied by New; changing them afterwards has no
+// effect, and New reports an invalid field as a *resilience.ConfigError
+// without building anything. The functions in it (keys, priorities,
+// Render, LimiterStats) are called concurrently by requests and must be
+// safe for that.
+type Options struct {
+	// Name labels the telemetry events of the inbound stages (the
+	// pipeline name). Default "inbound".
+	Name string
+
+	// Timeout is the time a handler may run once admitted; 0 means no
+	// timeout. At the deadline the request's context is cancelled and, if
+	// the handler has not started its response, a complete 504 is sent at
+	// once, whether or not the handler watches its context.
+	Timeout time.Duration
+
+	// Concurrency, when set, caps the handlers running at once, with a
+	// short priority queue (see resilience.ConcurrencyLimiterOptions).
+	// Full queue and queue timeout are 503s. Mutually exclusive with
+	// Pipeline.
+	Concurrency *resilience.ConcurrencyLimiterOptions
+
+	// RateLimit, when set, limits requests per key before they reach the
+	// concurrency limiter; refusals are 429s. A nil Key means
+	// KeyByClientIP. The other fields are resilience.RateLimiterOptions'.
+	RateLimit *resilience.RateLimiterOptions
+
+	// Pipeline, when set, replaces the concurrency limiter stage with a
+	// pipeline of the caller's own (an adaptive limiter, a shared limiter,
+	// several stages). Its strategies see the request view through
+	// HTTPRequest. A timeout strategy inside it also produces a 504 at its
+	// deadline. Its rejections render like the built-in ones; a rejection
+	// of another kind is a 503 REJECTED, any other error a 500 INTERNAL
+	// without the error's text. Mutually exclusive with Concurrency.
+	Pipeline *resilience.Pipeline[struct{}]
+
+	// LimiterStats, when set, supplies Limit, InFlight and Queued for
+	// Stats: with a custom Pipeline, pass the Stats method of the limiter
+	// in it. Ignored when Concurrency is set.
+	LimiterStats func() resilience.LimiterStats
+
+	// Listener receives the telemetry events of the built-in stages:
+	// EventRateLimiterRejected for 429s and 503s, EventRateLimiterStoreError
+	// and EventTimeout. A custom Pipeline reports to its own listener.
+	Listener resilience.Listener
+
+	// ClientIP says how the client address is found (trusted proxies,
+	// IPv6 grouping). The default uses the connection's peer.
+	ClientIP ClientIPOptions
+
+	// RateLimitHeaders chooses the RateLimit header fields of a
+	// rate-limited route. Default RateLimitHeadersSplit.
+	RateLimitHeaders RateLimitHeaderStyle
+
+	// Render, when set, is called for every rejection with the error and
+	// the default response, and returns the response to send instead
+	// (another body format, an extra header). It must not return internal
+	// error text to clients. It is not called when nothing is sent (the
+	// client went away).
+	Render func(err error, def Response) Response
+}
+
+// maxTimeout mirrors core's bound: far enough never to matter, near enough
+// that adding it to time.Now cannot overflow.
+const maxTimeout = 100 * 365 * 24 * time.Hour
+
+// configError builds a *resilience.ConfigError for field.
+func configError(field, format string, args ...any) error {
+	return &resilience.ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// validate checks the options that New does not hand to a core
+// constructor (those report their own fields).
+func (o *Options) validate() error {
+	if o.Timeout < 0 || o.Timeout > maxTimeout {
+		return configError("Options.Timeout", "must be between 0 (no timeout) and %v, got %v", maxTimeout, o.Timeout)
+	}
+	if o.Concurrency != nil && o.Pipeline != nil {
+		return configError("Options.Pipeline", "cannot be set together with Options.Concurrency; put the concurrency limiter in the pipeline")
+	}
+	switch o.RateLimitHeaders {
+	case RateLimitHeadersSplit, RateLimitHeadersStructured, RateLimitHeadersOff:
+	default:
+		return configError("Options.RateLimitHeaders", "unknown style %d", int(o.RateLimitHeaders))
+	}
+	return o.ClientIP.validate()
+}

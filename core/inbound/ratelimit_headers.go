@@ -1,0 +1,102 @@
+package inbound
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+)
+
+// RateLimitHeaderStyle chooses the header fields that describe the rate
+// limit on responses of a rate-limited route. The zero value is
+// RateLimitHeadersSplit; values outside the constants fail New.
+type RateLimitHeaderStyle int
+
+const (
+	// RateLimitHeadersSplit (the default) sends RateLimit-Limit,
+	// RateLimit-Remaining and RateLimit-Reset (seconds), the widely
+	// deployed form of the IETF draft's earlier revisions.
+	RateLimitHeadersSplit RateLimitHeaderStyle = iota
+	// RateLimitHeadersStructured sends the structured fields of
+	// draft-ietf-httpapi-ratelimit-headers-09:
+	// RateLimit-Policy: "name";q=600;w=60 and RateLimit: "name";r=599;t=42.
+	RateLimitHeadersStructured
+	// RateLimitHeadersOff sends no RateLimit fields. A 429 still carries
+	// Retry-After.
+	RateLimitHeadersOff
+)
+
+// Canonical keys, assigned directly to skip canonicalisation per request.
+const (
+	hdrLimit      = "Ratelimit-Limit"
+	hdrRemaining  = "Ratelimit-Remaining"
+	hdrReset      = "Ratelimit-Reset"
+	hdrPolicy     = "Ratelimit-Policy"
+	hdrRateLimit  = "Ratelimit"
+	hdrRetryAfter = "Retry-After"
+)
+
+// structuredName renders a policy name as a structured-field string
+// ("name"), replacing what sf-string cannot carry and escaping the rest.
+func structuredName(name string) string {
+	if name == "" {
+		name = "default"
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c > 0x7e:
+			b.WriteByte('_')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// policyField renders the RateLimit-Policy value, constant per middleware.
+func policyField(p resilience.RateLimitPolicy) string {
+	return structuredName(p.Name) + ";q=" + strconv.Itoa(p.Limit) +
+		";w=" + strconv.FormatInt(ceilSeconds(p.Window, 1), 10)
+}
+
+// setRateLimitFields sets the RateLimit fields for one decision on h.
+func (m *Middleware) setRateLimitFields(h http.Header, limit, remaining int, reset time.Duration) {
+	if remaining < 0 {
+		remaining = 0
+	}
+	switch m.opts.RateLimitHeaders {
+	case RateLimitHeadersSplit:
+		h[hdrLimit] = []string{strconv.Itoa(limit)}
+		h[hdrRemaining] = []string{strconv.Itoa(remaining)}
+		h[hdrReset] = []string{strconv.FormatInt(ceilSeconds(reset, 0), 10)}
+	case RateLimitHeadersStructured:
+		h[hdrPolicy] = m.policyValue
+		h[hdrRateLimit] = []string{m.policyName + ";r=" + strconv.Itoa(remaining) +
+			";t=" + strconv.FormatInt(ceilSeconds(reset, 0), 10)}
+	}
+}
+
+// RateLimitHeaders calls set for each rate-limit header field that belongs
+// on the response to req, an admitted request: nothing when the route is
+// not rate limited or headers are off. Adapters call it before the
+// handler writes, passing their framework's header setter.
+func (m *Middleware) RateLimitHeaders(req *Request, set func(name, value string)) {
+	if req == nil || !req.rateLimited {
+		return
+	}
+	h := make(http.Header, 3)
+	d := req.rateDecision
+	m.setRateLimitFields(h, d.Limit, d.Remaining, d.Reset)
+	for k, v := range h {
+		set(k, v[0])
+	}
+}

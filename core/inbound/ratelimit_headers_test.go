@@ -1,0 +1,155 @@
+package inbound
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+)
+
+func rateLimited(t *testing.T, style RateLimitHeaderStyle, name string) http.Handler {
+	return mustNew(t, Options{
+		RateLimit:        &resilience.RateLimiterOptions{Name: name, PermitLimit: 600, Window: time.Minute},
+		RateLimitHeaders: style,
+	}).Handler(okHandler)
+}
+
+// The structured fields of draft-ietf-httpapi-ratelimit-headers-09 on
+// admitted and rejected responses.
+func TestRateLimitHeadersStructured(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := rateLimited(t, RateLimitHeadersStructured, "api")
+		time.Sleep(18 * time.Second) // into the fixed window's own timeline
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		if got := w.Header().Get("RateLimit-Policy"); got != `"api";q=600;w=60` {
+			t.Errorf("RateLimit-Policy = %q", got)
+		}
+		if got := w.Header().Get("RateLimit"); got != `"api";r=599;t=60` {
+			t.Errorf("RateLimit = %q", got)
+		}
+		if w.Header().Get("RateLimit-Limit") != "" {
+			t.Errorf("split fields sent in structured style")
+		}
+		for range 599 {
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+		}
+		time.Sleep(17 * time.Second)
+		w = httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		if w.Code != 429 || w.Header().Get("RateLimit") != `"api";r=0;t=43` ||
+			w.Header().Get("RateLimit-Policy") != `"api";q=600;w=60` || w.Header().Get("Retry-After") != "43" {
+			t.Errorf("rejected: %d %v", w.Code, w.Header())
+		}
+	})
+}
+
+func TestRateLimitHeadersOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := mustNew(t, Options{
+			RateLimit:        &resilience.RateLimiterOptions{PermitLimit: 1, Window: time.Minute},
+			RateLimitHeaders: RateLimitHeadersOff,
+		}).Handler(okHandler)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		if w.Header().Get("RateLimit-Limit") != "" || w.Header().Get("RateLimit") != "" {
+			t.Errorf("admitted headers %v", w.Header())
+		}
+		w = httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		if w.Code != 429 || w.Header().Get("Retry-After") != "60" || w.Header().Get("RateLimit-Limit") != "" {
+			t.Errorf("rejected: %d %v", w.Code, w.Header())
+		}
+	})
+}
+
+// Per-key limits: one client's quota does not touch another's.
+func TestRateLimitPerClientIP(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := mustNew(t, Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 1, Window: time.Minute}}).Handler(okHandler)
+		req := func(addr string) int {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = addr
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			return w.Code
+		}
+		if req("192.0.2.1:1") != 200 || req("192.0.2.1:2") != 429 || req("192.0.2.2:1") != 200 {
+			t.Fatal("quota not per client IP")
+		}
+	})
+}
+
+func TestStructuredName(t *testing.T) {
+	for in, want := range map[string]string{
+		"":       `"default"`,
+		"api":    `"api"`,
+		`a"b\c`:  `"a\"b\\c"`,
+		"ü\x01x": `"___x"`,
+	} {
+		if got := structuredName(in); got != want {
+			t.Errorf("structuredName(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// The neutral API hands the same fields to an adapter's setter.
+func TestRateLimitHeadersForAdapters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustNew(t, Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 5, Window: 10 * time.Second}})
+		req := &Request{RemoteAddr: "192.0.2.1:1"}
+		got := map[string]string{}
+		err := m.Execute(t.Context(), req, func(_ context.Context) error {
+			m.RateLimitHeaders(req, func(k, v string) { got[k] = v })
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[hdrLimit] != "5" || got[hdrRemaining] != "4" || got[hdrReset] != "10" || len(got) != 3 {
+			t.Fatalf("headers %v", got)
+		}
+		if d, ok := req.RateLimit(); !ok || d.Remaining != 4 {
+			t.Fatalf("decision %+v %v", d, ok)
+		}
+		m.RateLimitHeaders(&Request{}, func(k, v string) { t.Errorf("header for a request not rate limited: %s", k) })
+	})
+}
+
+type failingStore struct{}
+
+func (failingStore) Take(context.Context, string, resilience.RateLimitPolicy) (resilience.RateLimitDecision, error) {
+	return resilience.RateLimitDecision{}, errors.New("store down: secret-host:6379")
+}
+
+// A failing store fails open by default (admitted, no numbers to report)
+// and, with FailClosed, refuses with a 503 that hides the store's error.
+func TestRateLimitStoreFailure(t *testing.T) {
+	for _, closed := range []bool{false, true} {
+		var events []string
+		h := mustNew(t, Options{
+			RateLimit: &resilience.RateLimiterOptions{PermitLimit: 1, Window: time.Minute, Store: failingStore{}, FailClosed: closed},
+			Listener: resilience.ListenerFunc(func(_ context.Context, e resilience.Event) {
+				events = append(events, string(e.Name)+"/"+e.Reason)
+			}),
+		}).Handler(okHandler)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		wantCode, wantEvent := 200, "OnRateLimiterStoreError/fail-open"
+		if closed {
+			wantCode, wantEvent = 503, "OnRateLimiterStoreError/fail-closed"
+		}
+		if w.Code != wantCode || w.Header().Get("RateLimit-Limit") != "" || strings.Contains(w.Body.String(), "secret") {
+			t.Errorf("FailClosed=%v: %d %v %q", closed, w.Code, w.Header(), w.Body)
+		}
+		if len(events) != 1 || events[0] != wantEvent {
+			t.Errorf("FailClosed=%v: events %v", closed, events)
+		}
+	}
+}

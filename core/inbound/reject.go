@@ -1,0 +1,142 @@
+package inbound
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+)
+
+// Response is a rendered rejection: what to send instead of running the
+// handler. Adapters copy it into their framework's response. Header and
+// Body may be shared between responses and goroutines: treat them as
+// read-only (clone before changing). The zero value means nothing to send.
+type Response struct {
+	// Status is the HTTP status code (429, 503, 504, …).
+	Status int
+	// Header holds the fields to set, including Content-Type.
+	Header http.Header
+	// Body is the complete body. It never contains internal error text.
+	Body []byte
+}
+
+// Stable machine-readable codes in rejection bodies.
+const (
+	CodeBulkheadFull = "BULKHEAD_FULL"
+	CodeTimeout      = "TIMEOUT"
+	CodeRateLimited  = "RATE_LIMITED"
+	// CodeRejected is for a rejection by another strategy of a custom
+	// pipeline (a circuit breaker, say).
+	CodeRejected = "REJECTED"
+	// CodeInternal is for an error from a custom pipeline that is not a
+	// rejection: it is reported without its text.
+	CodeInternal = "INTERNAL"
+)
+
+// The bodies are constant per outcome, so they are rendered once here and
+// a rejection costs no marshalling. Hand-written JSON: every string is a
+// constant without characters that need escaping.
+func jsonBody(status int, code, message, reason string) []byte {
+	b := []byte(`{"statusCode":` + strconv.Itoa(status) +
+		`,"error":"` + http.StatusText(status) +
+		`","message":"` + message +
+		`","code":"` + code + `"`)
+	if reason != "" {
+		b = append(b, `,"reason":"`+reason+`"`...)
+	}
+	return append(b, '}')
+}
+
+var (
+	jsonHeader = http.Header{"Content-Type": {"application/json"}}
+
+	respFull         = staticResponse(503, CodeBulkheadFull, "The server is at capacity; retry later.", resilience.ReasonFull)
+	respQueueTimeout = staticResponse(503, CodeBulkheadFull, "The server is at capacity; retry later.", resilience.ReasonQueueTimeout)
+	respDropped      = staticResponse(503, CodeBulkheadFull, "The server is at capacity; retry later.", resilience.ReasonDropped)
+	respTimeout      = staticResponse(504, CodeTimeout, "The request took too long to process.", "")
+	respRejected     = staticResponse(503, CodeRejected, "The request was rejected; retry later.", "")
+	respInternal     = staticResponse(500, CodeInternal, "The request could not be processed.", "")
+	bodyRateLimited  = jsonBody(429, CodeRateLimited, "Too many requests; retry after the time in Retry-After.", "")
+
+	// timeoutContentLength is the 504 body length, for the complete
+	// response the middleware writes at the deadline.
+	timeoutContentLength = strconv.Itoa(len(respTimeout.Body))
+)
+
+func staticResponse(status int, code, msg string, reason resilience.RejectReason) Response {
+	return Response{Status: status, Header: jsonHeader, Body: jsonBody(status, code, msg, string(reason))}
+}
+
+// renderDefault maps an error from the inbound pipeline to a response. ok
+// is false when nothing must be sent: the client went away.
+func (m *Middleware) renderDefault(err error) (Response, bool) {
+	var bulk *resilience.BulkheadRejectedError
+	var rate *resilience.RateLimitRejectedError
+	switch {
+	case err == nil:
+		return Response{}, false
+	case errors.As(err, &rate):
+		h := make(http.Header, 6)
+		h["Content-Type"] = jsonHeader["Content-Type"]
+		h["Retry-After"] = []string{strconv.FormatInt(ceilSeconds(rate.RetryAfter, 1), 10)}
+		m.setRateLimitFields(h, rate.Limit, rate.Remaining, rate.Reset)
+		return Response{Status: http.StatusTooManyRequests, Header: h, Body: bodyRateLimited}, true
+	case errors.As(err, &bulk):
+		switch bulk.Reason {
+		case resilience.ReasonQueueTimeout:
+			return respQueueTimeout, true
+		case resilience.ReasonDropped:
+			return respDropped, true
+		}
+		return respFull, true
+	case errors.Is(err, resilience.ErrTimeoutRejected), errors.Is(err, context.DeadlineExceeded):
+		// Ours, or a caller's deadline carried by the request's context
+		// (a budget from upstream): either way time ran out.
+		return respTimeout, true
+	case errors.Is(err, context.Canceled):
+		return Response{}, false
+	case errors.Is(err, resilience.ErrRejected), errors.Is(err, resilience.ErrRateLimitStore):
+		// Another strategy's rejection, or a rate-limit store that failed
+		// closed: the service declines for now.
+		return respRejected, true
+	}
+	return respInternal, true
+}
+
+// Render maps an error returned by Execute to the response to send, using
+// Options.Render when set. ok is false when nothing must be sent: the
+// request's context was cancelled (the client disconnected). Adapters call
+// it with Execute's error; the net/http middleware calls it itself.
+func (m *Middleware) Render(err error) (resp Response, ok bool) {
+	resp, ok = m.renderDefault(err)
+	if ok && m.opts.Render != nil {
+		resp = m.opts.Render(err, resp)
+	}
+	return resp, ok
+}
+
+// ceilSeconds rounds d up to whole seconds, and to at least min.
+func ceilSeconds(d time.Duration, min int64) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++
+	}
+	if s < min {
+		s = min
+	}
+	return s
+}
+
+// writeResponse sends resp on w.
+func writeResponse(w http.ResponseWriter, resp Response) {
+	h := w.Header()
+	for k, v := range resp.Header {
+		h[k] = v
+	}
+	h["Content-Length"] = []string{strconv.Itoa(len(resp.Body))}
+	w.WriteHeader(resp.Status)
+	w.Write(resp.Body) //nolint:errcheck // the client may be gone; nothing to do
+}

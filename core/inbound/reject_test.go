@@ -1,0 +1,128 @@
+package inbound
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+)
+
+// Every outcome maps to its status and code, bodies are valid JSON with
+// the documented fields, and no internal error text reaches a client.
+func TestRenderDefault(t *testing.T) {
+	m := mustNew(t, Options{})
+	secret := errors.New("db password is hunter2")
+	cases := []struct {
+		err    error
+		status int
+		code   string
+		reason string
+		send   bool
+	}{
+		{&resilience.BulkheadRejectedError{Reason: resilience.ReasonFull}, 503, CodeBulkheadFull, "full", true},
+		{&resilience.BulkheadRejectedError{Reason: resilience.ReasonQueueTimeout}, 503, CodeBulkheadFull, "queue-timeout", true},
+		{fmt.Errorf("wrapped: %w", &resilience.BulkheadRejectedError{Reason: resilience.ReasonDropped}), 503, CodeBulkheadFull, "dropped", true},
+		{&resilience.TimeoutRejectedError{Timeout: time.Second}, 504, CodeTimeout, "", true},
+		{context.DeadlineExceeded, 504, CodeTimeout, "", true},
+		{&resilience.RateLimitRejectedError{RetryAfter: time.Second, Limit: 5, Reset: time.Second}, 429, CodeRateLimited, "", true},
+		{fmt.Errorf("breaker: %w (%w)", resilience.ErrRejected, secret), 503, CodeRejected, "", true},
+		{&resilience.RateLimitStoreError{Policy: "p", Err: secret}, 503, CodeRejected, "", true},
+		{secret, 500, CodeInternal, "", true},
+		{context.Canceled, 0, "", "", false},
+		{nil, 0, "", "", false},
+	}
+	for _, c := range cases {
+		resp, ok := m.Render(c.err)
+		if ok != c.send {
+			t.Errorf("%v: send = %v", c.err, ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		var body struct {
+			StatusCode int    `json:"statusCode"`
+			Error      string `json:"error"`
+			Message    string `json:"message"`
+			Code       string `json:"code"`
+			Reason     string `json:"reason"`
+		}
+		if err := json.Unmarshal(resp.Body, &body); err != nil {
+			t.Errorf("%v: body %s: %v", c.err, resp.Body, err)
+			continue
+		}
+		if resp.Status != c.status || body.StatusCode != c.status || body.Code != c.code || body.Reason != c.reason ||
+			body.Error != http.StatusText(c.status) || body.Message == "" {
+			t.Errorf("%v: got %d %s", c.err, resp.Status, resp.Body)
+		}
+		if resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%v: header %v", c.err, resp.Header)
+		}
+		if strings.Contains(string(resp.Body), "hunter2") || strings.Contains(string(resp.Body), "resilience:") {
+			t.Errorf("%v: internal text in body %s", c.err, resp.Body)
+		}
+	}
+}
+
+// Retry-After is whole seconds, rounded up, and at least 1.
+func TestRetryAfterRoundsUp(t *testing.T) {
+	m := mustNew(t, Options{})
+	for d, want := range map[time.Duration]string{
+		0:                       "1",
+		time.Millisecond:        "1",
+		time.Second:             "1",
+		1500 * time.Millisecond: "2",
+		2 * time.Second:         "2",
+		59*time.Second + 1:      "60",
+	} {
+		resp, _ := m.Render(&resilience.RateLimitRejectedError{RetryAfter: d, Limit: 1, Reset: d})
+		if got := resp.Header.Get("Retry-After"); got != want {
+			t.Errorf("RetryAfter %v: Retry-After = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// The render hook sees the error and the default, and what it returns is
+// what the client gets, on the middleware and from Render.
+func TestRenderHook(t *testing.T) {
+	var seen error
+	m := mustNew(t, Options{
+		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1},
+		Render: func(err error, def Response) Response {
+			seen = err
+			h := def.Header.Clone()
+			h.Set("Content-Type", "text/plain")
+			h.Set("X-Reason", "shed")
+			return Response{Status: def.Status, Header: h, Body: []byte("busy\n")}
+		},
+	})
+	if !m.Limiter().TryAcquire() {
+		t.Fatal("could not take the permit")
+	}
+	defer m.Limiter().Release()
+	w := httptest.NewRecorder()
+	m.Handler(okHandler).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	if w.Code != 503 || w.Body.String() != "busy\n" || w.Header().Get("X-Reason") != "shed" ||
+		w.Header().Get("Content-Type") != "text/plain" || w.Header().Get("Content-Length") != "5" {
+		t.Fatalf("got %d %v %q", w.Code, w.Header(), w.Body)
+	}
+	if !errors.Is(seen, resilience.ErrBulkheadRejected) {
+		t.Fatalf("hook saw %v", seen)
+	}
+	// The shared default was not modified by the hook.
+	if respFull.Header.Get("X-Reason") != "" {
+		t.Fatal("default header changed")
+	}
+	// No hook call when nothing is sent.
+	seen = nil
+	if _, ok := m.Render(context.Canceled); ok || seen != nil {
+		t.Fatal("rendered a response for a gone client")
+	}
+}

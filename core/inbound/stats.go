@@ -1,0 +1,51 @@
+package inbound
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// Stats is a snapshot of a middleware's load, for a debug endpoint or a
+// metrics exporter. The JSON names are stable. A plain value; the zero
+// value is an idle middleware without a limiter.
+type Stats struct {
+	// Limit, InFlight and Queued are the concurrency limiter's (see
+	// resilience.LimiterStats); zero without one. InFlight counts late
+	// handlers too: they still hold their permits.
+	Limit    int `json:"limit"`
+	InFlight int `json:"inflight"`
+	Queued   int `json:"queued"`
+	// Late is the number of handlers still running after their deadline
+	// was answered (504 or abort): work the client no longer waits for.
+	Late int64 `json:"late"`
+	// LateTotal counts every handler that ever ran past its deadline.
+	LateTotal uint64 `json:"lateTotal"`
+}
+
+// Stats returns the current numbers. Safe for concurrent use; the fields
+// are read one after the other, not as one atomic snapshot.
+func (m *Middleware) Stats() Stats {
+	var s Stats
+	switch {
+	case m.limiter != nil:
+		ls := m.limiter.Stats()
+		s.Limit, s.InFlight, s.Queued = ls.Limit, ls.InFlight, ls.Queued
+	case m.opts.LimiterStats != nil:
+		ls := m.opts.LimiterStats()
+		s.Limit, s.InFlight, s.Queued = ls.Limit, ls.InFlight, ls.Queued
+	}
+	s.Late = m.late.Load()
+	s.LateTotal = m.lateTotal.Load()
+	return s
+}
+
+// StatsHandler serves Stats as JSON (the examples mount it at
+// /debug/limits). It is not rate limited or timed itself.
+func (m *Middleware) StatsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		b, _ := json.Marshal(m.Stats()) // plain ints: cannot fail
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Write(append(b, '\n')) //nolint:errcheck
+	})
+}
