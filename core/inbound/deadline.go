@@ -4,28 +4,106 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
 )
 
-// deadlineCtx is the handler's context under the middleware's timeout: a
-// cancellable context that reports the deadline. It is not a
-// context.WithTimeout because a hijacked connection must stop being timed,
-// and a timer context cannot be disarmed; here the middleware owns the
-// timer and stops it, and the reported deadline goes away with it.
+// deadlineCtx is the handler's context under the middleware's timeout. At
+// the deadline its Err is context.DeadlineExceeded, as the context contract
+// asks, for it and for every context derived from it, so code that sorts
+// errors (retries, an adaptive limiter, a gRPC client) sees a deadline, not
+// a cancellation. It is not a context.WithDeadline because a hijacked
+// connection must stop being timed and a timer context cannot be disarmed:
+// here the middleware owns the timer, stops it on Hijack, and the reported
+// deadline goes away with it.
+//
+// Children derived with the context package attach through the AfterFunc
+// method (no goroutine per child). context.Cause of it is its Err, or the
+// request's own cause when the client left.
 type deadlineCtx struct {
-	context.Context // from context.WithCancelCause; children attach to it directly
-	deadline        time.Time
-	untimed         atomic.Bool
+	parent   context.Context
+	deadline time.Time
+	untimed  atomic.Bool
+
+	mu     sync.Mutex
+	done   chan struct{}
+	err    error
+	afters []*afterFunc
+}
+
+type afterFunc struct{ f func() }
+
+func (c *deadlineCtx) init(parent context.Context, deadline time.Time) {
+	c.parent = parent
+	c.deadline = deadline
+	c.done = make(chan struct{})
 }
 
 func (c *deadlineCtx) Deadline() (time.Time, bool) {
 	if c.untimed.Load() {
-		return c.Context.Deadline()
+		return c.parent.Deadline()
 	}
 	return c.deadline, true
+}
+
+func (c *deadlineCtx) Done() <-chan struct{} { return c.done }
+
+func (c *deadlineCtx) Err() error {
+	c.mu.Lock()
+	err := c.err
+	c.mu.Unlock()
+	return err
+}
+
+func (c *deadlineCtx) Value(key any) any { return c.parent.Value(key) }
+
+func (c *deadlineCtx) String() string { return "inbound.deadlineCtx" }
+
+// AfterFunc arranges for f to run once c is done; the context package uses
+// it to propagate cancellation to children. f runs on the goroutine that
+// ends c, or in its own goroutine if c has already ended (the caller may
+// hold a lock f needs).
+func (c *deadlineCtx) AfterFunc(f func()) (stop func() bool) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		go f()
+		return func() bool { return false }
+	}
+	a := &afterFunc{f: f}
+	c.afters = append(c.afters, a)
+	c.mu.Unlock()
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i, x := range c.afters {
+			if x == a {
+				c.afters = append(c.afters[:i], c.afters[i+1:]...)
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// end makes c done with err; only the first call counts.
+func (c *deadlineCtx) end(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	close(c.done)
+	afters := c.afters
+	c.afters = nil
+	c.mu.Unlock()
+	for _, a := range afters {
+		a.f()
+	}
 }
 
 // timedRequest is the state of one timed request: its writer, context and
@@ -33,14 +111,14 @@ func (c *deadlineCtx) Deadline() (time.Time, bool) {
 // as the handler returned may still run its callback afterwards; that
 // callback then finds the writer done and leaves.
 type timedRequest struct {
-	m      *Middleware
-	tw     timeoutWriter
-	dctx   deadlineCtx
-	ctx    context.Context // the handler's
-	client context.Context // the request's own: ended means the client left
-	cancel context.CancelCauseFunc
-	timer  *time.Timer
-	stop   func() bool // context.AfterFunc registration (custom pipeline)
+	m          *Middleware
+	tw         timeoutWriter
+	dctx       deadlineCtx
+	ctx        context.Context // the handler's
+	client     context.Context // the request's own: ended means the client left
+	timer      *time.Timer
+	stop       func() bool // context.AfterFunc registration (custom pipeline)
+	stopParent func() bool // dctx's watch of its parent
 }
 
 // isTimeout reports whether a context ended because time ran out (ours, a
@@ -70,10 +148,9 @@ func (m *Middleware) serveTimed(w http.ResponseWriter, r *http.Request, ctx cont
 		if pd, ok := ctx.Deadline(); ok && pd.Before(dl) {
 			dl = pd // a budget from upstream ends first
 		}
-		cctx, cancel := context.WithCancelCause(ctx)
-		t.dctx.Context = cctx
-		t.dctx.deadline = dl
-		t.cancel = cancel
+		t.dctx.init(ctx, dl)
+		parent := ctx
+		t.stopParent = context.AfterFunc(parent, func() { t.dctx.end(parent.Err()) })
 		t.ctx = &t.dctx
 		// Every field fire reads is set: it may run at once.
 		t.timer = time.AfterFunc(dl.Sub(now), t.fire)
@@ -96,7 +173,7 @@ func (t *timedRequest) fire() {
 	}
 	// Cancel first, so a handler that watches its context stops while the
 	// 504 is being written; it cannot write meanwhile (the lock is held).
-	t.cancel(t.m.timeoutErr)
+	t.dctx.end(context.DeadlineExceeded)
 	late := t.expireLocked()
 	tw.mu.Unlock()
 	if late {
@@ -160,8 +237,9 @@ func (t *timedRequest) finish(completed bool) {
 		t.m.late.Add(-1)
 	}
 	tw.mu.Unlock()
-	if t.cancel != nil {
-		t.cancel(context.Canceled)
+	if t.stopParent != nil {
+		t.stopParent()
+		t.dctx.end(context.Canceled)
 	}
 	if completed && before == stateAborted {
 		// The response was committed and cut at the deadline: make

@@ -15,7 +15,7 @@
 //	queue full                                 503 at once, code BULKHEAD_FULL, reason full
 //	waited 500 ms without a slot               503, BULKHEAD_FULL, reason queue-timeout
 //	evicted from the queue by overflow policy  503, BULKHEAD_FULL, reason dropped
-//	handler runs past 5 s                      504, code TIMEOUT; the request's context is cancelled
+//	handler runs past 5 s                      504, code TIMEOUT; the request's context ends (DeadlineExceeded)
 //	client disconnects (queued or running)     context cancelled; nothing is sent; permit or queue place freed
 //	per-key rate limit exceeded                429, code RATE_LIMITED, Retry-After and RateLimit-* fields
 //

@@ -232,12 +232,16 @@ func TestInboundTable(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			m := mustNew(t, tableOptions())
 			release := make(chan struct{})
-			var cause error
+			var cause, ctxErr, childErr error
 			var lateErr error
 			h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("X-Handler", "leak")
+				child, cancel := context.WithCancel(r.Context())
+				defer cancel()
 				<-release // ignores its context
 				cause = context.Cause(r.Context())
+				ctxErr = r.Context().Err()
+				childErr = child.Err()
 				_, lateErr = w.Write([]byte("late"))
 			}))
 			w := newSyncRecorder()
@@ -257,9 +261,12 @@ func TestInboundTable(t *testing.T) {
 			}
 			close(release)
 			<-done
-			var tre *resilience.TimeoutRejectedError
-			if !errors.As(cause, &tre) {
-				t.Errorf("handler context cause = %v", cause)
+			// The context contract: a context that ended at its deadline
+			// reports DeadlineExceeded, and so do contexts derived from it.
+			for what, err := range map[string]error{"cause": cause, "Err": ctxErr, "child Err": childErr} {
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("handler context %s = %v, want context.DeadlineExceeded", what, err)
+				}
 			}
 			if !errors.Is(lateErr, http.ErrHandlerTimeout) {
 				t.Errorf("late write error = %v", lateErr)

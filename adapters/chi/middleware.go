@@ -1,0 +1,126 @@
+package resiliencechi
+
+import (
+	"net/http"
+	"sync"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/ylcnfrht/resilience/core/inbound"
+)
+
+// Middleware is the inbound pipeline as chi middleware. Use Handler with a
+// router's Use, With or Group. A Middleware is safe for concurrent use; all
+// the handlers it wraps share its limits (one concurrency cap, one rate
+// limit). Build it with New: the zero value is not usable. A rejected,
+// timed-out or panicking request leaves nothing behind (permit and queue
+// place returned), as in inbound.Middleware.
+type Middleware struct {
+	in *inbound.Middleware
+	// route says whether anything can read the request view; only then is
+	// the route pattern worth looking up.
+	route bool
+	// rctxs recycles the scratch routing contexts of route lookups, which
+	// chi fills as it walks the tree.
+	rctxs sync.Pool
+}
+
+// New validates opts and returns the middleware, or a
+// *resilience.ConfigError naming the first invalid field (errors.Is
+// resilience.ErrInvalidOptions).
+func New(opts inbound.Options) (*Middleware, error) {
+	in, err := inbound.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	m := &Middleware{in: in, route: readsView(opts)}
+	m.rctxs.New = func() any { return chi.NewRouteContext() }
+	return m, nil
+}
+
+// NewMiddleware is New for code that only needs the middleware function:
+//
+//	mw, err := resiliencechi.NewMiddleware(opts)
+//	r.Use(mw)
+func NewMiddleware(opts inbound.Options) (func(http.Handler) http.Handler, error) {
+	m, err := New(opts)
+	if err != nil {
+		return nil, err
+	}
+	return m.Handler, nil
+}
+
+// readsView reports whether opts has a function that may read the request
+// view, which is when inbound builds one.
+func readsView(o inbound.Options) bool {
+	return o.RateLimit != nil || o.Pipeline != nil || (o.Concurrency != nil && o.Concurrency.Priority != nil)
+}
+
+// Inbound returns the underlying inbound middleware: its Stats and
+// StatsHandler, and its Limiter to change the limit at run time.
+func (m *Middleware) Inbound() *inbound.Middleware { return m.in }
+
+// Stats returns the middleware's current load (see inbound.Stats).
+func (m *Middleware) Stats() inbound.Stats { return m.in.Stats() }
+
+// Handler wraps next in the inbound pipeline, for chi's Use.
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	h := m.in.Handler(next)
+	if !m.route {
+		return h
+	}
+	return &routed{m: m, next: h}
+}
+
+// routed fills in the route pattern before the inbound middleware builds
+// its view of the request.
+type routed struct {
+	m    *Middleware
+	next http.Handler
+}
+
+func (h *routed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// r.Pattern may already be set, but it is not to be trusted here: a
+	// router that has routed only as far as a mounted sub-router sets the
+	// mount's pattern ("/api/*"), so the lookup is made in every case.
+	if p := h.m.pattern(r); p != "" && p != r.Pattern {
+		// The view takes Route from Request.Pattern. Set it on a copy: a
+		// handler must not change the request it was given. chi sets
+		// Pattern again itself once it has routed.
+		r2 := new(http.Request)
+		*r2 = *r
+		r2.Pattern = p
+		r = r2
+	}
+	h.next.ServeHTTP(w, r)
+}
+
+// pattern finds the route r will take, by asking the router at the root of
+// r's routing context with a scratch context, as chi will do after the
+// middleware. It returns "" outside a chi router or for no route.
+func (m *Middleware) pattern(r *http.Request) string {
+	rctx := chi.RouteContext(r.Context())
+	if rctx == nil || rctx.Routes == nil {
+		return ""
+	}
+	// rctx.Routes is the root router even inside a mounted sub-router, so
+	// the lookup uses the full path (chi's RoutePath is relative to the
+	// sub-router) and yields the full pattern.
+	path := r.URL.RawPath
+	if path == "" {
+		path = r.URL.Path
+	}
+	if path == "" {
+		path = "/"
+	}
+	method := rctx.RouteMethod
+	if method == "" {
+		method = r.Method
+	}
+	scratch := m.rctxs.Get().(*chi.Context)
+	scratch.Reset()
+	p := rctx.Routes.Find(scratch, method, path)
+	scratch.Reset() // drop references to this request's strings
+	m.rctxs.Put(scratch)
+	return p
+}

@@ -1,0 +1,51 @@
+package conformance
+
+// Capability names something an adapter's framework may be unable to do.
+// An adapter that lacks one lists it in Harness.Missing with the reason;
+// the cases that need it then run their pinned variant instead of the
+// full one, so the documented gap is still tested and cannot widen
+// silently.
+type Capability string
+
+const (
+	// CapDisconnect: the framework cancels the request's context when the
+	// client closes the connection, so a queued request leaves the queue
+	// and a running one is told to stop. (fasthttp cannot observe a closed
+	// connection while a handler runs.)
+	CapDisconnect Capability = "disconnect"
+
+	// CapStreaming: a handler's flush reaches the client through the
+	// middleware at once (server-sent events), and a deadline that fires
+	// after the response was committed aborts the connection. (A framework
+	// that buffers converted net/http handlers cannot.)
+	CapStreaming Capability = "streaming"
+
+	// CapAbortHandler: a handler that panics with http.ErrAbortHandler
+	// aborts the connection without a response, as in net/http.
+	CapAbortHandler Capability = "abort-handler"
+)
+
+// Capabilities returns every capability the suite knows, in a stable order,
+// each with what it means. Docs print it next to Cases.
+func Capabilities() []CapabilityInfo {
+	return []CapabilityInfo{
+		{CapDisconnect, "the request's context is cancelled when the client disconnects"},
+		{CapStreaming, "a handler's flush reaches the client through the middleware; a deadline after the commit aborts the connection"},
+		{CapAbortHandler, "panic(http.ErrAbortHandler) aborts the connection without a response"},
+	}
+}
+
+// CapabilityInfo describes a Capability for documentation.
+type CapabilityInfo struct {
+	Capability  Capability
+	Description string
+}
+
+func knownCapability(c Capability) bool {
+	for _, ci := range Capabilities() {
+		if ci.Capability == c {
+			return true
+		}
+	}
+	return false
+}

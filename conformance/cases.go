@@ -1,0 +1,23 @@
+package conformance
+
+// allCases is the suite, in the order Run runs it: the inbound table
+// first, the long randomized and overload runs last.
+var allCases = concatCases(
+	tableCases,
+	priorityCases,
+	rateLimitCases,
+	timeoutCases,
+	disconnectCases,
+	panicCases,
+	streamingCases,
+	stressCases,
+	overloadCases,
+)
+
+func concatCases(groups ...[]Case) []Case {
+	var all []Case
+	for _, g := range groups {
+		all = append(all, g...)
+	}
+	return all
+}

@@ -1,0 +1,53 @@
+package conformance
+
+import (
+	"strings"
+	"testing"
+)
+
+// Every case is well formed: a unique name usable as a subtest and
+// KnownFailing key, an explanation, and a pinned variant (with its
+// description) exactly when it needs a capability the suite knows.
+func TestCasesWellFormed(t *testing.T) {
+	seen := map[string]bool{}
+	for _, c := range Cases() {
+		if c.Name == "" || strings.ContainsAny(c.Name, " /") || seen[c.Name] {
+			t.Errorf("case name %q is empty, has a space or slash, or repeats", c.Name)
+		}
+		seen[c.Name] = true
+		if len(c.Explanation) < 40 {
+			t.Errorf("case %q: explanation too short to help: %q", c.Name, c.Explanation)
+		}
+		if c.run == nil {
+			t.Errorf("case %q has no body", c.Name)
+		}
+		if c.Requires != "" {
+			if !knownCapability(c.Requires) {
+				t.Errorf("case %q requires unknown capability %q", c.Name, c.Requires)
+			}
+			if c.pinned == nil || c.Pinned == "" {
+				t.Errorf("case %q requires %q but has no pinned variant", c.Name, c.Requires)
+			}
+		} else if c.pinned != nil || c.Pinned != "" {
+			t.Errorf("case %q has a pinned variant but requires nothing", c.Name)
+		}
+	}
+	for _, ci := range Capabilities() {
+		used := false
+		for _, c := range Cases() {
+			used = used || c.Requires == ci.Capability
+		}
+		if !used {
+			t.Errorf("capability %q is required by no case", ci.Capability)
+		}
+	}
+}
+
+// Cases returns a copy: changing it cannot change what Run runs.
+func TestCasesIsACopy(t *testing.T) {
+	cs := Cases()
+	cs[0].Name = "changed"
+	if Cases()[0].Name == "changed" {
+		t.Error("Cases returned the suite's own slice")
+	}
+}

@@ -1,0 +1,364 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ylcnfrht/resilience/core/inbound"
+)
+
+// Bounds on waiting. Every wait in the suite is for a state (a request
+// queued, a handler entered, permits returned), polled with a short tick
+// up to a deadline generous enough for a loaded 2-core machine running
+// the race detector. A wait that hits the deadline is a failure, never a
+// pass.
+const (
+	waitDeadline = 10 * time.Second
+	pollTick     = 2 * time.Millisecond
+	// requestDeadline bounds any single client request made by a case.
+	requestDeadline = 20 * time.Second
+)
+
+// env is a case's view of the harness: it starts servers and cleans up
+// after them.
+type env struct {
+	t *T
+	h Harness
+
+	mu    sync.Mutex
+	gates []*gate
+}
+
+// server is a started harness server plus the client the case uses.
+type server struct {
+	*Server
+	t      *T
+	client *http.Client
+	fresh  *http.Client // one connection per request
+	app    *appTracker
+	reqs   sync.WaitGroup // client requests started with send
+}
+
+// appTracker wraps the case's handler to count handlers running inside
+// the middleware: the concurrency the permit limit must bound, and whether
+// every handler has returned.
+type appTracker struct {
+	next      http.Handler
+	active    atomic.Int64
+	maxActive atomic.Int64
+	started   atomic.Int64
+}
+
+func (a *appTracker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.started.Add(1)
+	n := a.active.Add(1)
+	for {
+		m := a.maxActive.Load()
+		if n <= m || a.maxActive.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	defer a.active.Add(-1) // deferred: a panicking handler still leaves
+	a.next.ServeHTTP(w, r)
+}
+
+var healthHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain")
+	_, _ = io.WriteString(w, "ok")
+})
+
+// start serves h behind the adapter configured by opts. At the end of the
+// case it opens the case's gates, waits for the case's requests and
+// handlers to finish, then closes the client and the server.
+func (e *env) start(opts inbound.Options, h http.Handler) *server {
+	app := &appTracker{next: h}
+	srv, err := e.h.Start(Config{Options: opts, Handler: app, Health: healthHandler})
+	if err != nil {
+		e.t.Fatalf("Harness.Start: %v", err)
+	}
+	if srv == nil || srv.Stats == nil || srv.Close == nil || srv.URL == "" {
+		e.t.Fatalf("Harness.Start returned an incomplete Server (URL, Stats and Close are required)")
+	}
+	tr := &http.Transport{
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 1024,
+		IdleConnTimeout:     30 * time.Second,
+		DisableCompression:  true,
+	}
+	freshTr := &http.Transport{DisableKeepAlives: true, DisableCompression: true}
+	s := &server{Server: srv, t: e.t, client: &http.Client{Transport: tr},
+		fresh: &http.Client{Transport: freshTr}, app: app}
+	e.t.Cleanup(func() {
+		// Open every gate first, including those made before the server.
+		e.mu.Lock()
+		for _, g := range e.gates {
+			g.open()
+		}
+		e.mu.Unlock()
+		if !waitGroupWithin(&s.reqs, waitDeadline) {
+			e.t.Errorf("client requests still pending %v after the case ended", waitDeadline)
+		}
+		if !pollUntil(func() bool { return app.active.Load() == 0 }) {
+			e.t.Errorf("%d handlers still running %v after the case ended (a handler outlives its request)", app.active.Load(), waitDeadline)
+		}
+		tr.CloseIdleConnections()
+		freshTr.CloseIdleConnections()
+		srv.Close()
+	})
+	return s
+}
+
+// gate holds handlers until opened. Every gate is opened when the case
+// ends, so a failing case never strands a handler.
+type gate struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func (e *env) gate() *gate {
+	g := &gate{ch: make(chan struct{})}
+	e.mu.Lock()
+	e.gates = append(e.gates, g)
+	e.mu.Unlock()
+	e.t.Cleanup(g.open)
+	return g
+}
+
+func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
+
+// result is what a client request produced.
+type result struct {
+	status  int
+	header  http.Header
+	body    []byte
+	err     error
+	elapsed time.Duration
+}
+
+func (r result) String() string {
+	if r.err != nil {
+		return "error: " + r.err.Error()
+	}
+	return fmt.Sprintf("%d %q", r.status, truncate(string(r.body), 200))
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// req describes a client request.
+type req struct {
+	method string // default GET
+	path   string
+	header map[string]string
+	body   string // sent with Content-Length when non-empty
+	ctx    context.Context
+	// fresh sends the request on a new connection that is closed after
+	// it. Needed after a 504 whose handler still runs: that connection
+	// is busy until the handler returns, and a request reusing it would
+	// wait for the handler instead of testing the middleware.
+	fresh bool
+}
+
+func (s *server) newRequest(q req) (*http.Request, context.CancelFunc) {
+	ctx := q.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, requestDeadline)
+	method := q.method
+	if method == "" {
+		method = http.MethodGet
+	}
+	var body io.Reader
+	if q.body != "" {
+		body = strings.NewReader(q.body)
+	}
+	r, err := http.NewRequestWithContext(ctx, method, s.URL+q.path, body)
+	if err != nil {
+		cancel()
+		s.t.Fatalf("building request %s %s: %v", method, q.path, err)
+	}
+	for k, v := range q.header {
+		r.Header.Set(k, v)
+	}
+	return r, cancel
+}
+
+// do sends q and reads the whole response.
+func (s *server) do(q req) result {
+	r, cancel := s.newRequest(q)
+	defer cancel()
+	c := s.client
+	if q.fresh {
+		c = s.fresh
+	}
+	start := time.Now()
+	resp, err := c.Do(r)
+	if err != nil {
+		return result{err: err, elapsed: time.Since(start)}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return result{status: resp.StatusCode, header: resp.Header, body: body, err: err, elapsed: time.Since(start)}
+}
+
+// send starts q on its own goroutine; the result arrives on the channel.
+func (s *server) send(q req) <-chan result {
+	ch := make(chan result, 1)
+	s.reqs.Add(1)
+	go func() {
+		defer s.reqs.Done()
+		ch <- s.do(q)
+	}()
+	return ch
+}
+
+// await returns the result of a request started with send, or fails the
+// case after waitDeadline.
+func (s *server) await(what string, ch <-chan result) result {
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(waitDeadline):
+		s.t.Fatalf("%s: no response within %v", what, waitDeadline)
+		return result{}
+	}
+}
+
+// pending asserts that a request started with send has not been answered
+// yet (the caller knows it must still be held), without waiting.
+func (s *server) pending(what string, ch <-chan result) {
+	select {
+	case r := <-ch:
+		s.t.Errorf("%s: answered early with %v; it should still be held", what, r)
+	default:
+	}
+}
+
+// waitStats waits until cond holds for the middleware's stats.
+func (s *server) waitStats(what string, cond func(Stats) bool) {
+	var last Stats
+	if !pollUntil(func() bool { last = s.Stats(); return cond(last) }) {
+		s.t.Fatalf("waiting for %s: still %+v after %v", what, last, waitDeadline)
+	}
+}
+
+// waitIdle waits until no permit is held and nobody is queued: invariant 2,
+// a permit or queue place is never lost.
+func (s *server) waitIdle(what string) {
+	var last Stats
+	if !pollUntil(func() bool { last = s.Stats(); return last.InFlight == 0 && last.Queued == 0 }) {
+		s.t.Errorf("%s: in flight and queued must return to zero, still %+v after %v", what, last, waitDeadline)
+	}
+}
+
+// receive waits for a value on ch.
+func receive[V any](t *T, what string, ch <-chan V) V {
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitDeadline):
+		t.Fatalf("%s: nothing after %v", what, waitDeadline)
+		var zero V
+		return zero
+	}
+}
+
+func pollUntil(cond func() bool) bool {
+	deadline := time.Now().Add(waitDeadline)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(pollTick)
+	}
+}
+
+func waitGroupWithin(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// rejectionBody is the JSON body inbound renders for a rejection.
+type rejectionBody struct {
+	StatusCode int    `json:"statusCode"`
+	Error      string `json:"error"`
+	Message    string `json:"message"`
+	Code       string `json:"code"`
+	Reason     string `json:"reason"`
+}
+
+// expectRejection checks a rejection response: status, JSON content type
+// and body with the given code and (if not empty) reason.
+func expectRejection(t *T, what string, r result, status int, code, reason string) {
+	if r.err != nil {
+		t.Errorf("%s: want %d %s, got %v", what, status, code, r.err)
+		return
+	}
+	if r.status != status {
+		t.Errorf("%s: status %d, want %d (body %q)", what, r.status, status, truncate(string(r.body), 200))
+		return
+	}
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("%s: Content-Type %q, want application/json", what, ct)
+	}
+	var b rejectionBody
+	dec := json.NewDecoder(bytes.NewReader(r.body))
+	if err := dec.Decode(&b); err != nil {
+		t.Errorf("%s: body %q is not the JSON rejection: %v", what, truncate(string(r.body), 200), err)
+		return
+	}
+	if b.StatusCode != status {
+		t.Errorf("%s: body statusCode %d, want %d", what, b.StatusCode, status)
+	}
+	if b.Error != http.StatusText(status) {
+		t.Errorf("%s: body error %q, want %q", what, b.Error, http.StatusText(status))
+	}
+	if b.Message == "" {
+		t.Errorf("%s: body message is empty", what)
+	}
+	if b.Code != code {
+		t.Errorf("%s: body code %q, want %q", what, b.Code, code)
+	}
+	if reason != "" && b.Reason != reason {
+		t.Errorf("%s: body reason %q, want %q", what, b.Reason, reason)
+	}
+}
+
+func expectOK(t *T, what string, r result, body string) {
+	if r.err != nil || r.status != http.StatusOK {
+		t.Errorf("%s: want 200, got %v", what, r)
+		return
+	}
+	if body != "" && string(r.body) != body {
+		t.Errorf("%s: body %q, want %q", what, r.body, body)
+	}
+}
+
+// goroutineStacks returns every goroutine's stack, for leak reports.
+func goroutineStacks() string {
+	buf := make([]byte, 1<<20)
+	return string(buf[:runtime.Stack(buf, true)])
+}
