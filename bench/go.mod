@@ -8,4 +8,9 @@ require (
 	github.com/ylcnfrht/resilience/core v0.0.0-00010101000000-000000000000
 )
 
+require (
+	github.com/bits-and-blooms/bitset v1.24.4 // indirect
+	github.com/influxdata/tdigest v0.0.1 // indirect
+)
+
 replace github.com/ylcnfrht/resilience/core => ../core

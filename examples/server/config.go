@@ -1,0 +1,169 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/textproto"
+	"strings"
+	"time"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+)
+
+// frameworks lists the -framework values this binary knows. Other frameworks
+// join as their adapters land; anything else is an error, never a silent
+// fallback to chi.
+var frameworks = []string{"chi"}
+
+// config is the validated command line.
+type config struct {
+	framework    string
+	addr         string
+	timeout      time.Duration
+	permitLimit  int
+	queueLimit   int
+	queueTimeout time.Duration
+	overflow     resilience.OverflowPolicy
+	rateLimit    int           // 0: no rate limit
+	rateWindow   time.Duration // used only when rateLimit > 0
+	rateKey      rateKey
+}
+
+// rateKey says how requests are partitioned for the rate limit: by client IP
+// (header == "") or by the value of one request header.
+type rateKey struct {
+	header string // canonical header name; "" means the client IP
+}
+
+func (k rateKey) String() string {
+	if k.header == "" {
+		return "ip"
+	}
+	return "header:" + k.header
+}
+
+// flagError is an invalid flag value. Its message starts with the flag's
+// name so that a user (or a script reading stderr) knows what to fix.
+type flagError struct {
+	flag    string // without the dash
+	problem string
+}
+
+func (e *flagError) Error() string { return "invalid -" + e.flag + ": " + e.problem }
+
+// errHelp is returned when -h or -help was asked for; the usage has already
+// been printed and the process exits 0.
+var errHelp = flag.ErrHelp
+
+// parseConfig parses and validates args (without the program name). Usage
+// and flag-package diagnostics go to usage (io.Discard is fine). It returns
+// a *flagError, or the flag package's own error (which also names the flag),
+// for any invalid value.
+func parseConfig(args []string, usage io.Writer) (config, error) {
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.SetOutput(usage)
+	var (
+		cfg       config
+		overflow  string
+		rateKeyIn string
+	)
+	fs.StringVar(&cfg.framework, "framework", "chi", "HTTP framework: "+strings.Join(frameworks, ", "))
+	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:0", "listen address (port 0 picks a free port)")
+	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Second, "time a handler may run once admitted; past it the client gets a 504")
+	fs.IntVar(&cfg.permitLimit, "permit-limit", 200, "requests that may run at once")
+	fs.IntVar(&cfg.queueLimit, "queue-limit", 100, "requests that may wait for a permit (0: no queue)")
+	fs.DurationVar(&cfg.queueTimeout, "queue-timeout", 500*time.Millisecond, "longest wait in the queue (0: no limit; wait for a permit or until the client leaves)")
+	fs.StringVar(&overflow, "overflow", string(resilience.OverflowRejectNew), "when the queue is full: reject-new, drop-oldest or drop-lowest-priority")
+	fs.IntVar(&cfg.rateLimit, "rate-limit", 0, "requests per -rate-window per key (0: no rate limit)")
+	fs.DurationVar(&cfg.rateWindow, "rate-window", time.Second, "rate-limit window")
+	fs.StringVar(&rateKeyIn, "rate-key", "ip", "rate-limit key: ip, or header:NAME")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err // the flag package's message names the flag
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected argument %q: this program takes flags only", fs.Arg(0))
+	}
+
+	if !known(cfg.framework) {
+		return config{}, &flagError{"framework", fmt.Sprintf("unknown framework %q; want one of: %s", cfg.framework, strings.Join(frameworks, ", "))}
+	}
+	if cfg.addr == "" {
+		return config{}, &flagError{"addr", "must not be empty"}
+	}
+	if cfg.timeout <= 0 {
+		return config{}, &flagError{"timeout", fmt.Sprintf("must be greater than 0, got %v", cfg.timeout)}
+	}
+	if cfg.permitLimit <= 0 {
+		return config{}, &flagError{"permit-limit", fmt.Sprintf("must be greater than 0, got %d", cfg.permitLimit)}
+	}
+	if cfg.queueLimit < 0 {
+		return config{}, &flagError{"queue-limit", fmt.Sprintf("must not be negative, got %d", cfg.queueLimit)}
+	}
+	if cfg.queueTimeout < 0 {
+		return config{}, &flagError{"queue-timeout", fmt.Sprintf("must not be negative, got %v", cfg.queueTimeout)}
+	}
+	p, err := resilience.ParseOverflowPolicy(overflow)
+	if err != nil {
+		return config{}, &flagError{"overflow", fmt.Sprintf("unknown policy %q; want reject-new, drop-oldest or drop-lowest-priority", overflow)}
+	}
+	cfg.overflow = p
+	if cfg.rateLimit < 0 {
+		return config{}, &flagError{"rate-limit", fmt.Sprintf("must not be negative, got %d", cfg.rateLimit)}
+	}
+	// The window and key are checked even without -rate-limit, so a typo
+	// is caught before it matters.
+	if cfg.rateWindow <= 0 {
+		return config{}, &flagError{"rate-window", fmt.Sprintf("must be greater than 0, got %v", cfg.rateWindow)}
+	}
+	if cfg.rateKey, err = parseRateKey(rateKeyIn); err != nil {
+		return config{}, err
+	}
+	return cfg, nil
+}
+
+func known(framework string) bool {
+	for _, f := range frameworks {
+		if f == framework {
+			return true
+		}
+	}
+	return false
+}
+
+// parseRateKey accepts "ip" or "header:NAME" where NAME is a valid HTTP
+// header name.
+func parseRateKey(s string) (rateKey, error) {
+	if s == "ip" {
+		return rateKey{}, nil
+	}
+	name, ok := strings.CutPrefix(s, "header:")
+	if !ok {
+		return rateKey{}, &flagError{"rate-key", fmt.Sprintf("got %q; want ip or header:NAME", s)}
+	}
+	if !validHeaderName(name) {
+		return rateKey{}, &flagError{"rate-key", fmt.Sprintf("%q is not a valid header name", name)}
+	}
+	return rateKey{header: textproto.CanonicalMIMEHeaderKey(name)}, nil
+}
+
+// validHeaderName reports whether name is a non-empty RFC 9110 token.
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// isHelp reports whether err means the user asked for -h.
+func isHelp(err error) bool { return errors.Is(err, errHelp) }

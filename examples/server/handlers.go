@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Work durations: ms defaults to defaultWorkMS and may not exceed maxWorkMS,
+// so no request can keep a goroutine for longer than a minute.
+const (
+	defaultWorkMS = 100
+	maxWorkMS     = 60_000
+)
+
+// priorityHeader carries a request's priority: an integer, lower runs
+// sooner when requests have to queue.
+const priorityHeader = "X-Priority"
+
+// defaultPriority is the priority of a request without an X-Priority header
+// or with one that is not a decimal integer. It sits in the middle of the
+// 0 (most important) … 9 (background) range the demo suggests, so callers
+// can mark traffic as more or less important than unmarked traffic; any
+// int is accepted.
+const defaultPriority = 5
+
+// parsePriority returns the priority an X-Priority value asks for, or
+// defaultPriority when the value is missing or malformed (not an optionally
+// signed decimal integer that fits in an int).
+func parsePriority(v string) int {
+	if v == "" {
+		return defaultPriority
+	}
+	p, err := strconv.Atoi(v)
+	if err != nil {
+		return defaultPriority
+	}
+	return p
+}
+
+// workDuration reads ?ms=N. A missing value means defaultWorkMS; a value
+// that is not an integer in [0, maxWorkMS] is a client error.
+func workDuration(r *http.Request) (time.Duration, bool) {
+	s := r.URL.Query().Get("ms")
+	if s == "" {
+		return defaultWorkMS * time.Millisecond, true
+	}
+	ms, err := strconv.Atoi(s)
+	if err != nil || ms < 0 || ms > maxWorkMS {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
+}
+
+func badMS(w http.ResponseWriter) {
+	writeJSON(w, http.StatusBadRequest, map[string]any{
+		"statusCode": http.StatusBadRequest,
+		"error":      "Bad Request",
+		"message":    "ms must be an integer from 0 to " + strconv.Itoa(maxWorkMS),
+	})
+}
+
+// workHandler simulates a dependency that keeps going whatever happens to
+// the request: it sleeps for ms without looking at its context. With a
+// short -timeout the client still gets a 504 on time, and the request keeps
+// its concurrency permit until the sleep ends.
+func workHandler(w http.ResponseWriter, r *http.Request) {
+	d, ok := workDuration(r)
+	if !ok {
+		badMS(w)
+		return
+	}
+	time.Sleep(d)
+	writeJSON(w, http.StatusOK, map[string]any{"worked": d.String()})
+}
+
+// cooperativeHandler does the same work but stops as soon as its context is
+// done (timeout, client gone, or shutdown), releasing its permit at once.
+func cooperativeHandler(w http.ResponseWriter, r *http.Request) {
+	d, ok := workDuration(r)
+	if !ok {
+		badMS(w)
+		return
+	}
+	if err := sleepCtx(r.Context(), d); err != nil {
+		// The middleware has answered already (504) or the client has gone;
+		// anything written now would be discarded.
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"worked": d.String()})
+}
+
+// sleepCtx waits for d or until ctx is done, whichever comes first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	body = append(body, '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	w.Write(body)
+}

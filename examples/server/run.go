@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"time"
+)
+
+// shutdownGrace bounds how long a shutdown waits for running requests. A
+// /work request ignores its context, so it can outlive this; the server then
+// closes its connections rather than hang.
+const shutdownGrace = 5 * time.Second
+
+// run is the whole program: parse args, listen, print where, serve until
+// ctx is done, then shut down. It returns the process exit code: 0 after a
+// clean shutdown (or -h), 2 for invalid flags, 1 for any other failure.
+// Once it listens, its first line on stdout is
+// "listening on http://HOST:PORT"; nothing is printed to stdout before.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseConfig(args, stderr)
+	if err != nil {
+		if isHelp(err) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "server:", err)
+		return 2
+	}
+	handler, _, err := newServer(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "server:", err)
+		return 2
+	}
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "server: -addr: cannot listen: %v\n", err)
+		return 1
+	}
+	base := "http://" + ln.Addr().String()
+	fmt.Fprintf(stdout, "listening on %s\n", base)
+	fmt.Fprintf(stdout, "framework %s; timeout %v; permit limit %d; queue %d (timeout %v, overflow %s); %s\n",
+		cfg.framework, cfg.timeout, cfg.permitLimit, cfg.queueLimit, cfg.queueTimeout, cfg.overflow, rateSummary(cfg))
+	fmt.Fprint(stdout, routeSummary(cfg, base))
+
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          log.New(stderr, "server: http: ", 0),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	select {
+	case err := <-serveErr: // Serve failed on its own (it never returns nil)
+		fmt.Fprintln(stderr, "server:", err)
+		return 1
+	case <-ctx.Done():
+	}
+	fmt.Fprintln(stdout, "shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	code := 0
+	if err := srv.Shutdown(sctx); err != nil {
+		fmt.Fprintln(stderr, "server: shutdown:", err)
+		srv.Close()
+		code = 1
+	}
+	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintln(stderr, "server:", err)
+		code = 1
+	}
+	return code
+}
+
+func rateSummary(cfg config) string {
+	if cfg.rateLimit == 0 {
+		return "no rate limit"
+	}
+	return fmt.Sprintf("rate limit %d per %v by %s", cfg.rateLimit, cfg.rateWindow, cfg.rateKey)
+}
