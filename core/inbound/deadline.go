@@ -20,18 +20,22 @@ import (
 // here the middleware owns the timer, stops it on Hijack, and the reported
 // deadline goes away with it.
 //
-// Children derived with the context package attach through the AfterFunc
-// method (no goroutine per child). context.Cause of it is its Err, or the
-// request's own cause when the client left.
+// It costs only what is used: the done channel and the watch on the
+// request's context (for a client that leaves) are set up on the first
+// Done or AfterFunc call, so a handler that never waits on its context pays
+// for neither. Children derived with the context package attach through
+// the AfterFunc method (no goroutine per child). context.Cause of it is its
+// Err, or the request's own cause when the client left.
 type deadlineCtx struct {
 	parent   context.Context
 	deadline time.Time
 	untimed  atomic.Bool
 
-	mu     sync.Mutex
-	done   chan struct{}
-	err    error
-	afters []*afterFunc
+	mu         sync.Mutex
+	done       chan struct{} // made on first use
+	err        error
+	afters     []*afterFunc
+	stopParent func() bool // the watch on parent, once done exists
 }
 
 type afterFunc struct{ f func() }
@@ -39,7 +43,6 @@ type afterFunc struct{ f func() }
 func (c *deadlineCtx) init(parent context.Context, deadline time.Time) {
 	c.parent = parent
 	c.deadline = deadline
-	c.done = make(chan struct{})
 }
 
 func (c *deadlineCtx) Deadline() (time.Time, bool) {
@@ -49,13 +52,45 @@ func (c *deadlineCtx) Deadline() (time.Time, bool) {
 	return c.deadline, true
 }
 
-func (c *deadlineCtx) Done() <-chan struct{} { return c.done }
+func (c *deadlineCtx) Done() <-chan struct{} {
+	c.mu.Lock()
+	c.watchLocked()
+	d := c.done
+	c.mu.Unlock()
+	return d
+}
+
+// watchLocked makes the done channel and, while c is live, watches the
+// parent so that a client that leaves ends c too. c.mu must be held.
+func (c *deadlineCtx) watchLocked() {
+	if c.done != nil {
+		return
+	}
+	c.done = make(chan struct{})
+	if c.err != nil {
+		close(c.done)
+		return
+	}
+	// The callback runs on its own goroutine (or the canceller's), never
+	// under c.mu.
+	c.stopParent = context.AfterFunc(c.parent, c.parentDone)
+}
+
+func (c *deadlineCtx) parentDone() { c.end(c.parent.Err()) }
 
 func (c *deadlineCtx) Err() error {
 	c.mu.Lock()
 	err := c.err
 	c.mu.Unlock()
-	return err
+	if err != nil {
+		return err
+	}
+	// Without a watch (nobody asked for Done) the parent is read here.
+	if perr := c.parent.Err(); perr != nil {
+		c.end(perr)
+		return c.Err()
+	}
+	return nil
 }
 
 func (c *deadlineCtx) Value(key any) any { return c.parent.Value(key) }
@@ -67,12 +102,17 @@ func (c *deadlineCtx) String() string { return "inbound.deadlineCtx" }
 // ends c, or in its own goroutine if c has already ended (the caller may
 // hold a lock f needs).
 func (c *deadlineCtx) AfterFunc(f func()) (stop func() bool) {
+	if c.Err() != nil {
+		go f()
+		return func() bool { return false }
+	}
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
 		go f()
 		return func() bool { return false }
 	}
+	c.watchLocked()
 	a := &afterFunc{f: f}
 	c.afters = append(c.afters, a)
 	c.mu.Unlock()
@@ -89,7 +129,8 @@ func (c *deadlineCtx) AfterFunc(f func()) (stop func() bool) {
 	}
 }
 
-// end makes c done with err; only the first call counts.
+// end makes c done with err; only the first call counts. It also drops the
+// watch on the parent.
 func (c *deadlineCtx) end(err error) {
 	c.mu.Lock()
 	if c.err != nil {
@@ -97,10 +138,17 @@ func (c *deadlineCtx) end(err error) {
 		return
 	}
 	c.err = err
-	close(c.done)
+	if c.done != nil {
+		close(c.done)
+	}
 	afters := c.afters
 	c.afters = nil
+	stop := c.stopParent
+	c.stopParent = nil
 	c.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 	for _, a := range afters {
 		a.f()
 	}
@@ -111,14 +159,13 @@ func (c *deadlineCtx) end(err error) {
 // as the handler returned may still run its callback afterwards; that
 // callback then finds the writer done and leaves.
 type timedRequest struct {
-	m          *Middleware
-	tw         timeoutWriter
-	dctx       deadlineCtx
-	ctx        context.Context // the handler's
-	client     context.Context // the request's own: ended means the client left
-	timer      *time.Timer
-	stop       func() bool // context.AfterFunc registration (custom pipeline)
-	stopParent func() bool // dctx's watch of its parent
+	m      *Middleware
+	tw     timeoutWriter
+	dctx   deadlineCtx
+	ctx    context.Context // the handler's
+	client context.Context // the request's own: ended means the client left
+	timer  *time.Timer
+	stop   func() bool // context.AfterFunc registration (custom pipeline)
 }
 
 // isTimeout reports whether a context ended because time ran out (ours, a
@@ -149,8 +196,6 @@ func (m *Middleware) serveTimed(w http.ResponseWriter, r *http.Request, ctx cont
 			dl = pd // a budget from upstream ends first
 		}
 		t.dctx.init(ctx, dl)
-		parent := ctx
-		t.stopParent = context.AfterFunc(parent, func() { t.dctx.end(parent.Err()) })
 		t.ctx = &t.dctx
 		// Every field fire reads is set: it may run at once.
 		t.timer = time.AfterFunc(dl.Sub(now), t.fire)
@@ -237,8 +282,7 @@ func (t *timedRequest) finish(completed bool) {
 		t.m.late.Add(-1)
 	}
 	tw.mu.Unlock()
-	if t.stopParent != nil {
-		t.stopParent()
+	if t.timer != nil {
 		t.dctx.end(context.Canceled)
 	}
 	if completed && before == stateAborted {

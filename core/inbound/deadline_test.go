@@ -60,6 +60,26 @@ func TestDeadlineCtxContract(t *testing.T) {
 			t.Fatal("deadline reported after untiming")
 		}
 	})
+	t.Run("client leaves", func(t *testing.T) {
+		for _, watched := range []bool{false, true} {
+			parent, cancel := context.WithCancel(context.Background())
+			var c deadlineCtx
+			c.init(parent, time.Now().Add(time.Hour))
+			var done <-chan struct{}
+			if watched {
+				done = c.Done()
+			}
+			cancel()
+			if watched {
+				<-done // closed by the watch on the parent
+			}
+			// Unwatched, Err reads the parent: the contract holds either way.
+			if !errors.Is(c.Err(), context.Canceled) {
+				t.Fatalf("watched=%v: Err = %v", watched, c.Err())
+			}
+			<-c.Done()
+		}
+	})
 	t.Run("values", func(t *testing.T) {
 		type k struct{}
 		var c deadlineCtx
