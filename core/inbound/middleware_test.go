@@ -248,6 +248,9 @@ func TestInboundTable(t *testing.T) {
 			start := time.Now()
 			done := serveAsync(h, w, httptest.NewRequest("GET", "/", nil))
 			<-w.written
+			// written fires at the status line; let the deadline finish
+			// writing the body (the handler itself stays blocked).
+			synctest.Wait()
 			if d := time.Since(start); d != 5*time.Second {
 				t.Errorf("504 after %v, want 5s", d)
 			}
