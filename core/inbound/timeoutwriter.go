@@ -137,36 +137,35 @@ func errAfterState(s writerState) error {
 // Write sends p unless the deadline has passed, in which case it returns
 // http.ErrHandlerTimeout and p is discarded.
 func (tw *timeoutWriter) Write(p []byte) (int, error) {
-	tw.mu.Lock()
-	switch tw.state {
-	case stateOpen:
-		tw.commitLocked()
-	case stateCommitted:
-	default:
-		s := tw.state
-		tw.mu.Unlock()
-		return 0, errAfterState(s)
+	if err := tw.claim(); err != nil {
+		return 0, err
 	}
-	tw.mu.Unlock()
 	// Outside the lock: the deadline can then abort a write blocked on a
 	// slow client. The state is committed, so nothing else writes to w.
 	return tw.w.Write(p)
 }
 
-// FlushError flushes the response to the client, committing it: a later
-// deadline aborts the connection instead of sending a 504.
-func (tw *timeoutWriter) FlushError() error {
+// claim commits the response to the handler if it is still open, or
+// reports why the handler no longer owns it.
+func (tw *timeoutWriter) claim() error {
 	tw.mu.Lock()
+	defer tw.mu.Unlock()
 	switch tw.state {
 	case stateOpen:
 		tw.commitLocked()
 	case stateCommitted:
 	default:
-		s := tw.state
-		tw.mu.Unlock()
-		return errAfterState(s)
+		return errAfterState(tw.state)
 	}
-	tw.mu.Unlock()
+	return nil
+}
+
+// FlushError flushes the response to the client, committing it: a later
+// deadline aborts the connection instead of sending a 504.
+func (tw *timeoutWriter) FlushError() error {
+	if err := tw.claim(); err != nil {
+		return err
+	}
 	return flushUnderlying(tw.w)
 }
 
