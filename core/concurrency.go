@@ -2,7 +2,6 @@ package resilience
 
 import (
 	"context"
-	"sync"
 	"time"
 )
 
@@ -70,6 +69,10 @@ type ConcurrencyLimiterOptions struct {
 	// Overflow is what happens when the queue is full. Default
 	// OverflowRejectNew.
 	Overflow OverflowPolicy
+	// CoDel, when set, turns on the CoDel discipline so that sustained
+	// overload cannot build a standing queue (see CoDelOptions). nil (the
+	// default) keeps the plain queue. Ignored when QueueLimit is 0.
+	CoDel *CoDelOptions
 }
 
 // ConcurrencyLimiter (a bulkhead) caps the number of executions running at
@@ -100,17 +103,9 @@ type ConcurrencyLimiterOptions struct {
 // are always returned. A ConcurrencyLimiter must not be copied after first
 // use.
 type ConcurrencyLimiter struct {
-	name         string
-	queueLimit   int
-	queueTimeout time.Duration
-	priority     func(ctx context.Context) int
-	overflow     OverflowPolicy
-	opts         ConcurrencyLimiterOptions // as given, for Validate
-
-	mu       sync.Mutex
-	limit    int
-	inFlight int
-	queue    waitQueue
+	name string
+	opts ConcurrencyLimiterOptions // as given, for Validate
+	permitEngine
 }
 
 // Rejections are shared values: they carry nothing per execution, and
@@ -128,25 +123,31 @@ func NewConcurrencyLimiter(opts ConcurrencyLimiterOptions) (*ConcurrencyLimiter,
 	if err := validateConcurrencyOptions(opts); err != nil {
 		return nil, err
 	}
-	l := &ConcurrencyLimiter{
-		name:         opts.Name,
-		queueLimit:   opts.QueueLimit,
-		queueTimeout: opts.QueueTimeout,
-		priority:     opts.Priority,
-		overflow:     opts.Overflow,
-		opts:         opts,
-		limit:        opts.PermitLimit,
-	}
+	l := &ConcurrencyLimiter{name: opts.Name, opts: opts}
 	if l.name == "" {
 		l.name = "ConcurrencyLimiter"
 	}
-	if l.overflow == "" {
-		l.overflow = OverflowRejectNew
-	}
-	if l.queueLimit == 0 {
-		l.queueTimeout = 0
-	}
+	l.initEngine(opts.PermitLimit, opts.QueueLimit, opts.QueueTimeout, opts.Priority, opts.Overflow, opts.CoDel)
 	return l, nil
+}
+
+// initEngine sets up a new engine from validated options, applying the
+// defaults.
+func (e *permitEngine) initEngine(limit, queueLimit int, queueTimeout time.Duration, priority func(context.Context) int,
+	overflow OverflowPolicy, codelOpts *CoDelOptions) {
+	e.limit = limit
+	e.queueLimit = queueLimit
+	e.queueTimeout = queueTimeout
+	e.priority = priority
+	e.overflow = overflow
+	if e.overflow == "" {
+		e.overflow = OverflowRejectNew
+	}
+	if e.queueLimit == 0 {
+		e.queueTimeout = 0
+	} else {
+		e.codel = newCoDel(codelOpts)
+	}
 }
 
 // AddConcurrencyLimiter appends a new concurrency limiter configured by
@@ -175,7 +176,7 @@ func validateConcurrencyOptions(o ConcurrencyLimiterOptions) error {
 			return err
 		}
 	}
-	return nil
+	return validateCoDel("ConcurrencyLimiterOptions", o.CoDel)
 }
 
 // Validate reports invalid options as a *ConfigError. A limiter made by
@@ -203,12 +204,7 @@ type LimiterStats struct {
 
 // Stats returns a consistent snapshot of the limit, the permits held and the
 // waiters queued.
-func (l *ConcurrencyLimiter) Stats() LimiterStats {
-	l.mu.Lock()
-	s := LimiterStats{Limit: l.limit, InFlight: l.inFlight, Queued: l.queue.len()}
-	l.mu.Unlock()
-	return s
-}
+func (l *ConcurrencyLimiter) Stats() LimiterStats { return l.stats() }
 
 // SetLimit changes the permit limit while the limiter is in use; n < 1 is
 // treated as 1. Raising it grants queued waiters at once. Lowering it never
@@ -219,25 +215,14 @@ func (l *ConcurrencyLimiter) SetLimit(n int) {
 		n = 1
 	}
 	l.mu.Lock()
-	l.limit = n
-	l.grantLocked()
+	l.setLimitLocked(n)
 	l.mu.Unlock()
 }
 
 // TryAcquire takes a permit if one is free and nobody is waiting, and
 // reports whether it did. It never queues. After true, the caller must call
 // Release exactly once.
-func (l *ConcurrencyLimiter) TryAcquire() bool {
-	l.mu.Lock()
-	// inFlight < limit implies an empty queue: grantLocked never leaves a
-	// waiter queued while a permit is free.
-	ok := l.inFlight < l.limit
-	if ok {
-		l.inFlight++
-	}
-	l.mu.Unlock()
-	return ok
-}
+func (l *ConcurrencyLimiter) TryAcquire() bool { return l.tryAcquire() }
 
 // Acquire takes a permit, queueing for one if the limiter's options allow.
 // It returns nil when a permit is held; the caller must then call Release
@@ -252,140 +237,16 @@ func (l *ConcurrencyLimiter) Acquire(ctx context.Context) error {
 	return err
 }
 
-// acquire is Acquire that also reports how long the execution waited in the
-// queue (0 when it did not queue), for telemetry.
-func (l *ConcurrencyLimiter) acquire(ctx context.Context) (time.Duration, error) {
-	if ctx.Err() != nil {
-		return 0, context.Cause(ctx)
-	}
-	l.mu.Lock()
-	if l.inFlight < l.limit { // implies an empty queue; see TryAcquire
-		l.inFlight++
-		l.mu.Unlock()
-		return 0, nil
-	}
-	if l.queueLimit == 0 || (l.overflow == OverflowRejectNew && l.queue.len() >= l.queueLimit) {
-		// Shed without running the priority function: under overload this
-		// is the common case and should cost as little as possible.
-		l.mu.Unlock()
-		return 0, errBulkheadFull
-	}
-	if l.priority == nil {
-		return l.wait(ctx, 0) // wait unlocks
-	}
-	// The priority function is the caller's code: run it without the lock,
-	// then look again, since a permit may have been freed meanwhile.
-	l.mu.Unlock()
-	p := l.priority(ctx)
-	l.mu.Lock()
-	if l.inFlight < l.limit {
-		l.inFlight++
-		l.mu.Unlock()
-		return 0, nil
-	}
-	return l.wait(ctx, p)
-}
-
-// wait queues the caller with priority p, applying the overflow policy if
-// the queue is full, and waits for the outcome. It is called with l.mu held
-// and releases it.
-func (l *ConcurrencyLimiter) wait(ctx context.Context, p int) (time.Duration, error) {
-	if l.queue.len() >= l.queueLimit {
-		var victim *waiter
-		switch l.overflow {
-		case OverflowDropOldest:
-			victim = l.queue.oldestWaiter()
-		case OverflowDropLowestPriority:
-			if v := l.queue.newestOfLowest(); v != nil && p < v.priority {
-				victim = v
-			}
-		}
-		if victim == nil {
-			l.mu.Unlock()
-			return 0, errBulkheadFull
-		}
-		l.queue.remove(victim)
-		victim.state = waiterEvicted
-		close(victim.ready)
-	}
-	w := &waiter{priority: p, ready: make(chan struct{})}
-	l.queue.push(w)
-	l.mu.Unlock()
-
-	start := time.Now()
-	var timeout <-chan time.Time
-	if l.queueTimeout > 0 {
-		t := time.NewTimer(l.queueTimeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-
-	var ended waiterState // what this goroutine saw end the wait, if not ready
-	select {
-	case <-w.ready:
-		// The granter or evicter set w.state before closing ready.
-	case <-ctx.Done():
-		ended = waiterCancelled
-	case <-timeout:
-		ended = waiterTimedOut
-	}
-	if ended != waiterQueued {
-		l.mu.Lock()
-		if w.state == waiterQueued { // nobody granted or evicted it first
-			l.queue.remove(w)
-			w.state = ended
-		}
-		l.mu.Unlock()
-	}
-	// w.state is final now and nobody writes it again, so it is read
-	// without the lock (the close of ready or the mutex orders the write).
-
-	switch w.state {
-	case waiterGranted:
-		// A grant racing the queue timeout wins: the permit is in hand. A
-		// grant racing the caller's cancellation is handed on instead, since
-		// nobody waits for the result.
-		if ctx.Err() != nil {
-			l.Release()
-			return time.Since(start), context.Cause(ctx)
-		}
-		return 0, nil
-	case waiterEvicted:
-		return time.Since(start), errBulkheadDropped
-	case waiterTimedOut:
-		return time.Since(start), errBulkheadQueueTimeout
-	default: // waiterCancelled
-		return time.Since(start), context.Cause(ctx)
-	}
-}
-
 // Release returns a permit taken by Acquire or TryAcquire. If an execution
 // is queued and the limit allows, the permit passes directly to the best
 // waiter. Calling Release without holding a permit is a bug in the caller
 // and panics, since silently ignoring it would break the limit.
 func (l *ConcurrencyLimiter) Release() {
 	l.mu.Lock()
-	if l.inFlight <= 0 {
-		l.mu.Unlock()
-		panic("resilience: ConcurrencyLimiter.Release without a held permit")
-	}
-	l.inFlight--
-	if l.queue.n > 0 {
-		l.grantLocked()
-	}
+	ok := l.releaseLocked()
 	l.mu.Unlock()
-}
-
-// grantLocked moves free permits to the best waiters. l.mu must be held.
-func (l *ConcurrencyLimiter) grantLocked() {
-	for l.inFlight < l.limit {
-		w := l.queue.popBest()
-		if w == nil {
-			return
-		}
-		w.state = waiterGranted
-		l.inFlight++
-		close(w.ready)
+	if !ok {
+		panic("resilience: ConcurrencyLimiter.Release without a held permit")
 	}
 }
 
@@ -401,13 +262,18 @@ func (l *ConcurrencyLimiter) grantLocked() {
 func (l *ConcurrencyLimiter) Execute(ctx context.Context, tel Telemetry, next Next) error {
 	waited, err := l.acquire(ctx)
 	if err != nil {
-		// Only the limiter's own rejections are events; a context error is
-		// returned as is, even if its cause is a *BulkheadRejectedError.
-		if r, ok := err.(*BulkheadRejectedError); ok && (r == errBulkheadFull || r == errBulkheadQueueTimeout || r == errBulkheadDropped) {
-			tel.Emit(ctx, Event{Name: EventRateLimiterRejected, Reason: string(r.Reason), Duration: waited, Err: err})
-		}
+		emitBulkheadRejection(ctx, tel, waited, err)
 		return err
 	}
 	defer l.Release()
 	return next(ctx)
+}
+
+// emitBulkheadRejection emits EventRateLimiterRejected for the engine's own
+// rejections. A context error is returned as is and emits nothing, even if
+// its cause is a *BulkheadRejectedError.
+func emitBulkheadRejection(ctx context.Context, tel Telemetry, waited time.Duration, err error) {
+	if r, ok := err.(*BulkheadRejectedError); ok && (r == errBulkheadFull || r == errBulkheadQueueTimeout || r == errBulkheadDropped) {
+		tel.Emit(ctx, Event{Name: EventRateLimiterRejected, Reason: string(r.Reason), Duration: waited, Err: err})
+	}
 }

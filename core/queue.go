@@ -1,6 +1,11 @@
 package resilience
 
-import "sort"
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+)
 
 // waiterState is the life of one queued Acquire. A waiter is created queued
 // and leaves that state exactly once, always under the limiter's mutex, to
@@ -24,6 +29,9 @@ const (
 type waiter struct {
 	priority int
 	state    waiterState
+	// queuedAt is when the waiter joined the queue; the CoDel discipline
+	// reads it to reject waiters that have waited past its target.
+	queuedAt time.Time
 	// ready is closed by the goroutine that grants or evicts the waiter, so
 	// the waiting goroutine wakes exactly once for either outcome.
 	ready chan struct{}
@@ -132,6 +140,15 @@ func (q *waitQueue) popBest() *waiter {
 	return w
 }
 
+// newestOfBest returns the most recently queued waiter of the best
+// priority (adaptive LIFO), or nil.
+func (q *waitQueue) newestOfBest() *waiter {
+	if len(q.lists) == 0 {
+		return nil
+	}
+	return q.lists[0].tail
+}
+
 // oldestWaiter returns the waiter that has waited longest, whatever its
 // priority, or nil.
 func (q *waitQueue) oldestWaiter() *waiter { return q.oldest }
@@ -180,4 +197,223 @@ func (q *waitQueue) remove(w *waiter) {
 	}
 	w.prev, w.next, w.older, w.newer = nil, nil, nil, nil
 	q.n--
+}
+
+// permitEngine is the queue engine shared by ConcurrencyLimiter and
+// AdaptiveLimiter: a permit count, a limit and a waitQueue under one mutex,
+// with the overflow policies, queue timeouts and the optional CoDel
+// discipline. The limiters differ only in who sets the limit (the user
+// through SetLimit, or a LimitAlgorithm) and in what a release records.
+//
+// The zero value has a limit of 0 and no queue: it rejects everything.
+// Not copyable after first use.
+type permitEngine struct {
+	queueLimit   int
+	queueTimeout time.Duration
+	priority     func(ctx context.Context) int
+	overflow     OverflowPolicy
+	codel        *codel // nil: no CoDel discipline
+
+	mu       sync.Mutex
+	limit    int
+	inFlight int
+	queue    waitQueue
+}
+
+// stats returns a consistent snapshot.
+func (e *permitEngine) stats() LimiterStats {
+	e.mu.Lock()
+	s := LimiterStats{Limit: e.limit, InFlight: e.inFlight, Queued: e.queue.len()}
+	e.mu.Unlock()
+	return s
+}
+
+// setLimitLocked changes the limit and grants what it frees. A lower limit
+// interrupts nothing: admission resumes once in-flight falls below it.
+func (e *permitEngine) setLimitLocked(n int) {
+	e.limit = n
+	e.grantLocked()
+}
+
+// tryAcquire takes a free permit without queueing.
+func (e *permitEngine) tryAcquire() bool {
+	e.mu.Lock()
+	// inFlight < limit implies an empty queue: grantLocked never leaves a
+	// waiter queued while a permit is free.
+	ok := e.inFlight < e.limit
+	if ok {
+		e.inFlight++
+	}
+	e.mu.Unlock()
+	return ok
+}
+
+// acquire takes a permit, queueing if the options allow, and reports how
+// long the execution waited in the queue when it was rejected (0 when it
+// did not queue), for telemetry.
+func (e *permitEngine) acquire(ctx context.Context) (time.Duration, error) {
+	if ctx.Err() != nil {
+		return 0, context.Cause(ctx)
+	}
+	e.mu.Lock()
+	if e.inFlight < e.limit { // implies an empty queue; see tryAcquire
+		e.inFlight++
+		e.mu.Unlock()
+		return 0, nil
+	}
+	if e.queueLimit == 0 || (e.overflow == OverflowRejectNew && e.queue.len() >= e.queueLimit && !e.purgeFullLocked()) {
+		// Shed without running the priority function: under overload this
+		// is the common case and should cost as little as possible.
+		e.mu.Unlock()
+		return 0, errBulkheadFull
+	}
+	if e.priority == nil {
+		return e.wait(ctx, 0) // wait unlocks
+	}
+	// The priority function is the caller's code: run it without the lock,
+	// then look again, since a permit may have been freed meanwhile.
+	e.mu.Unlock()
+	p := e.priority(ctx)
+	e.mu.Lock()
+	if e.inFlight < e.limit {
+		e.inFlight++
+		e.mu.Unlock()
+		return 0, nil
+	}
+	return e.wait(ctx, p)
+}
+
+// wait queues the caller with priority p, applying the overflow policy if
+// the queue is full, and waits for the outcome. It is called with e.mu held
+// and releases it.
+func (e *permitEngine) wait(ctx context.Context, p int) (time.Duration, error) {
+	start := time.Now()
+	timeoutAfter := e.queueTimeout
+	if e.codel != nil && e.codel.purgeLocked(&e.queue, start) {
+		// The queue is standing: newcomers get the short target as their
+		// queue timeout, so a standing queue drains.
+		timeoutAfter = e.codel.shorten(timeoutAfter)
+	}
+	if e.queue.len() >= e.queueLimit {
+		var victim *waiter
+		switch e.overflow {
+		case OverflowDropOldest:
+			victim = e.queue.oldestWaiter()
+		case OverflowDropLowestPriority:
+			if v := e.queue.newestOfLowest(); v != nil && p < v.priority {
+				victim = v
+			}
+		}
+		if victim == nil {
+			e.mu.Unlock()
+			return 0, errBulkheadFull
+		}
+		e.queue.remove(victim)
+		victim.state = waiterEvicted
+		close(victim.ready)
+	}
+	w := &waiter{priority: p, queuedAt: start, ready: make(chan struct{})}
+	if e.codel != nil {
+		e.codel.onPushLocked(&e.queue, start)
+	}
+	e.queue.push(w)
+	e.mu.Unlock()
+
+	var timeout <-chan time.Time
+	if timeoutAfter > 0 {
+		t := time.NewTimer(timeoutAfter)
+		defer t.Stop()
+		timeout = t.C
+	}
+
+	var ended waiterState // what this goroutine saw end the wait, if not ready
+	select {
+	case <-w.ready:
+		// The granter, evicter or CoDel purge set w.state before closing
+		// ready.
+	case <-ctx.Done():
+		ended = waiterCancelled
+	case <-timeout:
+		ended = waiterTimedOut
+	}
+	if ended != waiterQueued {
+		e.mu.Lock()
+		if w.state == waiterQueued { // nobody granted or evicted it first
+			e.queue.remove(w)
+			w.state = ended
+		}
+		e.mu.Unlock()
+	}
+	// w.state is final now and nobody writes it again, so it is read
+	// without the lock (the close of ready or the mutex orders the write).
+
+	switch w.state {
+	case waiterGranted:
+		// A grant racing the queue timeout wins: the permit is in hand. A
+		// grant racing the caller's cancellation is handed on instead, since
+		// nobody waits for the result.
+		if ctx.Err() != nil {
+			e.mu.Lock()
+			e.releaseLocked()
+			e.mu.Unlock()
+			return time.Since(start), context.Cause(ctx)
+		}
+		return 0, nil
+	case waiterEvicted:
+		return time.Since(start), errBulkheadDropped
+	case waiterTimedOut:
+		return time.Since(start), errBulkheadQueueTimeout
+	default: // waiterCancelled
+		return time.Since(start), context.Cause(ctx)
+	}
+}
+
+// purgeFullLocked is called when a reject-new queue is full: under CoDel
+// it rejects the stale waiters of a standing queue and reports whether
+// that made room. Without CoDel it reports false at no cost.
+func (e *permitEngine) purgeFullLocked() bool {
+	if e.codel == nil {
+		return false
+	}
+	e.codel.purgeLocked(&e.queue, time.Now())
+	return e.queue.len() < e.queueLimit
+}
+
+// releaseLocked returns one permit, passing it to the best waiter if there
+// is one. It reports false, changing nothing, when no permit is held.
+// e.mu must be held.
+func (e *permitEngine) releaseLocked() bool {
+	if e.inFlight <= 0 {
+		return false
+	}
+	e.inFlight--
+	if e.queue.n > 0 {
+		e.grantLocked()
+	}
+	return true
+}
+
+// grantLocked moves free permits to the best waiters. e.mu must be held.
+func (e *permitEngine) grantLocked() {
+	if e.inFlight >= e.limit || e.queue.n == 0 {
+		return
+	}
+	lifo := false
+	if e.codel != nil {
+		// Only the slow path (someone is queued) reads the clock.
+		lifo = e.codel.purgeLocked(&e.queue, time.Now()) && e.codel.lifo
+	}
+	for e.inFlight < e.limit {
+		w := e.queue.best()
+		if lifo {
+			w = e.queue.newestOfBest()
+		}
+		if w == nil {
+			return
+		}
+		e.queue.remove(w)
+		w.state = waiterGranted
+		e.inFlight++
+		close(w.ready)
+	}
 }

@@ -1,0 +1,456 @@
+package resilience
+
+import (
+	"math"
+	"time"
+)
+
+// LimitSample summarises the executions an adaptive limiter saw finish in
+// one sampling window. It is what a LimitAlgorithm decides on.
+type LimitSample struct {
+	// Limit is the limit in force, unrounded (the algorithm's last answer,
+	// clamped to [MinLimit, MaxLimit]).
+	Limit float64
+	// MinLimit and MaxLimit are the limiter's bounds.
+	MinLimit, MaxLimit int
+	// RTT is the mean round-trip time of the sampled executions (queue wait
+	// excluded); 0 when the window held only drops.
+	RTT time.Duration
+	// MinRTT is the shortest sampled round-trip time; 0 with no samples.
+	MinRTT time.Duration
+	// InFlight is the most executions in flight at once during the window.
+	// Well below Limit means the service was not using its limit (it was
+	// app-limited), so the window says nothing about a higher one.
+	InFlight int
+	// Samples is the number of executions counted as samples, Drops the
+	// number counted as drops (timeouts, overload).
+	Samples int
+	Drops   int
+}
+
+// LimitAlgorithm computes an adaptive limiter's limit. Update is called once
+// per sampling window with its summary and returns the new limit; the
+// limiter clamps it to [MinLimit, MaxLimit] and ignores NaN and infinities.
+// The limiter never calls Update concurrently for one limiter and calls it
+// outside its lock, so an algorithm needs no locking of its own, but an
+// algorithm value holds per-limiter state and must not be shared by two
+// limiters. An algorithm may implement Validator; NewAdaptiveLimiter then
+// checks it.
+type LimitAlgorithm interface {
+	Update(s LimitSample) float64
+}
+
+// baseline is the no-load round-trip time the delay-based algorithms
+// compare with, protected against drift. It starts at the first window's
+// mean (a limiter's first window closes after ten samples, executions
+// admitted before any load built up) and falls with every faster window,
+// but it rises only when the limit cannot be what made latency rise: when
+// the service is app-limited (in flight below half the limit) and the
+// window is within the tolerance, or the limit already sits at MinLimit.
+// Otherwise a long incident would teach it that overloaded latency is
+// normal: the limit settles a little above the knee, where latency is a
+// little above the baseline, and a baseline that followed would move the
+// knee up every time, until the limit reached MaxLimit. A service that
+// became slower for good (a slow dependency) still gets its new baseline:
+// its limit falls to MinLimit, and from there the baseline follows.
+type baseline struct {
+	rtt       float64 // nanoseconds; 0 until the first sample
+	up, down  float64 // smoothing factors for rising and falling
+	tolerance float64 // app-limited windows within it may raise it
+}
+
+func (b *baseline) observe(s LimitSample, rtt float64) {
+	switch {
+	case b.rtt == 0:
+		b.rtt = rtt
+	case rtt < b.rtt:
+		b.rtt += (rtt - b.rtt) * b.down
+	case s.Limit <= float64(s.MinLimit) || (float64(s.InFlight)*2 < s.Limit && rtt <= b.rtt*b.tolerance):
+		b.rtt += (rtt - b.rtt) * b.up
+	}
+}
+
+// slowStart doubles the limit every other window while latency stays flat,
+// and ends for good at the first sign of queueing or a drop. Every other
+// window, because the window right after an increase still measures
+// executions admitted under the old limit.
+type slowStart struct {
+	done bool
+	skip bool
+}
+
+// grow reports the limit to use while in slow start, or false once slow
+// start is over (the caller then applies its algorithm).
+func (ss *slowStart) grow(s LimitSample, congested bool) (float64, bool) {
+	if ss.done {
+		return 0, false
+	}
+	if congested {
+		ss.done = true
+		return 0, false
+	}
+	if ss.skip || float64(s.InFlight)*2 < s.Limit {
+		ss.skip = false
+		return s.Limit, true
+	}
+	ss.skip = true
+	return s.Limit * 2, true
+}
+
+// Gradient2Options tunes Gradient2. Zero values mean the defaults.
+type Gradient2Options struct {
+	// Tolerance is how far the window's mean RTT may exceed the baseline
+	// before the limit falls. Default 1.05 (Netflix: 1.5; see Gradient2).
+	Tolerance float64
+	// Smoothing weighs each new limit against the old, in (0, 1]. Default
+	// 0.2, as Netflix.
+	Smoothing float64
+	// BaselineWindows is the time constant, in windows, of the baseline's
+	// exponential average. Default 20 (Netflix averages 600 samples; ours
+	// are window means, each already an average).
+	BaselineWindows int
+	// QueueSize returns the headroom added to the limit each window, the
+	// executions allowed to queue inside the service. Default 4, as
+	// Netflix.
+	QueueSize func(limit float64) float64
+	// DropBackoff multiplies the limit after a window with drops, in
+	// (0, 1). Default 0.9.
+	DropBackoff float64
+	// DisableSlowStart starts in the gradient phase at once.
+	DisableSlowStart bool
+}
+
+// Gradient2 is the default LimitAlgorithm, after Netflix concurrency-limits'
+// Gradient2Limit: it compares the window's mean RTT (the short RTT) with a
+// long-term baseline and sets
+//
+//	gradient = max(0.5, min(1, Tolerance * baseline / shortRTT))
+//	newLimit = limit * gradient + QueueSize(limit)
+//	limit    = limit * (1 - Smoothing) + newLimit * Smoothing
+//
+// so while latency is flat the limit grows by the queue size and as soon as
+// latency climbs it falls in proportion, at most halving per window.
+// Where it deviates from the published algorithm, and why:
+//
+//   - Slow start: from InitialLimit the limit doubles every other window
+//     while latency stays within Tolerance, and the first window past it
+//     (or with a drop) applies the gradient without smoothing. Without it,
+//     growing by a few permits per window takes tens of seconds to reach a
+//     limit of hundreds.
+//   - Drops are used: a window with drops multiplies the limit by
+//     DropBackoff. The published algorithm ignores drops, so steady
+//     timeouts, whose latency is never seen, let the limit grow to the
+//     maximum.
+//   - The baseline is drift-protected (it rises only when the limit cannot
+//     be the cause, see AdaptiveLimiter's doc) instead of an average of
+//     every sample, which during a long incident learns the overloaded
+//     latency as normal.
+//   - Tolerance defaults to 1.05, not 1.5: samples are window means, much
+//     less noisy than single requests, and since the limit settles where
+//     gradient = 1 - QueueSize/limit, a tolerance of 1.5 settles where
+//     latency is over 1.5 times the baseline, half of it spent queueing
+//     inside the service. With 1.05 the limit settles within about 10 %
+//     above the knee.
+//
+// Gradient2 is not safe for concurrent use; a limiter calls it serially.
+// Its zero value is not usable: build it with NewGradient2.
+type Gradient2 struct {
+	opts Gradient2Options
+	base baseline
+	ss   slowStart
+}
+
+// NewGradient2 returns the algorithm, or a *ConfigError.
+func NewGradient2(opts Gradient2Options) (*Gradient2, error) {
+	g := &Gradient2{opts: opts}
+	if err := g.Validate(); err != nil {
+		return nil, err
+	}
+	o := &g.opts
+	if o.Tolerance == 0 {
+		o.Tolerance = 1.05
+	}
+	if o.Smoothing == 0 {
+		o.Smoothing = 0.2
+	}
+	if o.BaselineWindows == 0 {
+		o.BaselineWindows = 20
+	}
+	if o.QueueSize == nil {
+		o.QueueSize = func(float64) float64 { return 4 }
+	}
+	if o.DropBackoff == 0 {
+		o.DropBackoff = 0.9
+	}
+	alpha := 2 / float64(o.BaselineWindows+1)
+	g.base = baseline{up: alpha, down: alpha, tolerance: o.Tolerance}
+	g.ss.done = o.DisableSlowStart
+	return g, nil
+}
+
+// Validate reports invalid options as a *ConfigError.
+func (g *Gradient2) Validate() error {
+	o := g.opts
+	if o.Tolerance != 0 && !(o.Tolerance >= 1 && o.Tolerance <= 10) {
+		return configErrorf("Gradient2Options.Tolerance", "must be between 1 and 10, got %v", o.Tolerance)
+	}
+	if o.Smoothing != 0 && !(o.Smoothing > 0 && o.Smoothing <= 1) {
+		return configErrorf("Gradient2Options.Smoothing", "must be in (0, 1], got %v", o.Smoothing)
+	}
+	if err := checkNonNegativeInt("Gradient2Options.BaselineWindows", o.BaselineWindows); err != nil {
+		return err
+	}
+	if o.DropBackoff != 0 && !(o.DropBackoff > 0 && o.DropBackoff < 1) {
+		return configErrorf("Gradient2Options.DropBackoff", "must be in (0, 1), got %v", o.DropBackoff)
+	}
+	return nil
+}
+
+// Update implements LimitAlgorithm.
+func (g *Gradient2) Update(s LimitSample) float64 {
+	if s.Drops > 0 {
+		g.ss.done = true
+		return s.Limit * g.opts.DropBackoff
+	}
+	if s.Samples == 0 {
+		return s.Limit
+	}
+	short := float64(s.RTT)
+	g.base.observe(s, short)
+	gradient := max(0.5, min(1, g.opts.Tolerance*g.base.rtt/short))
+	if l, ok := g.ss.grow(s, gradient < 1); ok {
+		return l
+	}
+	if gradient == 1 && float64(s.InFlight)*2 < s.Limit {
+		return s.Limit // app-limited: no evidence for a higher limit
+	}
+	newLimit := s.Limit*gradient + g.opts.QueueSize(s.Limit)
+	if !g.ss.skip && gradient < 1 && g.justLeftSlowStart() {
+		return newLimit
+	}
+	return s.Limit*(1-g.opts.Smoothing) + newLimit*g.opts.Smoothing
+}
+
+// justLeftSlowStart reports, once, that slow start has just ended, so the
+// first correction after the overshoot applies in full.
+func (g *Gradient2) justLeftSlowStart() bool {
+	if g.ss.done && !g.ss.skip {
+		g.ss.skip = true // reused as "already reported" once done
+		return true
+	}
+	return false
+}
+
+// VegasOptions tunes Vegas. Zero values mean the defaults; Alpha, Beta and
+// Threshold are multiples of log10(limit).
+type VegasOptions struct {
+	// Alpha: below Alpha*log10(limit) estimated queued executions the limit
+	// grows by log10(limit). Default 3.
+	Alpha float64
+	// Beta: above Beta*log10(limit) it shrinks by log10(limit). Default 6.
+	Beta float64
+	// Threshold: at or below Threshold*log10(limit) (next to no queue) it
+	// grows by Beta*log10(limit). Default 1.
+	Threshold float64
+	// Smoothing weighs each new limit against the old, in (0, 1]. Default
+	// 1 (no smoothing), as Netflix.
+	Smoothing float64
+	// DropBackoff multiplies the limit after a window with drops, in
+	// (0, 1). Default 0.9.
+	DropBackoff float64
+	// DisableSlowStart starts in the Vegas phase at once.
+	DisableSlowStart bool
+}
+
+// Vegas is a LimitAlgorithm after Netflix concurrency-limits' VegasLimit
+// (itself after TCP Vegas): it estimates the executions queued inside the
+// service as
+//
+//	queue = limit * (1 - baseline / RTT)
+//
+// and grows the limit while the queue is small, holds it between Alpha and
+// Beta, and shrinks it above Beta, in steps of log10(limit). Where it
+// deviates from the published algorithm, and why:
+//
+//   - Above Beta the limit falls by half the estimated queue beyond Beta
+//     (at least log10(limit)) per window, not by log10(limit): stepping
+//     down by 2 per window takes tens of seconds to come down from a limit
+//     far above the knee, while the estimate says how far it is.
+//   - The baseline is the smallest window RTT, drift-protected as in
+//     Gradient2, instead of a minimum that is reset by periodic probes: a
+//     probe during a long incident adopts the overloaded latency as the
+//     no-load latency.
+//   - A drop backs off multiplicatively (DropBackoff) instead of by
+//     log10(limit), since a timeout is the strongest overload signal there
+//     is.
+//   - Slow start as in Gradient2.
+//
+// Not safe for concurrent use; a limiter calls it serially. Build it with
+// NewVegas.
+type Vegas struct {
+	opts VegasOptions
+	base baseline
+	ss   slowStart
+}
+
+// NewVegas returns the algorithm, or a *ConfigError.
+func NewVegas(opts VegasOptions) (*Vegas, error) {
+	v := &Vegas{opts: opts}
+	if err := v.Validate(); err != nil {
+		return nil, err
+	}
+	o := &v.opts
+	if o.Alpha == 0 {
+		o.Alpha = 3
+	}
+	if o.Beta == 0 {
+		o.Beta = 6
+	}
+	if o.Threshold == 0 {
+		o.Threshold = 1
+	}
+	if o.Smoothing == 0 {
+		o.Smoothing = 1
+	}
+	if o.DropBackoff == 0 {
+		o.DropBackoff = 0.9
+	}
+	v.base = baseline{up: 0.1, down: 1, tolerance: 1.05}
+	v.ss.done = o.DisableSlowStart
+	return v, nil
+}
+
+// Validate reports invalid options as a *ConfigError.
+func (v *Vegas) Validate() error {
+	o := v.opts
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"Alpha", o.Alpha}, {"Beta", o.Beta}, {"Threshold", o.Threshold}} {
+		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return configErrorf("VegasOptions."+f.name, "must be a finite number not below 0, got %v", f.v)
+		}
+	}
+	a, b := o.Alpha, o.Beta
+	if a == 0 {
+		a = 3
+	}
+	if b == 0 {
+		b = 6
+	}
+	if a > b {
+		return configErrorf("VegasOptions.Alpha", "must not exceed Beta (%v), got %v", b, a)
+	}
+	if o.Smoothing != 0 && !(o.Smoothing > 0 && o.Smoothing <= 1) {
+		return configErrorf("VegasOptions.Smoothing", "must be in (0, 1], got %v", o.Smoothing)
+	}
+	if o.DropBackoff != 0 && !(o.DropBackoff > 0 && o.DropBackoff < 1) {
+		return configErrorf("VegasOptions.DropBackoff", "must be in (0, 1), got %v", o.DropBackoff)
+	}
+	return nil
+}
+
+// Update implements LimitAlgorithm.
+func (v *Vegas) Update(s LimitSample) float64 {
+	if s.Drops > 0 {
+		v.ss.done = true
+		return s.Limit * v.opts.DropBackoff
+	}
+	if s.Samples == 0 {
+		return s.Limit
+	}
+	rtt := float64(s.RTT)
+	v.base.observe(s, rtt)
+	limit := s.Limit
+	lg := math.Log10(max(limit, 10)) // at least 1, so small limits still move
+	queue := math.Ceil(limit * (1 - v.base.rtt/rtt))
+	if l, ok := v.ss.grow(s, queue > v.opts.Threshold*lg); ok {
+		return l
+	}
+	if float64(s.InFlight)*2 < limit {
+		return limit
+	}
+	var next float64
+	switch {
+	case queue <= v.opts.Threshold*lg:
+		next = limit + v.opts.Beta*lg
+	case queue < v.opts.Alpha*lg:
+		next = limit + lg
+	case queue > v.opts.Beta*lg:
+		next = limit - max(lg, (queue-v.opts.Beta*lg)/2)
+	default:
+		return limit
+	}
+	return limit*(1-v.opts.Smoothing) + next*v.opts.Smoothing
+}
+
+// AIMDOptions tunes AIMD. Zero values mean the defaults.
+type AIMDOptions struct {
+	// BackoffRatio multiplies the limit after a window with drops or a
+	// mean RTT above Timeout, in (0, 1). Default 0.9, as Netflix.
+	BackoffRatio float64
+	// Timeout: a window whose mean RTT exceeds it counts as a drop.
+	// Default 5s, as Netflix; set it near the latency the service must
+	// keep, since it is AIMD's only latency signal.
+	Timeout time.Duration
+	// DisableSlowStart starts in the additive phase at once.
+	DisableSlowStart bool
+}
+
+// AIMD is a LimitAlgorithm after Netflix concurrency-limits' AIMDLimit: it
+// adds one to the limit per window while the service uses at least half
+// of it, and multiplies it by BackoffRatio after a window with drops or a
+// mean RTT above Timeout. It reacts to nothing else, so it suits services
+// whose overload shows as timeouts rather than as rising latency.
+// Deviations: it adds one per window (a round trip), not per sample, which
+// would double the limit every round trip at any size; and it starts with
+// the slow start of Gradient2, ended by the first backoff.
+//
+// Not safe for concurrent use; a limiter calls it serially. Build it with
+// NewAIMD.
+type AIMD struct {
+	opts AIMDOptions
+	ss   slowStart
+}
+
+// NewAIMD returns the algorithm, or a *ConfigError.
+func NewAIMD(opts AIMDOptions) (*AIMD, error) {
+	a := &AIMD{opts: opts}
+	if err := a.Validate(); err != nil {
+		return nil, err
+	}
+	if a.opts.BackoffRatio == 0 {
+		a.opts.BackoffRatio = 0.9
+	}
+	if a.opts.Timeout == 0 {
+		a.opts.Timeout = 5 * time.Second
+	}
+	a.ss.done = opts.DisableSlowStart
+	return a, nil
+}
+
+// Validate reports invalid options as a *ConfigError.
+func (a *AIMD) Validate() error {
+	if r := a.opts.BackoffRatio; r != 0 && !(r > 0 && r < 1) {
+		return configErrorf("AIMDOptions.BackoffRatio", "must be in (0, 1), got %v", r)
+	}
+	return checkNonNegativeDuration("AIMDOptions.Timeout", a.opts.Timeout)
+}
+
+// Update implements LimitAlgorithm.
+func (a *AIMD) Update(s LimitSample) float64 {
+	if s.Drops > 0 || (s.Samples > 0 && s.RTT > a.opts.Timeout) {
+		a.ss.done = true
+		return s.Limit * a.opts.BackoffRatio
+	}
+	if s.Samples == 0 {
+		return s.Limit
+	}
+	if l, ok := a.ss.grow(s, false); ok {
+		return l
+	}
+	if float64(s.InFlight)*2 < s.Limit {
+		return s.Limit
+	}
+	return s.Limit + 1
+}
