@@ -41,4 +41,50 @@
 // Strategies emit named events (EventTimeout, EventRateLimiterRejected)
 // labelled with the pipeline's and the strategy's names to the Listener set
 // with WithListener. NewSlogListener logs them with log/slog.
+//
+// # Outbound strategies
+//
+// Retry, CircuitBreaker, Fallback and Hedging protect a service from its
+// dependencies. They see the callback's value as well as its error, so
+// they are ResultStrategy[T] values (RetryOptions[T], …) added with
+// AddRetry, AddCircuitBreaker, AddFallback, AddHedging or
+// AddResultStrategy. Every predicate and generator receives an Outcome[T];
+// ExecuteOutcome returns one for callers who prefer to match on it. They
+// all run under the caller's context: a request that reached its inbound
+// deadline also stops its retries, hedges and waits. WithSingleAttempt
+// marks a context whose operation must not be repeated. They emit
+// EventRetry, EventCircuitOpened, EventCircuitClosed,
+// EventCircuitHalfOpened, EventFallback, EventHedging and, per attempt of
+// a retry or hedging strategy, EventExecutionAttempt with its duration.
+// Package outbound, in this module, runs such a pipeline inside an
+// http.RoundTripper.
+//
+// # Composition
+//
+// Order matters; put strategies in this order, outermost first, leaving
+// out what you do not need:
+//
+//	caller's ctx
+//	  │
+//	  ▼
+//	Fallback             answers whatever fails inside it, rejections included
+//	  │
+//	RateLimiter /        shed before any work is done
+//	ConcurrencyLimiter
+//	  │
+//	Timeout (total)      bounds the whole execution, retries and delays included
+//	  │
+//	Retry or Hedging     repeats attempts
+//	  │
+//	CircuitBreaker       counts every attempt; fails the rest fast when open
+//	  │
+//	Timeout (attempt)    bounds each attempt, so a hung one fails and is retried
+//	  │
+//	  ▼
+//	callback
+//
+// A breaker inside the retry sees every attempt and, once open, makes the
+// remaining retries fail at once; a breaker outside it would see only the
+// final outcomes. A fallback inside a limiter could not answer that
+// limiter's rejections. composition_test.go pins this behaviour.
 package resilience

@@ -18,6 +18,36 @@ const (
 	// "queue-timeout", "dropped" for a bulkhead, "rate-limited" for a rate
 	// limiter.
 	EventRateLimiterRejected EventName = "OnRateLimiterRejected"
+
+	// EventRetry: a retry strategy is about to wait Event.Duration and try
+	// again; Event.Attempt is the number of the attempt that failed (0 is
+	// the first call) and Event.Err its error.
+	EventRetry EventName = "OnRetry"
+	// EventCircuitOpened: a circuit breaker opened for Event.Duration (the
+	// break duration); Event.Err is the failure that opened it.
+	EventCircuitOpened EventName = "OnCircuitOpened"
+	// EventCircuitClosed: a circuit breaker's probe succeeded and it
+	// closed.
+	EventCircuitClosed EventName = "OnCircuitClosed"
+	// EventCircuitHalfOpened: a circuit breaker let a probe through.
+	EventCircuitHalfOpened EventName = "OnCircuitHalfOpened"
+	// EventFallback: a fallback answered for a failure (Event.Err).
+	EventFallback EventName = "OnFallback"
+	// EventHedging: a hedging strategy launched hedged attempt
+	// Event.Attempt (1 is the first hedge).
+	EventHedging EventName = "OnHedging"
+	// EventExecutionAttempt: one attempt made by a retry or hedging
+	// strategy finished after Event.Duration. Event.Attempt numbers it (0
+	// is the first), Reason is "handled" when the strategy's predicate
+	// treated its outcome as a failure and "unhandled" otherwise, and
+	// Event.Err is its error.
+	EventExecutionAttempt EventName = "ExecutionAttempt"
+)
+
+// Reasons of EventExecutionAttempt.
+const (
+	ReasonHandled   = "handled"
+	ReasonUnhandled = "unhandled"
 )
 
 // ReasonRateLimited is the Event.Reason of a rate limiter rejection.
@@ -34,10 +64,15 @@ type Event struct {
 	// Reason is a short stable label (a RejectReason for bulkhead rejections).
 	Reason string
 	// Duration is the timeout for EventTimeout, the time waited for a
-	// bulkhead rejection after queueing, or the retry-after for a rate limit.
+	// bulkhead rejection after queueing, or the retry-after for a rate limit;
+	// the coming delay for EventRetry, the break for EventCircuitOpened and
+	// the attempt's own duration for EventExecutionAttempt.
 	Duration time.Duration
 	// Err is the error the strategy returns, if any.
 	Err error
+	// Attempt numbers the attempt an EventRetry, EventHedging or
+	// EventExecutionAttempt is about (0 is the first call).
+	Attempt int
 }
 
 // Listener receives telemetry events. It is called synchronously on the
@@ -106,13 +141,17 @@ type slogListener struct{ logger *slog.Logger }
 func (s slogListener) OnEvent(ctx context.Context, e Event) {
 	level := slog.LevelInfo
 	switch e.Name {
-	case EventTimeout, EventRateLimiterRejected, EventRateLimiterStoreError:
+	case EventTimeout, EventRateLimiterRejected, EventRateLimiterStoreError,
+		EventCircuitOpened, EventFallback:
 		level = slog.LevelWarn
+	case EventExecutionAttempt:
+		// One record per attempt is detail, not news.
+		level = slog.LevelDebug
 	}
 	if !s.logger.Enabled(ctx, level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 6)
+	attrs := make([]slog.Attr, 0, 7)
 	attrs = append(attrs,
 		slog.String("event", string(e.Name)),
 		slog.String("pipeline", e.Pipeline),
@@ -125,6 +164,10 @@ func (s slogListener) OnEvent(ctx context.Context, e Event) {
 	}
 	if e.Err != nil {
 		attrs = append(attrs, slog.String("error", e.Err.Error()))
+	}
+	switch e.Name {
+	case EventRetry, EventHedging, EventExecutionAttempt:
+		attrs = append(attrs, slog.Int("attempt", e.Attempt))
 	}
 	s.logger.LogAttrs(ctx, level, "resilience event", attrs...)
 }

@@ -1,0 +1,84 @@
+package resilience
+
+import "context"
+
+// FallbackOptions configures a fallback strategy.
+type FallbackOptions[T any] struct {
+	// Name labels the strategy's events. Default "Fallback".
+	Name string
+	// FallbackAction, when set, produces the substitute from the failed
+	// outcome; what it returns is what Execute returns. It runs with the
+	// caller's context.
+	FallbackAction func(ctx context.Context, o Outcome[T]) (T, error)
+	// FallbackValue is returned with a nil error when FallbackAction is
+	// nil. Its zero value is a valid substitute (an empty list).
+	FallbackValue T
+	// ShouldHandle says which outcomes are replaced. The default handles
+	// any error except a context cancellation, so every rejection by the
+	// strategies inside (a bulkhead that is full, a timeout, an open
+	// circuit) is answered by the fallback.
+	ShouldHandle func(o Outcome[T]) bool
+	// OnFallback, when set, is called with the failed outcome before the
+	// substitute is produced.
+	OnFallback func(ctx context.Context, o Outcome[T])
+}
+
+// FallbackStrategy answers a failure of the rest of the pipeline with a
+// substitute value, so a caller degrades (renders a page without its
+// recommendations) instead of failing. Outcomes it does not handle pass
+// through unchanged. Put it outermost, so it sees the final outcome of the
+// strategies inside it.
+//
+// Safe for concurrent use; it holds no state, and a panic in the callback
+// or in FallbackAction propagates without being answered. Emits
+// EventFallback with the failure's error. Create it with Fallback or
+// NewFallback; the zero value is not usable.
+type FallbackStrategy[T any] struct {
+	opts   FallbackOptions[T]
+	name   string
+	handle func(Outcome[T]) bool
+}
+
+// Fallback returns a fallback strategy configured by opts.
+func Fallback[T any](opts FallbackOptions[T]) *FallbackStrategy[T] {
+	s := &FallbackStrategy[T]{opts: opts, name: opts.Name, handle: opts.ShouldHandle}
+	if s.name == "" {
+		s.name = "Fallback"
+	}
+	if s.handle == nil {
+		s.handle = handlesFailure[T]
+	}
+	return s
+}
+
+// NewFallback returns a fallback strategy. Every FallbackOptions is valid,
+// so the error is always nil; it is there for symmetry with the other
+// constructors and for options added later.
+func NewFallback[T any](opts FallbackOptions[T]) (*FallbackStrategy[T], error) {
+	return Fallback(opts), nil
+}
+
+// AddFallback appends a fallback strategy configured by opts.
+func (b *Builder[T]) AddFallback(opts FallbackOptions[T]) *Builder[T] {
+	return b.AddResultStrategy(Fallback(opts))
+}
+
+// StrategyName returns the name used in telemetry.
+func (s *FallbackStrategy[T]) StrategyName() string { return s.name }
+
+// ExecuteResult implements ResultStrategy.
+func (s *FallbackStrategy[T]) ExecuteResult(ctx context.Context, tel Telemetry, next ResultNext[T]) (T, error) {
+	v, err := next(ctx)
+	o := Outcome[T]{Value: v, Err: err}
+	if !s.handle(o) {
+		return v, err
+	}
+	tel.Emit(ctx, Event{Name: EventFallback, Err: err})
+	if s.opts.OnFallback != nil {
+		s.opts.OnFallback(ctx, o)
+	}
+	if s.opts.FallbackAction != nil {
+		return s.opts.FallbackAction(ctx, o)
+	}
+	return s.opts.FallbackValue, nil
+}

@@ -1,0 +1,291 @@
+package resilience
+
+import (
+	"context"
+	"time"
+)
+
+// HedgingOptions configures a hedging strategy. The zero value (with T
+// chosen) is Polly's default: one hedged attempt, launched if the first
+// has not produced an acceptable outcome after 2 s.
+type HedgingOptions[T any] struct {
+	// Name labels the strategy's events. Default "Hedging".
+	Name string
+	// MaxHedgedAttempts is the number of attempts that may be launched in
+	// addition to the first, 1 to 10. 0 means the default, 1.
+	MaxHedgedAttempts int
+	// Delay is how long to wait for an acceptable outcome before launching
+	// the next attempt. 0 means the default, 2 s; NoDelay launches every
+	// attempt at once. A handled (unacceptable) outcome launches the next
+	// attempt at once whatever the delay.
+	Delay time.Duration
+	// ActionGenerator, when set, returns what hedged attempt n (1, 2, …)
+	// runs, given next, the rest of the pipeline (for example next against
+	// another replica, chosen through ctx). Returning nil launches no more
+	// attempts. The default runs next for every attempt.
+	ActionGenerator func(attempt int, next ResultNext[T]) ResultNext[T]
+	// ShouldHandle says whether an outcome is unacceptable, so the race
+	// goes on. The default handles any error except a context
+	// cancellation.
+	ShouldHandle func(o Outcome[T]) bool
+	// OnHedging, when set, is called before hedged attempt n is launched.
+	OnHedging func(ctx context.Context, attempt int)
+	// OnDiscard, when set, is called once for every outcome that is not
+	// returned (the losers, and failures superseded by a later one), after
+	// its attempt has returned. It is where a discarded value is released
+	// (an HTTP response body closed).
+	OnDiscard func(o Outcome[T])
+}
+
+const maxHedgedAttempts = 10
+
+// HedgingStrategy races attempts against slowness: it starts the rest of
+// the pipeline, and if no acceptable outcome has arrived after Delay
+// starts it again in parallel, up to MaxHedgedAttempts more times. The
+// first acceptable outcome wins, and the contexts of the other attempts
+// are cancelled. If every outcome is handled, the last one to arrive is
+// returned.
+//
+// No goroutine outlives the execution: ExecuteResult waits for every
+// attempt it launched to return (so attempts must watch their contexts)
+// before it returns. Each attempt runs with its own context derived from
+// the caller's; the context of the attempt whose outcome is returned is
+// left live (until the caller's context ends), so a value that streams
+// from it, such as an HTTP response body, can still be read. A panic in an
+// attempt cancels the others and is re-raised on the caller's goroutine
+// once they have returned. A context marked by WithSingleAttempt gets one
+// attempt, run directly.
+//
+// Safe for concurrent use; it keeps no state between executions. Emits
+// EventHedging for each hedged launch and EventExecutionAttempt for each
+// attempt. Create it with Hedging or NewHedging; the zero value is not
+// usable.
+type HedgingStrategy[T any] struct {
+	opts   HedgingOptions[T]
+	name   string
+	max    int
+	delay  time.Duration // 0: launch all at once
+	handle func(Outcome[T]) bool
+}
+
+// Hedging returns a hedging strategy configured by opts. Invalid options
+// are reported by Builder.Build (or Validate).
+func Hedging[T any](opts HedgingOptions[T]) *HedgingStrategy[T] {
+	s := &HedgingStrategy[T]{opts: opts, name: opts.Name, max: opts.MaxHedgedAttempts, delay: opts.Delay, handle: opts.ShouldHandle}
+	if s.name == "" {
+		s.name = "Hedging"
+	}
+	if s.max == 0 {
+		s.max = 1
+	}
+	s.max = min(max(s.max, 1), maxHedgedAttempts) // invalid values used without Build stay bounded
+	switch {
+	case s.delay == 0:
+		s.delay = defaultDelay
+	case s.delay < 0:
+		s.delay = 0
+	}
+	if s.handle == nil {
+		s.handle = handlesFailure[T]
+	}
+	return s
+}
+
+// NewHedging returns a hedging strategy, or a *ConfigError naming the
+// first invalid option.
+func NewHedging[T any](opts HedgingOptions[T]) (*HedgingStrategy[T], error) {
+	s := Hedging(opts)
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// AddHedging appends a hedging strategy configured by opts.
+func (b *Builder[T]) AddHedging(opts HedgingOptions[T]) *Builder[T] {
+	return b.AddResultStrategy(Hedging(opts))
+}
+
+// Validate reports invalid options as a *ConfigError.
+func (s *HedgingStrategy[T]) Validate() error {
+	o := s.opts
+	if o.MaxHedgedAttempts < 0 || o.MaxHedgedAttempts > maxHedgedAttempts {
+		return configErrorf("HedgingOptions.MaxHedgedAttempts", "must be 0 (default 1) or between 1 and %d, got %d",
+			maxHedgedAttempts, o.MaxHedgedAttempts)
+	}
+	if o.Delay != NoDelay {
+		return checkNonNegativeDuration("HedgingOptions.Delay", o.Delay)
+	}
+	return nil
+}
+
+// StrategyName returns the name used in telemetry.
+func (s *HedgingStrategy[T]) StrategyName() string { return s.name }
+
+// hedgeResult is what one attempt reports back.
+type hedgeResult[T any] struct {
+	attempt  int
+	v        T
+	err      error
+	took     time.Duration
+	panicked bool
+	panicVal any
+}
+
+// hedgeRun is the state of one hedged execution, owned by the goroutine
+// that called ExecuteResult.
+type hedgeRun[T any] struct {
+	s       *HedgingStrategy[T]
+	ctx     context.Context
+	tel     Telemetry
+	next    ResultNext[T]
+	results chan hedgeResult[T]
+	cancels []context.CancelFunc
+	pending int
+	stopped bool // no more launches: a winner, a panic, a nil action or a done context
+}
+
+// ExecuteResult implements ResultStrategy.
+func (s *HedgingStrategy[T]) ExecuteResult(ctx context.Context, tel Telemetry, next ResultNext[T]) (T, error) {
+	if SingleAttempt(ctx) {
+		return next(ctx)
+	}
+	total := s.max + 1
+	r := &hedgeRun[T]{
+		s: s, ctx: ctx, tel: tel, next: next,
+		// Buffered for every attempt, so an attempt never blocks on
+		// reporting, whatever the main loop is doing.
+		results: make(chan hedgeResult[T], total),
+		cancels: make([]context.CancelFunc, 0, total),
+	}
+	r.launch()
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	var won, last *hedgeResult[T] // last: the latest handled outcome
+	var panicked *hedgeResult[T]
+	for r.pending > 0 {
+		canLaunch := !r.stopped && len(r.cancels) < total
+		if canLaunch && s.delay == 0 {
+			r.launch()
+			continue
+		}
+		var tick <-chan time.Time
+		var done <-chan struct{}
+		if canLaunch {
+			if timer == nil {
+				timer = time.NewTimer(s.delay)
+			}
+			tick, done = timer.C, ctx.Done()
+		}
+		select {
+		case <-tick:
+			r.launch()
+			timer.Reset(s.delay)
+		case <-done:
+			r.stopped = true
+		case res := <-r.results:
+			r.pending--
+			o := Outcome[T]{Value: res.v, Err: res.err}
+			handled := res.panicked || s.handle(o)
+			emitAttempt(ctx, tel, res.attempt, res.took, handled, res.err)
+			switch {
+			case res.panicked:
+				if panicked == nil {
+					panicked = &res
+					r.stopped = true
+					r.cancelExcept(-1)
+				}
+			case won != nil || panicked != nil:
+				r.discard(o)
+			case !handled:
+				won = &res
+				r.stopped = true
+				r.cancelExcept(res.attempt)
+			default:
+				if last != nil {
+					r.discard(Outcome[T]{Value: last.v, Err: last.err})
+				}
+				last = &res
+				// A failure needs no more waiting: the next attempt
+				// starts now, and its delay runs from here.
+				if !r.stopped && len(r.cancels) < total && ctx.Err() == nil {
+					r.launch()
+					if timer != nil {
+						timer.Reset(s.delay)
+					}
+				}
+			}
+		}
+	}
+	if panicked != nil {
+		for _, res := range []*hedgeResult[T]{won, last} {
+			if res != nil {
+				r.discard(Outcome[T]{Value: res.v, Err: res.err})
+			}
+		}
+		r.cancelExcept(-1)
+		panic(panicked.panicVal)
+	}
+	if won == nil {
+		won = last
+	}
+	r.cancelExcept(won.attempt)
+	return won.v, won.err
+}
+
+// launch starts the next attempt on its own goroutine.
+func (r *hedgeRun[T]) launch() {
+	n := len(r.cancels)
+	action := r.next
+	if n > 0 {
+		if g := r.s.opts.ActionGenerator; g != nil {
+			if action = g(n, r.next); action == nil {
+				r.stopped = true
+				return
+			}
+		}
+		if r.s.opts.OnHedging != nil {
+			r.s.opts.OnHedging(r.ctx, n)
+		}
+		r.tel.Emit(r.ctx, Event{Name: EventHedging, Attempt: n})
+	}
+	actx, cancel := context.WithCancel(r.ctx)
+	r.cancels = append(r.cancels, cancel)
+	r.pending++
+	go func() {
+		res := hedgeResult[T]{attempt: n}
+		start := time.Now()
+		completed := false
+		defer func() {
+			if !completed {
+				// A panic (or runtime.Goexit) in the attempt: report it
+				// instead of crashing the process from this goroutine.
+				res.panicked = true
+				res.panicVal = recover()
+			}
+			res.took = time.Since(start)
+			r.results <- res
+		}()
+		res.v, res.err = action(actx)
+		completed = true
+	}()
+}
+
+// cancelExcept cancels the context of every attempt but keep (-1: all).
+func (r *hedgeRun[T]) cancelExcept(keep int) {
+	for i, c := range r.cancels {
+		if i != keep {
+			c()
+		}
+	}
+}
+
+func (r *hedgeRun[T]) discard(o Outcome[T]) {
+	if r.s.opts.OnDiscard != nil {
+		r.s.opts.OnDiscard(o)
+	}
+}

@@ -1,0 +1,218 @@
+package outbound
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+)
+
+// Options configures a Transport.
+type Options struct {
+	// Base performs each attempt. nil means http.DefaultTransport.
+	Base http.RoundTripper
+	// Pipeline runs around each request. nil means a pipeline named
+	// "outbound" with one retry strategy configured by RetryOptions().
+	// Build it from RetryOptions, CircuitBreakerOptions and
+	// HedgingOptions, which know how to read and release responses.
+	//
+	// Do not put a Timeout strategy in it: a strategy's context ends when
+	// the pipeline returns, which would also abort reading the returned
+	// response's body. Bound requests with the request's context (or
+	// http.Client.Timeout) and attempts with the base transport's
+	// ResponseHeaderTimeout.
+	Pipeline *resilience.Pipeline[*http.Response]
+	// RetryNonIdempotent lets retry and hedging repeat requests whose
+	// method is not idempotent (POST, PATCH) and that carry no
+	// Idempotency-Key header. Off by default: repeating a POST can charge
+	// a card twice. A request whose body cannot be replayed is never
+	// repeated, whatever this says.
+	RetryNonIdempotent bool
+}
+
+// Transport is an http.RoundTripper that runs a resilience pipeline around
+// each request: an http.Client built on it retries, breaks circuits and
+// hedges without its callers doing anything. The request's context is the
+// pipeline's, so its deadline and cancellation bound every attempt and
+// every delay.
+//
+// Retries and hedges only repeat requests that are safe to repeat: an
+// idempotent method (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) or an
+// Idempotency-Key header, unless Options.RetryNonIdempotent; and never a
+// request with a body but no GetBody to replay it (http.NewRequest sets
+// GetBody for in-memory bodies). Other requests run through the pipeline
+// under resilience.WithSingleAttempt, so breakers still see them.
+//
+// Safe for concurrent use. The zero value is not usable; use New. A
+// failed request leaves nothing behind: responses retried or hedged away
+// are drained and closed by the strategies' hooks in RetryOptions and
+// HedgingOptions, and a request body that no attempt consumed is closed.
+type Transport struct {
+	base           http.RoundTripper
+	pipeline       *resilience.Pipeline[*http.Response]
+	anyMethodRetry bool
+}
+
+// ErrNoResponse is returned when the pipeline produced neither a response
+// nor an error (a fallback whose value is a nil response).
+var ErrNoResponse = errors.New("outbound: pipeline returned no response")
+
+// ErrBodyNotReplayable is returned if a strategy repeats a request whose
+// body cannot be replayed despite resilience.WithSingleAttempt (a custom
+// strategy that ignores it).
+var ErrBodyNotReplayable = errors.New("outbound: request body cannot be replayed")
+
+// New returns a Transport, or an error if the default pipeline cannot be
+// built (it always can; the error is there for options added later).
+func New(opts Options) (*Transport, error) {
+	t := &Transport{base: opts.Base, pipeline: opts.Pipeline, anyMethodRetry: opts.RetryNonIdempotent}
+	if t.base == nil {
+		t.base = http.DefaultTransport
+	}
+	if t.pipeline == nil {
+		p, err := resilience.NewBuilder[*http.Response](resilience.Name("outbound")).
+			AddRetry(RetryOptions()).
+			Build()
+		if err != nil {
+			return nil, err
+		}
+		t.pipeline = p
+	}
+	return t, nil
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	if !t.repeatable(req) {
+		ctx = resilience.WithSingleAttempt(ctx)
+	}
+	hasBody := req.Body != nil && req.Body != http.NoBody
+	var attempts atomic.Int32
+	resp, err := t.pipeline.Execute(ctx, func(actx context.Context) (*http.Response, error) {
+		n := attempts.Add(1) - 1
+		r := req.WithContext(actx) // a shallow copy: the caller's request is never modified
+		if n > 0 && hasBody {
+			if req.GetBody == nil {
+				return nil, ErrBodyNotReplayable
+			}
+			body, err := req.GetBody()
+			if err != nil {
+				return nil, err
+			}
+			r.Body = body
+		}
+		return t.base.RoundTrip(r)
+	})
+	if attempts.Load() == 0 && hasBody {
+		// No attempt took the body (an open circuit, a full bulkhead), but
+		// a RoundTripper must close it whatever happens.
+		req.Body.Close()
+	}
+	switch {
+	case err != nil && resp != nil:
+		// http.Client ignores a response that comes with an error; release it.
+		DiscardResponse(resilience.Outcome[*http.Response]{Value: resp})
+		return nil, err
+	case err == nil && resp == nil:
+		return nil, ErrNoResponse
+	}
+	return resp, err
+}
+
+// repeatable reports whether req may be sent more than once.
+func (t *Transport) repeatable(req *http.Request) bool {
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return false
+	}
+	if t.anyMethodRetry {
+		return true
+	}
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	// The convention net/http itself follows: a key makes a POST safe to
+	// repeat, since the server deduplicates it.
+	_, hasKey := req.Header["Idempotency-Key"]
+	_, hasXKey := req.Header["X-Idempotency-Key"]
+	return hasKey || hasXKey
+}
+
+// HandledStatus reports whether a status code is a failure worth retrying
+// or counting against a dependency: 408 Request Timeout, 429 Too Many
+// Requests and every 5xx.
+func HandledStatus(code int) bool {
+	return code >= 500 || code == http.StatusTooManyRequests || code == http.StatusRequestTimeout
+}
+
+// ShouldHandle is the predicate of RetryOptions, CircuitBreakerOptions and
+// HedgingOptions: a transport error other than a cancellation, or a
+// response whose status HandledStatus reports.
+func ShouldHandle(o resilience.Outcome[*http.Response]) bool {
+	if o.Err != nil {
+		return !errors.Is(o.Err, context.Canceled)
+	}
+	return o.Value != nil && HandledStatus(o.Value.StatusCode)
+}
+
+// DelayGenerator honours a response's Retry-After header (seconds or an
+// HTTP date), and otherwise a hint carried by the error
+// (resilience.RetryAfterOf); without either the retry's backoff applies.
+// MaxDelay still caps what it returns.
+func DelayGenerator(_ context.Context, a resilience.RetryArgs[*http.Response]) (time.Duration, bool) {
+	if r := a.Outcome.Value; r != nil {
+		if v := r.Header.Get("Retry-After"); v != "" {
+			return resilience.ParseRetryAfter(v, time.Now())
+		}
+	}
+	return resilience.RetryAfterOf(a.Outcome.Err)
+}
+
+// drainLimit bounds how much of a discarded body is read so the connection
+// can be reused; past it, closing is cheaper than reading on.
+const drainLimit = 64 << 10
+
+// DiscardResponse drains (up to 64 KiB) and closes the body of a response
+// that will not be returned, so its connection goes back to the pool.
+func DiscardResponse(o resilience.Outcome[*http.Response]) {
+	if r := o.Value; r != nil && r.Body != nil {
+		io.CopyN(io.Discard, r.Body, drainLimit)
+		r.Body.Close()
+	}
+}
+
+// RetryOptions returns retry options for HTTP: 3 retries with exponential
+// backoff from 2 s and jitter, handling transport errors, 408, 429 and
+// 5xx, waiting what Retry-After says, and releasing every response it
+// retries away. Adjust the returned value before use.
+func RetryOptions() resilience.RetryOptions[*http.Response] {
+	return resilience.RetryOptions[*http.Response]{
+		MaxRetryAttempts: 3,
+		Delay:            2 * time.Second,
+		BackoffType:      resilience.BackoffExponential,
+		UseJitter:        true,
+		ShouldHandle:     ShouldHandle,
+		DelayGenerator:   DelayGenerator,
+		OnRetry: func(_ context.Context, a resilience.RetryArgs[*http.Response]) {
+			DiscardResponse(a.Outcome)
+		},
+	}
+}
+
+// CircuitBreakerOptions returns circuit breaker options for HTTP: the
+// core defaults, counting transport errors, 408, 429 and 5xx as failures.
+func CircuitBreakerOptions() resilience.CircuitBreakerOptions[*http.Response] {
+	return resilience.CircuitBreakerOptions[*http.Response]{ShouldHandle: ShouldHandle}
+}
+
+// HedgingOptions returns hedging options for HTTP: the core defaults,
+// treating transport errors, 408, 429 and 5xx as unacceptable, and
+// releasing the responses that lose.
+func HedgingOptions() resilience.HedgingOptions[*http.Response] {
+	return resilience.HedgingOptions[*http.Response]{ShouldHandle: ShouldHandle, OnDiscard: DiscardResponse}
+}

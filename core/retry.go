@@ -1,0 +1,449 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// BackoffType says how the delay between retries grows. The values are
+// stable strings, for configuration files.
+type BackoffType string
+
+const (
+	// BackoffConstant waits Delay before every retry. It is the default;
+	// the empty string means this type.
+	BackoffConstant BackoffType = "constant"
+	// BackoffLinear waits Delay × n before retry n (1, 2, 3, …).
+	BackoffLinear BackoffType = "linear"
+	// BackoffExponential waits Delay × 2^(n-1) before retry n.
+	BackoffExponential BackoffType = "exponential"
+)
+
+// ParseBackoffType returns the backoff type named by s ("constant",
+// "linear" or "exponential"); anything else is a *ConfigError quoting it.
+func ParseBackoffType(s string) (BackoffType, error) {
+	switch b := BackoffType(s); b {
+	case BackoffConstant, BackoffLinear, BackoffExponential:
+		return b, nil
+	}
+	return "", configErrorf("RetryOptions.BackoffType", "unknown backoff type %q; want %q, %q or %q",
+		s, BackoffConstant, BackoffLinear, BackoffExponential)
+}
+
+const (
+	// RetryForever as RetryOptions.MaxRetryAttempts retries until the
+	// outcome is no longer handled or the context is done. Give the context
+	// a deadline.
+	RetryForever = -1
+
+	// NoDelay as RetryOptions.Delay retries at once; as HedgingOptions.Delay
+	// launches every hedged attempt at once. (The zero Delay means the
+	// default, 2 s.)
+	NoDelay time.Duration = -1
+
+	defaultRetryAttempts = 3
+	defaultDelay         = 2 * time.Second
+)
+
+// RetryArgs describes a failed attempt to OnRetry and DelayGenerator.
+type RetryArgs[T any] struct {
+	// Outcome is what the attempt returned.
+	Outcome Outcome[T]
+	// Attempt numbers the attempt that failed: 0 is the first call, so
+	// the retry about to happen is retry Attempt+1.
+	Attempt int
+	// Delay is, for DelayGenerator, the delay the backoff computed; for
+	// OnRetry, the delay that will be waited.
+	Delay time.Duration
+	// Duration is how long the attempt took (0 when neither OnRetry,
+	// DelayGenerator nor a listener is set, as it is not measured then).
+	Duration time.Duration
+}
+
+// RetryOptions configures a retry strategy. The zero value (with T chosen)
+// is Polly's default retry: 3 retries after the first call, 2 s apart,
+// for any error except a cancellation.
+type RetryOptions[T any] struct {
+	// Name labels the strategy's events. Default "Retry".
+	Name string
+	// MaxRetryAttempts is the number of retries in addition to the first
+	// call. 0 means the default, 3; RetryForever retries until the context
+	// is done.
+	MaxRetryAttempts int
+	// Delay is the base delay between attempts. 0 means the default, 2 s;
+	// NoDelay retries at once.
+	Delay time.Duration
+	// BackoffType shapes the delays from Delay. Default BackoffConstant.
+	BackoffType BackoffType
+	// UseJitter randomises the delays so that clients that failed together
+	// do not retry together: ±25 % for constant and linear backoff, and
+	// decorrelated jitter (delays that still grow exponentially but are
+	// spread smoothly) for exponential backoff.
+	UseJitter bool
+	// MaxDelay caps every delay, generated ones included. 0 means no cap.
+	MaxDelay time.Duration
+	// DelayGenerator, when set, is asked for each delay first. Returning
+	// ok=false uses the backoff's delay (in a.Delay); returning ok=true
+	// uses d (a negative d counts as 0). DelayFromRetryAfter is one that
+	// honours a server's Retry-After carried by the error.
+	DelayGenerator func(ctx context.Context, a RetryArgs[T]) (d time.Duration, ok bool)
+	// ShouldHandle says whether an outcome is a failure worth retrying. The
+	// default handles any error except a context cancellation.
+	ShouldHandle func(o Outcome[T]) bool
+	// OnRetry, when set, is called before each delay. It is where a value
+	// being retried away is released (an HTTP response body closed).
+	OnRetry func(ctx context.Context, a RetryArgs[T])
+}
+
+// RetryStrategy calls the rest of the pipeline again while its outcome is
+// handled, up to MaxRetryAttempts times, waiting a backoff delay between
+// attempts. Every attempt runs with the caller's context, so a done context
+// ends the retries: a delay is abandoned the moment the context is done
+// (Execute then returns the zero T and the context's error), and a delay
+// that would outlast the context's deadline is not started (Execute
+// returns the last outcome at once). After the last attempt the last
+// outcome is returned as is. A context marked by WithSingleAttempt gets no
+// retries.
+//
+// Safe for concurrent use; it keeps no state between executions, and a
+// failed execution leaves nothing behind. Emits EventExecutionAttempt for
+// every attempt and EventRetry before each delay. Create it with Retry or
+// NewRetry; the zero value is not usable.
+type RetryStrategy[T any] struct {
+	opts        RetryOptions[T] // as given, for Validate
+	name        string
+	max         int
+	delay       time.Duration
+	maxDelay    time.Duration
+	backoff     BackoffType
+	jitter      bool
+	handle      func(Outcome[T]) bool
+	gen         func(context.Context, RetryArgs[T]) (time.Duration, bool)
+	onRetry     func(context.Context, RetryArgs[T])
+	random      func() float64 // rand.Float64; replaced in tests
+	alwaysTimed bool
+}
+
+// Retry returns a retry strategy configured by opts. Invalid options are
+// reported by Builder.Build (or Validate).
+func Retry[T any](opts RetryOptions[T]) *RetryStrategy[T] {
+	s := &RetryStrategy[T]{
+		opts:     opts,
+		name:     opts.Name,
+		max:      opts.MaxRetryAttempts,
+		delay:    opts.Delay,
+		maxDelay: opts.MaxDelay,
+		backoff:  opts.BackoffType,
+		jitter:   opts.UseJitter,
+		handle:   opts.ShouldHandle,
+		gen:      opts.DelayGenerator,
+		onRetry:  opts.OnRetry,
+		random:   rand.Float64,
+	}
+	if s.name == "" {
+		s.name = "Retry"
+	}
+	if s.max == 0 {
+		s.max = defaultRetryAttempts
+	}
+	switch {
+	case s.delay == 0:
+		s.delay = defaultDelay
+	case s.delay < 0:
+		s.delay = 0
+	}
+	if s.backoff == "" {
+		s.backoff = BackoffConstant
+	}
+	if s.handle == nil {
+		s.handle = handlesFailure[T]
+	}
+	s.alwaysTimed = s.gen != nil || s.onRetry != nil
+	return s
+}
+
+// NewRetry returns a retry strategy, or a *ConfigError naming the first
+// invalid option.
+func NewRetry[T any](opts RetryOptions[T]) (*RetryStrategy[T], error) {
+	s := Retry(opts)
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// AddRetry appends a retry strategy configured by opts.
+func (b *Builder[T]) AddRetry(opts RetryOptions[T]) *Builder[T] {
+	return b.AddResultStrategy(Retry(opts))
+}
+
+// Validate reports invalid options as a *ConfigError.
+func (s *RetryStrategy[T]) Validate() error {
+	o := s.opts
+	if o.MaxRetryAttempts < RetryForever {
+		return configErrorf("RetryOptions.MaxRetryAttempts",
+			"must be 0 (default 3), positive or RetryForever, got %d", o.MaxRetryAttempts)
+	}
+	if o.Delay != NoDelay {
+		if err := checkNonNegativeDuration("RetryOptions.Delay", o.Delay); err != nil {
+			return err
+		}
+	}
+	if err := checkNonNegativeDuration("RetryOptions.MaxDelay", o.MaxDelay); err != nil {
+		return err
+	}
+	if o.BackoffType != "" {
+		if _, err := ParseBackoffType(string(o.BackoffType)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StrategyName returns the name used in telemetry.
+func (s *RetryStrategy[T]) StrategyName() string { return s.name }
+
+// ExecuteResult implements ResultStrategy.
+func (s *RetryStrategy[T]) ExecuteResult(ctx context.Context, tel Telemetry, next ResultNext[T]) (T, error) {
+	timed := s.alwaysTimed || tel.Enabled()
+	var jitterState float64 // decorrelated jitter's running value, per execution
+	for attempt := 0; ; attempt++ {
+		var start time.Time
+		if timed {
+			start = time.Now()
+		}
+		v, err := next(ctx)
+		o := Outcome[T]{Value: v, Err: err}
+		handled := s.handle(o)
+		var took time.Duration
+		if timed {
+			took = time.Since(start)
+			emitAttempt(ctx, tel, attempt, took, handled, err)
+		}
+		if !handled || (s.max != RetryForever && attempt >= s.max) || ctx.Err() != nil {
+			return v, err
+		}
+		// Looked up only once a retry is due, so the success path never
+		// walks the context chain.
+		if attempt == 0 && SingleAttempt(ctx) {
+			return v, err
+		}
+		delay := s.backoffDelay(attempt, &jitterState)
+		if s.gen != nil {
+			if d, ok := s.gen(ctx, RetryArgs[T]{Outcome: o, Attempt: attempt, Delay: delay, Duration: took}); ok {
+				delay = min(max(d, 0), maxDuration)
+			}
+		}
+		if s.maxDelay > 0 && delay > s.maxDelay {
+			delay = s.maxDelay
+		}
+		// A wait that cannot end before the caller's deadline would only
+		// turn this failure into a later deadline error.
+		if dl, ok := ctx.Deadline(); ok && delay > 0 && time.Until(dl) <= delay {
+			return v, err
+		}
+		if s.onRetry != nil {
+			s.onRetry(ctx, RetryArgs[T]{Outcome: o, Attempt: attempt, Delay: delay, Duration: took})
+		}
+		tel.Emit(ctx, Event{Name: EventRetry, Attempt: attempt, Duration: delay, Err: err})
+		if err := sleepCtx(ctx, delay); err != nil {
+			var zero T
+			return zero, err
+		}
+	}
+}
+
+// emitAttempt reports one attempt of a retry or hedging strategy.
+func emitAttempt(ctx context.Context, tel Telemetry, attempt int, took time.Duration, handled bool, err error) {
+	if !tel.Enabled() {
+		return
+	}
+	reason := ReasonUnhandled
+	if handled {
+		reason = ReasonHandled
+	}
+	tel.Emit(ctx, Event{Name: EventExecutionAttempt, Attempt: attempt, Duration: took, Reason: reason, Err: err})
+}
+
+// sleepCtx waits d or until ctx is done, whichever is first, and returns
+// ctx.Err() in the second case. The timer is stopped either way, so nothing
+// outlives the wait.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// backoffDelay is the delay before retry attempt+1, before MaxDelay and any
+// generator. state carries decorrelated jitter from one retry to the next.
+func (s *RetryStrategy[T]) backoffDelay(attempt int, state *float64) time.Duration {
+	base := float64(s.delay)
+	if base == 0 {
+		return 0
+	}
+	var d float64
+	switch s.backoff {
+	case BackoffLinear:
+		d = base * float64(attempt+1)
+	case BackoffExponential:
+		if s.jitter {
+			return clampDelay(decorrelatedJitter(attempt, base, state, s.random()))
+		}
+		d = base * math.Pow(2, float64(attempt))
+	default:
+		d = base
+	}
+	if s.jitter {
+		// Uniform in [0.75 d, 1.25 d).
+		d += d * (s.random()*0.5 - 0.25)
+	}
+	return clampDelay(d)
+}
+
+// decorrelatedJitter returns the delay before retry attempt+1 under
+// exponential backoff with jitter. The curve f(t) = 2^t · tanh(√(4t)) grows
+// like 2^t but is smooth near 0; sampling it at attempt plus a uniform
+// random offset and paying out the difference from the previous sample
+// gives delays whose mean grows exponentially while neighbouring clients
+// spread evenly instead of clumping. The 1/1.4 factor makes the median
+// first delay about base.
+func decorrelatedJitter(attempt int, base float64, prev *float64, r float64) float64 {
+	t := float64(attempt) + r
+	next := math.Pow(2, t) * math.Tanh(math.Sqrt(4*t))
+	d := (next - *prev) / 1.4 * base
+	*prev = next
+	return d
+}
+
+// clampDelay converts a float delay to a Duration in [0, maxDuration]; NaN
+// and infinities (far-off attempts of RetryForever) become the maximum.
+func clampDelay(d float64) time.Duration {
+	switch {
+	case math.IsNaN(d) || d >= float64(maxDuration):
+		return maxDuration
+	case d <= 0:
+		return 0
+	}
+	return time.Duration(d)
+}
+
+type singleAttemptKey struct{}
+
+// WithSingleAttempt returns a copy of ctx under which retry and hedging
+// strategies make exactly one attempt, for operations that must not be
+// repeated (a non-idempotent request, one whose body cannot be replayed).
+// Other strategies are unaffected.
+func WithSingleAttempt(ctx context.Context) context.Context {
+	return context.WithValue(ctx, singleAttemptKey{}, true)
+}
+
+// SingleAttempt reports whether ctx was marked by WithSingleAttempt.
+func SingleAttempt(ctx context.Context) bool {
+	v, _ := ctx.Value(singleAttemptKey{}).(bool)
+	return v
+}
+
+// RetryAfterHint is implemented by errors that carry a server's request to
+// wait before trying again (an HTTP Retry-After, a gRPC
+// grpc-retry-pushback-ms). DelayFromRetryAfter reads it.
+type RetryAfterHint interface {
+	RetryAfterHint() time.Duration
+}
+
+// RetryAfterOf returns the wait requested by err or any error it wraps: a
+// RetryAfterHint, or the RetryAfter of a *RateLimitRejectedError.
+func RetryAfterOf(err error) (time.Duration, bool) {
+	if err == nil {
+		return 0, false
+	}
+	var h RetryAfterHint
+	if errors.As(err, &h) {
+		return h.RetryAfterHint(), true
+	}
+	var rl *RateLimitRejectedError
+	if errors.As(err, &rl) {
+		return rl.RetryAfter, true
+	}
+	return 0, false
+}
+
+// DelayFromRetryAfter is a RetryOptions.DelayGenerator that waits what the
+// failed attempt's error asks for (RetryAfterOf), and otherwise the
+// backoff's delay.
+func DelayFromRetryAfter[T any](_ context.Context, a RetryArgs[T]) (time.Duration, bool) {
+	return RetryAfterOf(a.Outcome.Err)
+}
+
+// httpDateLayouts are the three date forms HTTP allows in Retry-After
+// (RFC 9110 §5.6.7): IMF-fixdate first, then the obsolete RFC 850 and
+// asctime forms.
+var httpDateLayouts = [...]string{
+	"Mon, 02 Jan 2006 15:04:05 GMT",
+	"Monday, 02-Jan-06 15:04:05 GMT",
+	"Mon Jan _2 15:04:05 2006",
+}
+
+// ParseRetryAfter parses an HTTP Retry-After value, either delay-seconds
+// ("120") or an HTTP date, relative to now. A date in the past is 0. It
+// reports false for anything else, including negative numbers. The result
+// is capped at 100 years.
+func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if v[0] >= '0' && v[0] <= '9' {
+		secs, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+				return maxDuration, true
+			}
+			return 0, false
+		}
+		if secs >= uint64(maxDuration/time.Second) {
+			return maxDuration, true
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	for _, layout := range httpDateLayouts {
+		if t, err := time.Parse(layout, v); err == nil {
+			d := t.Sub(now)
+			return min(max(d, 0), maxDuration), true
+		}
+	}
+	return 0, false
+}
+
+// ParseRetryPushback parses gRPC's grpc-retry-pushback-ms trailer: a
+// non-negative number of milliseconds. It reports false for a negative or
+// malformed value, which gRPC defines as "do not retry". The result is
+// capped at 100 years.
+func ParseRetryPushback(v string) (time.Duration, bool) {
+	ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil {
+		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange && !strings.HasPrefix(strings.TrimSpace(v), "-") {
+			return maxDuration, true
+		}
+		return 0, false
+	}
+	if ms < 0 {
+		return 0, false
+	}
+	if ms >= int64(maxDuration/time.Millisecond) {
+		return maxDuration, true
+	}
+	return time.Duration(ms) * time.Millisecond, true
+}

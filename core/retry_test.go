@@ -1,0 +1,451 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+var errDependency = errors.New("dependency failed")
+
+func buildResult[T any](t *testing.T, l Listener, s ResultStrategy[T]) *Pipeline[T] {
+	t.Helper()
+	p, err := NewBuilder[T](Name("p"), WithListener(l)).AddResultStrategy(s).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// recorder collects events; tests are single-goroutine or synchronised by
+// synctest, but hedging emits from the caller only, so no lock is needed
+// beyond what the tests use.
+type recorder struct{ events []Event }
+
+func (r *recorder) OnEvent(_ context.Context, e Event) { r.events = append(r.events, e) }
+
+func (r *recorder) named(n EventName) []Event {
+	var out []Event
+	for _, e := range r.events {
+		if e.Name == n {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// failingAt returns a callback that records the fake time of each call and
+// fails the first n calls.
+func failingAt(n int, calls *[]time.Duration, start time.Time) func(context.Context) (int, error) {
+	return func(context.Context) (int, error) {
+		*calls = append(*calls, time.Since(start))
+		if len(*calls) <= n {
+			return 0, errDependency
+		}
+		return len(*calls), nil
+	}
+}
+
+// Invariant: the zero options are Polly's defaults: 3 retries after the
+// first call, 2 s apart, and then the last outcome.
+func TestRetryDefaultsThreeRetriesTwoSecondsApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		p := buildResult[int](t, rec, Retry(RetryOptions[int]{}))
+		var calls []time.Duration
+		start := time.Now()
+		_, err := p.Execute(context.Background(), failingAt(100, &calls, start))
+		if !errors.Is(err, errDependency) {
+			t.Fatalf("err = %v", err)
+		}
+		want := []time.Duration{0, 2 * time.Second, 4 * time.Second, 6 * time.Second}
+		if fmt.Sprint(calls) != fmt.Sprint(want) {
+			t.Fatalf("calls at %v, want %v", calls, want)
+		}
+		retries := rec.named(EventRetry)
+		if len(retries) != 3 {
+			t.Fatalf("%d OnRetry events, want 3", len(retries))
+		}
+		for i, e := range retries {
+			if e.Attempt != i || e.Duration != 2*time.Second || e.Strategy != "Retry" || e.Pipeline != "p" || e.Err != errDependency {
+				t.Errorf("OnRetry %d = %+v", i, e)
+			}
+		}
+		attempts := rec.named(EventExecutionAttempt)
+		if len(attempts) != 4 || attempts[3].Reason != ReasonHandled || attempts[3].Attempt != 3 {
+			t.Fatalf("attempt events = %+v", attempts)
+		}
+	})
+}
+
+// Invariant: each backoff type waits the documented delays, measured on
+// the fake clock.
+func TestRetryBackoffDelays(t *testing.T) {
+	cases := []struct {
+		backoff BackoffType
+		want    []time.Duration // call times
+	}{
+		{BackoffConstant, []time.Duration{0, 100, 200, 300, 400}},
+		{BackoffLinear, []time.Duration{0, 100, 300, 600, 1000}},
+		{BackoffExponential, []time.Duration{0, 100, 300, 700, 1500}},
+	}
+	for _, c := range cases {
+		t.Run(string(c.backoff), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := buildResult[int](t, nil, Retry(RetryOptions[int]{MaxRetryAttempts: 4, Delay: 100 * time.Millisecond, BackoffType: c.backoff}))
+				var calls []time.Duration
+				_, err := p.Execute(context.Background(), failingAt(100, &calls, time.Now()))
+				if err == nil {
+					t.Fatal("want the last error")
+				}
+				for i := range c.want {
+					c.want[i] *= time.Millisecond
+				}
+				if fmt.Sprint(calls) != fmt.Sprint(c.want) {
+					t.Fatalf("calls at %v, want %v", calls, c.want)
+				}
+			})
+		})
+	}
+}
+
+// Invariant: MaxDelay caps growing delays, and a success stops retrying.
+func TestRetryMaxDelayCapsAndSuccessStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := buildResult[int](t, nil, Retry(RetryOptions[int]{MaxRetryAttempts: 10, Delay: time.Second,
+			BackoffType: BackoffExponential, MaxDelay: 3 * time.Second}))
+		var calls []time.Duration
+		v, err := p.Execute(context.Background(), failingAt(4, &calls, time.Now()))
+		if err != nil || v != 5 {
+			t.Fatalf("got %d, %v", v, err)
+		}
+		want := []time.Duration{0, time.Second, 3 * time.Second, 6 * time.Second, 9 * time.Second}
+		if fmt.Sprint(calls) != fmt.Sprint(want) {
+			t.Fatalf("calls at %v, want %v", calls, want)
+		}
+	})
+}
+
+// Invariant: jitter stays within ±25 % for constant and linear backoff,
+// and decorrelated jitter for exponential backoff is positive, grows, and
+// for the same random draws is reproducible.
+func TestRetryJitterBounds(t *testing.T) {
+	for _, bt := range []BackoffType{BackoffConstant, BackoffLinear} {
+		s := Retry(RetryOptions[int]{Delay: time.Second, BackoffType: bt, UseJitter: true})
+		for _, r := range []float64{0, 0.25, 0.5, 0.999} {
+			s.random = func() float64 { return r }
+			var st float64
+			for attempt := range 4 {
+				base := time.Second
+				if bt == BackoffLinear {
+					base *= time.Duration(attempt + 1)
+				}
+				d := s.backoffDelay(attempt, &st)
+				lo, hi := base*3/4, base*5/4
+				if d < lo || d >= hi {
+					t.Errorf("%s r=%v attempt %d: %v outside [%v, %v)", bt, r, attempt, d, lo, hi)
+				}
+			}
+		}
+	}
+	s := Retry(RetryOptions[int]{Delay: time.Second, BackoffType: BackoffExponential, UseJitter: true})
+	s.random = func() float64 { return 0.5 }
+	var st float64
+	var sum time.Duration
+	for attempt := range 8 {
+		d := s.backoffDelay(attempt, &st)
+		if d <= 0 {
+			t.Fatalf("attempt %d: delay %v", attempt, d)
+		}
+		sum += d
+	}
+	// The running sum tracks the curve 2^t·tanh(√4t)/1.4 at t = 7.5.
+	if sum < 100*time.Second || sum > 150*time.Second {
+		t.Fatalf("sum of 8 jittered delays = %v, want about 129s", sum)
+	}
+	// Far-off attempts (RetryForever) saturate instead of overflowing.
+	if d := s.backoffDelay(5000, &st); d != maxDuration {
+		t.Fatalf("attempt 5000: %v", d)
+	}
+	s2 := Retry(RetryOptions[int]{Delay: time.Second, BackoffType: BackoffExponential})
+	if d := s2.backoffDelay(5000, new(float64)); d != maxDuration {
+		t.Fatalf("unjittered attempt 5000: %v", d)
+	}
+}
+
+// hintErr carries a server's Retry-After.
+type hintErr struct{ d time.Duration }
+
+func (e hintErr) Error() string                 { return "slow down" }
+func (e hintErr) RetryAfterHint() time.Duration { return e.d }
+
+// Invariant: DelayFromRetryAfter waits what the outcome asks for (and the
+// backoff otherwise), capped by MaxDelay.
+func TestRetryDelayGeneratorHonoursRetryAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var seen []time.Duration
+		p := buildResult[int](t, nil, Retry(RetryOptions[int]{
+			MaxRetryAttempts: 3, Delay: time.Second, MaxDelay: 10 * time.Second,
+			DelayGenerator: DelayFromRetryAfter[int],
+			OnRetry:        func(_ context.Context, a RetryArgs[int]) { seen = append(seen, a.Delay) },
+		}))
+		errs := []error{
+			hintErr{5 * time.Second},
+			fmt.Errorf("wrapped: %w", &RateLimitRejectedError{RetryAfter: 7 * time.Second}),
+			hintErr{time.Hour}, // capped
+			errDependency,
+		}
+		n := 0
+		start := time.Now()
+		_, err := p.Execute(context.Background(), func(context.Context) (int, error) {
+			n++
+			return 0, errs[n-1]
+		})
+		if err != errDependency {
+			t.Fatalf("err = %v", err)
+		}
+		want := []time.Duration{5 * time.Second, 7 * time.Second, 10 * time.Second}
+		if fmt.Sprint(seen) != fmt.Sprint(want) || time.Since(start) != 22*time.Second {
+			t.Fatalf("delays %v after %v, want %v after 22s", seen, time.Since(start), want)
+		}
+	})
+}
+
+// Invariant: a delay is abandoned the moment the caller's context is done;
+// no further attempt runs and the context's error is returned.
+func TestRetryAbandonsDelayWhenContextDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := buildResult[int](t, nil, Retry(RetryOptions[int]{}))
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(500*time.Millisecond, cancel)
+		var calls []time.Duration
+		start := time.Now()
+		_, err := p.Execute(ctx, failingAt(100, &calls, start))
+		if !errors.Is(err, context.Canceled) || time.Since(start) != 500*time.Millisecond || len(calls) != 1 {
+			t.Fatalf("err %v after %v with %d calls", err, time.Since(start), len(calls))
+		}
+	})
+}
+
+// Invariant: a delay that cannot end before the caller's deadline is not
+// started; the last outcome is returned at once.
+func TestRetryDoesNotWaitPastTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := buildResult[int](t, nil, Retry(RetryOptions[int]{Delay: time.Second}))
+		ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+		defer cancel()
+		var calls []time.Duration
+		start := time.Now()
+		_, err := p.Execute(ctx, failingAt(100, &calls, start))
+		if err != errDependency || time.Since(start) != 2*time.Second || len(calls) != 3 {
+			t.Fatalf("err %v after %v with calls %v", err, time.Since(start), calls)
+		}
+	})
+}
+
+// Invariant: RetryForever retries until the context ends.
+func TestRetryForeverStopsAtTheContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := buildResult[int](t, nil, Retry(RetryOptions[int]{MaxRetryAttempts: RetryForever, Delay: NoDelay}))
+		ctx, cancel := context.WithCancel(context.Background())
+		n := 0
+		_, err := p.Execute(ctx, func(context.Context) (int, error) {
+			if n++; n == 1000 {
+				cancel()
+			}
+			return 0, errDependency
+		})
+		if n != 1000 || err != errDependency {
+			t.Fatalf("%d calls, err %v", n, err)
+		}
+	})
+}
+
+// Invariant: ShouldHandle sees values, so a value can be retried; the
+// default does not retry the caller's cancellation.
+func TestRetryShouldHandle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := buildResult[int](t, nil, Retry(RetryOptions[int]{Delay: NoDelay,
+			ShouldHandle: func(o Outcome[int]) bool { return o.Value < 3 }}))
+		n := 0
+		v, err := p.Execute(context.Background(), func(context.Context) (int, error) { n++; return n, nil })
+		if v != 3 || err != nil {
+			t.Fatalf("got %d, %v", v, err)
+		}
+		p = buildResult[int](t, nil, Retry(RetryOptions[int]{Delay: NoDelay}))
+		n = 0
+		_, err = p.Execute(context.Background(), func(context.Context) (int, error) {
+			n++
+			return 0, fmt.Errorf("call: %w", context.Canceled)
+		})
+		if n != 1 || !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancellation retried: %d calls", n)
+		}
+	})
+}
+
+// Invariant: WithSingleAttempt suppresses retries and nothing else.
+func TestRetrySingleAttempt(t *testing.T) {
+	p := buildResult[int](t, nil, Retry(RetryOptions[int]{Delay: NoDelay}))
+	n := 0
+	_, err := p.Execute(WithSingleAttempt(context.Background()), func(context.Context) (int, error) { n++; return 0, errDependency })
+	if n != 1 || err != errDependency {
+		t.Fatalf("%d calls, %v", n, err)
+	}
+	if SingleAttempt(context.Background()) {
+		t.Fatal("plain context is single-attempt")
+	}
+}
+
+// Invariant: invalid options are a *ConfigError naming RetryOptions.Field,
+// reported by Build, never a panic.
+func TestRetryValidation(t *testing.T) {
+	cases := []struct {
+		opts  RetryOptions[int]
+		field string
+	}{
+		{RetryOptions[int]{MaxRetryAttempts: -2}, "RetryOptions.MaxRetryAttempts"},
+		{RetryOptions[int]{Delay: -2}, "RetryOptions.Delay"},
+		{RetryOptions[int]{MaxDelay: -time.Second}, "RetryOptions.MaxDelay"},
+		{RetryOptions[int]{BackoffType: "fibonacci"}, "RetryOptions.BackoffType"},
+		{RetryOptions[int]{Delay: 200 * 365 * 24 * time.Hour}, "RetryOptions.Delay"},
+	}
+	for _, c := range cases {
+		_, err := NewBuilder[int]().AddRetry(c.opts).Build()
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != c.field {
+			t.Errorf("%+v: err = %v, want field %s", c.opts, err, c.field)
+		}
+		if _, err := NewRetry(c.opts); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("NewRetry(%+v) = %v", c.opts, err)
+		}
+	}
+	for _, ok := range []RetryOptions[int]{{}, {MaxRetryAttempts: RetryForever, Delay: NoDelay}, {BackoffType: BackoffLinear}} {
+		if _, err := NewRetry(ok); err != nil {
+			t.Errorf("NewRetry(%+v) = %v", ok, err)
+		}
+	}
+}
+
+func FuzzRetryOptionsValidate(f *testing.F) {
+	f.Add(0, int64(0), int64(0), "")
+	f.Add(-2, int64(-5), int64(-1), "linear")
+	f.Add(RetryForever, int64(NoDelay), int64(time.Second), "exponential")
+	f.Fuzz(func(t *testing.T, attempts int, delay, maxDelay int64, backoff string) {
+		opts := RetryOptions[int]{MaxRetryAttempts: attempts, Delay: time.Duration(delay),
+			MaxDelay: time.Duration(maxDelay), BackoffType: BackoffType(backoff), UseJitter: attempts%2 == 0}
+		s, err := NewRetry(opts)
+		if err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) || !strings.HasPrefix(ce.Field, "RetryOptions.") {
+				t.Fatalf("err = %v", err)
+			}
+			return
+		}
+		var st float64
+		for a := range 5 {
+			if d := s.backoffDelay(a, &st); d < 0 || d > maxDuration {
+				t.Fatalf("delay %v", d)
+			}
+		}
+	})
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	cases := []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"120", 2 * time.Minute, true},
+		{" 0 ", 0, true},
+		{"Fri, 02 Jan 2026 03:04:35 GMT", 30 * time.Second, true},
+		{"Friday, 02-Jan-26 03:05:05 GMT", time.Minute, true},
+		{"Fri Jan  2 03:04:15 2026", 10 * time.Second, true},
+		{"Thu, 01 Jan 2026 00:00:00 GMT", 0, true}, // past
+		{"99999999999999999999999", maxDuration, true},
+		{"-5", 0, false},
+		{"1.5", 0, false},
+		{"soon", 0, false},
+		{"", 0, false},
+	}
+	for _, c := range cases {
+		d, ok := ParseRetryAfter(c.in, now)
+		if d != c.want || ok != c.ok {
+			t.Errorf("ParseRetryAfter(%q) = %v, %v; want %v, %v", c.in, d, ok, c.want, c.ok)
+		}
+	}
+}
+
+func TestParseRetryPushback(t *testing.T) {
+	cases := []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"250", 250 * time.Millisecond, true},
+		{"0", 0, true},
+		{"-1", 0, false},
+		{"x", 0, false},
+		{"99999999999999999999999", maxDuration, true},
+		{"-99999999999999999999999", 0, false},
+	}
+	for _, c := range cases {
+		d, ok := ParseRetryPushback(c.in)
+		if d != c.want || ok != c.ok {
+			t.Errorf("ParseRetryPushback(%q) = %v, %v; want %v, %v", c.in, d, ok, c.want, c.ok)
+		}
+	}
+}
+
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, s := range []string{"120", "Fri, 02 Jan 2026 03:04:35 GMT", "-1", "", "18446744073709551616"} {
+		f.Add(s)
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, s string) {
+		if d, ok := ParseRetryAfter(s, now); d < 0 || d > maxDuration || (!ok && d != 0) {
+			t.Fatalf("ParseRetryAfter(%q) = %v, %v", s, d, ok)
+		}
+		if d, ok := ParseRetryPushback(s); d < 0 || d > maxDuration || (!ok && d != 0) {
+			t.Fatalf("ParseRetryPushback(%q) = %v, %v", s, d, ok)
+		}
+	})
+}
+
+func TestParseBackoffType(t *testing.T) {
+	for _, s := range []string{"constant", "linear", "exponential"} {
+		if b, err := ParseBackoffType(s); err != nil || string(b) != s {
+			t.Errorf("ParseBackoffType(%q) = %v, %v", s, b, err)
+		}
+	}
+	if _, err := ParseBackoffType("Linear"); !errors.Is(err, ErrInvalidOptions) {
+		t.Errorf("case-sensitive name accepted: %v", err)
+	}
+}
+
+// Invariant: the slog listener renders the outbound events, with the
+// attempt number where it applies.
+func TestSlogListenerRendersOutboundEvents(t *testing.T) {
+	var buf strings.Builder
+	l := NewSlogListener(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	p := buildResult[int](t, l, Retry(RetryOptions[int]{Delay: NoDelay, MaxRetryAttempts: 1}))
+	p.Execute(context.Background(), fail)
+	out := buf.String()
+	for _, want := range []string{"event=OnRetry", "attempt=0", "event=ExecutionAttempt", "attempt=1", "reason=handled", "strategy=Retry", "level=DEBUG"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+	buf.Reset()
+	NewTelemetry("p", "CircuitBreaker", l).Emit(context.Background(), Event{Name: EventCircuitOpened, Duration: 5 * time.Second})
+	if out := buf.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "event=OnCircuitOpened") || strings.Contains(out, "attempt=") {
+		t.Errorf("circuit event: %s", out)
+	}
+}
