@@ -3,7 +3,9 @@ package resilience
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -185,4 +187,112 @@ func FuzzTimeoutOptions(f *testing.F) {
 			t.Fatalf("accepted %v", s.opts.Timeout)
 		}
 	})
+}
+
+// The callback's context is armed lazily; whichever way the callback looks
+// at it, it must see what context.WithDeadlineCause would give.
+func TestTimeoutContextBehavesLikeWithDeadlineCause(t *testing.T) {
+	p := func(t *testing.T) *Pipeline[int] { return timeoutPipeline(t, nil, Timeout(time.Second)) }
+	t.Run("never looked at", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			_, err := p(t).Execute(context.Background(), func(ctx context.Context) (int, error) {
+				time.Sleep(2 * time.Second)
+				return 0, errors.New("gave up")
+			})
+			if !errors.Is(err, ErrTimeoutRejected) {
+				t.Fatalf("err = %v, want a timeout", err)
+			}
+		})
+	})
+	t.Run("Err after the deadline", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			_, err := p(t).Execute(context.Background(), func(ctx context.Context) (int, error) {
+				if ctx.Err() != nil {
+					return 0, errors.New("done too early")
+				}
+				time.Sleep(time.Second)
+				if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+					return 0, fmt.Errorf("Err = %v", ctx.Err())
+				}
+				if !errors.Is(context.Cause(ctx), ErrTimeoutRejected) {
+					return 0, fmt.Errorf("Cause = %v", context.Cause(ctx))
+				}
+				select {
+				case <-ctx.Done():
+				default:
+					return 0, errors.New("Done not closed after Err reported the deadline")
+				}
+				return 0, ctx.Err()
+			})
+			if !errors.Is(err, ErrTimeoutRejected) {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	})
+	t.Run("derived context", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			_, err := p(t).Execute(context.Background(), func(ctx context.Context) (int, error) {
+				child, cancel := context.WithCancel(ctx)
+				defer cancel()
+				<-child.Done()
+				if time.Since(start) != time.Second || !errors.Is(child.Err(), context.DeadlineExceeded) || !errors.Is(context.Cause(child), ErrTimeoutRejected) {
+					return 0, fmt.Errorf("child ended after %v with %v / %v", time.Since(start), child.Err(), context.Cause(child))
+				}
+				return 0, child.Err()
+			})
+			if !errors.Is(err, ErrTimeoutRejected) {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	})
+	t.Run("earlier parent deadline", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			parent, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			pd, _ := parent.Deadline()
+			_, err := p(t).Execute(parent, func(ctx context.Context) (int, error) {
+				if d, ok := ctx.Deadline(); !ok || !d.Equal(pd) {
+					return 0, fmt.Errorf("Deadline = %v, want the parent's %v", d, pd)
+				}
+				time.Sleep(600 * time.Millisecond)
+				return 0, ctx.Err()
+			})
+			if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrTimeoutRejected) {
+				t.Fatalf("err = %v, want the parent's deadline", err)
+			}
+		})
+	})
+	t.Run("values and concurrent arming", func(t *testing.T) {
+		key := NewKey[string]("k")
+		_, err := p(t).Execute(key.With(context.Background(), "v"), func(ctx context.Context) (int, error) {
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_ = ctx.Done()
+					_ = ctx.Err()
+				}()
+			}
+			wg.Wait()
+			if v, _ := key.Value(ctx); v != "v" {
+				return 0, fmt.Errorf("value = %q", v)
+			}
+			return 0, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func BenchmarkPipelineExecuteTimeoutWatched(b *testing.B) {
+	p, _ := NewBuilder[int]().AddTimeout(1e9).Build()
+	ctx := context.Background()
+	fn := func(ctx context.Context) (int, error) { _ = ctx.Done(); return 1, nil }
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = p.Execute(ctx, fn)
+	}
 }
