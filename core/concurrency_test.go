@@ -856,3 +856,48 @@ func TestConcurrencyLimiterContention(t *testing.T) {
 		})
 	}
 }
+
+// Invariant: a waiter whose context is already done is not queued, even when
+// it ended while the priority function ran; it must not evict a live waiter.
+func TestConcurrencyLimiterNewcomerCancelledDuringPriorityIsNotQueued(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		type cancelKey struct{}
+		l, err := NewConcurrencyLimiter(ConcurrencyLimiterOptions{
+			PermitLimit: 1, QueueLimit: 1, Overflow: OverflowDropOldest,
+			Priority: func(ctx context.Context) int {
+				if c, ok := ctx.Value(cancelKey{}).(context.CancelFunc); ok {
+					c() // the client leaves while the priority is computed
+				}
+				return 0
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Acquire(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		victim := make(chan error, 1)
+		go func() { victim <- l.Acquire(context.Background()) }()
+		synctest.Wait()
+		ctx, cancel := context.WithCancel(context.Background())
+		ctx = context.WithValue(ctx, cancelKey{}, cancel)
+		if err := l.Acquire(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("newcomer err = %v, want context.Canceled", err)
+		}
+		synctest.Wait()
+		select {
+		case err := <-victim:
+			t.Fatalf("the live waiter left the queue: %v", err)
+		default:
+		}
+		if s := l.Stats(); s.InFlight != 1 || s.Queued != 1 {
+			t.Fatalf("stats = %+v, want 1 in flight and the live waiter queued", s)
+		}
+		l.Release()
+		if err := <-victim; err != nil {
+			t.Fatalf("live waiter: %v", err)
+		}
+		l.Release()
+	})
+}

@@ -280,6 +280,12 @@ func (e *permitEngine) acquire(ctx context.Context) (time.Duration, error) {
 		e.mu.Unlock()
 		return 0, nil
 	}
+	if ctx.Err() != nil {
+		// The caller left while its priority was computed: it must not
+		// queue, let alone evict a live waiter.
+		e.mu.Unlock()
+		return 0, context.Cause(ctx)
+	}
 	return e.wait(ctx, p)
 }
 
