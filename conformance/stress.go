@@ -129,8 +129,8 @@ func caseStress(t *T, e *env) {
 		case "work":
 			p.d = time.Duration(rng.IntN(10)) * time.Millisecond
 		case "slow-ignore":
-			// Well past the deadline, so the 504 always wins the race
-			// against the handler's own late answer.
+			// Well past the deadline, so the 504 nearly always wins the
+			// race against the handler's own late answer.
 			p.d = timeout + 60*time.Millisecond + time.Duration(rng.IntN(60))*time.Millisecond
 		case "cancel":
 			p.d = time.Second
@@ -233,7 +233,10 @@ func classify(kind string, r result) (string, bool) {
 	case http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return label, true
 	case http.StatusOK:
-		return label, (kind == "ok" || kind == "work") && string(r.body) == "ok"
+		// A slow-ignore handler answers 200 only when the deadline's timer
+		// ran later than the handler's own sleep, which a heavily loaded
+		// machine can do; the 504-on-time guarantee has its own cases.
+		return label, (kind == "ok" || kind == "work" || kind == "slow-ignore") && string(r.body) == "ok"
 	case http.StatusInternalServerError:
 		return label, kind == "error" || kind == "panic"
 	}

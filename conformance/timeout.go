@@ -21,7 +21,7 @@ var timeoutCases = []Case{
 	{
 		Name: "timeout-late-writes-discarded",
 		Explanation: "After the 504, the handler's late headers and writes are discarded without a data race: the client's 504 is " +
-			"exactly the JSON body, and the next response on the connection is not corrupted by them.",
+			"exactly the JSON body, and the server's later responses are not corrupted by them.",
 		run: caseTimeoutLateWrites,
 	},
 	{
@@ -82,7 +82,8 @@ func caseTimeoutLateWrites(t *T, e *env) {
 	err := receive(t, "the late handler's write", wrote)
 	t.Logf("the late handler's write returned %v", err)
 	s.waitIdle("after the late handler returned")
-	// The connection that carried the 504 is idle now and is reused.
+	// The late writes corrupt nothing: the server keeps answering. (The
+	// 504 carried Connection: close, so these use new connections.)
 	for i := 0; i < 3; i++ {
 		expectOK(t, "request after the late writes", s.do(req{path: "/ok"}), "ok")
 	}
