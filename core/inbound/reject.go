@@ -109,11 +109,17 @@ func (m *Middleware) renderDefault(err error) (Response, bool) {
 // Render maps an error returned by Execute to the response to send, using
 // Options.Render when set. ok is false when nothing must be sent: the
 // request's context was cancelled (the client disconnected). Adapters call
-// it with Execute's error; the net/http middleware calls it itself.
+// it with Execute's error; the net/http middleware calls it itself. A
+// hook's response with a status outside 100–999 is replaced by the default.
 func (m *Middleware) Render(err error) (resp Response, ok bool) {
 	resp, ok = m.renderDefault(err)
 	if ok && m.opts.Render != nil {
-		resp = m.opts.Render(err, resp)
+		// A hook's mistake must not panic every rejected request (net/http
+		// panics on an invalid status): such a response is replaced by
+		// the default.
+		if r := m.opts.Render(err, resp); r.Status >= 100 && r.Status <= 999 {
+			resp = r
+		}
 	}
 	return resp, ok
 }

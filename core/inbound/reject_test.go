@@ -126,3 +126,23 @@ func TestRenderHook(t *testing.T) {
 		t.Fatal("rendered a response for a gone client")
 	}
 }
+
+// A render hook that returns an invalid status must not make every
+// rejection panic: the default response is sent instead.
+func TestRenderHookInvalidStatusFallsBack(t *testing.T) {
+	for _, status := range []int{0, 99, 1000, -1} {
+		m := mustNew(t, Options{
+			Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1},
+			Render:      func(error, Response) Response { return Response{Status: status, Body: []byte("x")} },
+		})
+		if !m.Limiter().TryAcquire() {
+			t.Fatal("could not take the permit")
+		}
+		w := httptest.NewRecorder()
+		m.Handler(okHandler).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		m.Limiter().Release()
+		if w.Code != 503 || w.Body.String() != string(respFull.Body) {
+			t.Fatalf("status %d: got %d %q, want the default 503", status, w.Code, w.Body)
+		}
+	}
+}
