@@ -12,6 +12,7 @@ var allCases = concatCases(
 	streamingCases,
 	stressCases,
 	overloadCases,
+	adaptiveCases,
 )
 
 func concatCases(groups ...[]Case) []Case {

@@ -71,6 +71,9 @@ type Stats struct {
 	InFlight int
 	// Queued is the number of requests waiting for a permit.
 	Queued int
+	// Limit is the concurrency limiter's current limit; the adaptive case
+	// reads it to see the limit recover.
+	Limit int
 }
 
 // Server is a running loopback server started by Harness.Start.
@@ -92,7 +95,7 @@ type Server struct {
 func StatsFrom(m *inbound.Middleware) func() Stats {
 	return func() Stats {
 		s := m.Stats()
-		return Stats{InFlight: s.InFlight, Queued: s.Queued}
+		return Stats{InFlight: s.InFlight, Queued: s.Queued, Limit: s.Limit}
 	}
 }
 

@@ -138,11 +138,31 @@ var (
 //
 // Finished executions are summarised per sampling window (at least one
 // mean round-trip time, a millisecond and ten samples, or the limit if
-// smaller; at most a second; the first window closes after ten samples) and each window is handed to the LimitAlgorithm, which returns the
-// new limit; the limiter clamps it to [MinLimit, MaxLimit]. Windows rather
-// than single samples keep the per-execution cost to a clock read and a few
-// additions under the lock the release takes anyway, and give the
-// algorithms a mean that is far less noisy than one request's latency.
+// smaller; at most a second; the first window closes after ten samples)
+// and each window is handed to the LimitAlgorithm, which returns the new
+// limit; the limiter clamps it to [MinLimit, MaxLimit]. Windows rather
+// than single samples keep the per-execution cost to a few additions under
+// the lock the release takes anyway, and give the algorithms a mean that
+// is far less noisy than one request's latency.
+//
+// Timing is sampled at high throughput. Reading the monotonic clock twice
+// per execution would cost more than the rest of acquire and release
+// together, so the limiter times every execution only until the current
+// window has started 64 timed ones; after that it times one execution in
+// 16, picked under the acquire lock by a fixed-seed pseudo-random sequence
+// (reproducible, yet not in step with traffic that cycles through routes),
+// and an untimed execution reads no clock at all. Each timed execution
+// weighs the inverse of the chance it had to be timed (1 or 16) in the
+// window's mean, and the choice is made before its latency exists, so the
+// mean is an unbiased estimate of the mean over every execution in the
+// window. Drops and the in-flight maximum are counted for every execution,
+// timed or not; only a timed release can close a window, since only it
+// holds a clock reading, and a window with samples closes only once it
+// has timed ones. A service with fewer than 64 executions per window (in
+// flight stays below 64, by Little's law) is timed in full, so the
+// sampling applies only where the clock's cost matters. MinRTT is the
+// minimum over timed executions. Executions that waited in the queue are
+// always timed.
 //
 // When to use it instead of the fixed limiter: when the right limit is not
 // known or changes (instance sizes, traffic mix, a dependency's speed). A
@@ -180,8 +200,18 @@ type AdaptiveLimiter struct {
 
 	estimate float64 // the algorithm's limit, unrounded
 	win      sampleWindow
-	updating bool // a window is with the algorithm; the next one waits
+	updating bool   // a window is with the algorithm; the next one waits
+	pick     uint64 // xorshift state choosing the sparsely timed executions
 }
+
+// denseTimed is the number of executions a window times in full before
+// timing only one in sparseEvery.
+const denseTimed = 64
+
+// sparseEvery is the share of executions timed once a window has
+// denseTimed: one in sparseEvery. It is a power of two so the pick is a
+// mask.
+const sparseEvery = 16
 
 // maxWindow bounds a sampling window, so that a slow or quiet service
 // still adapts about once a second.
@@ -200,11 +230,14 @@ const windowMinSamples = 10
 type sampleWindow struct {
 	start       int64 // clock offset at which the window opened
 	length      int64 // the window closes after this long: the last mean RTT
-	samples     int
+	samples     int   // every execution counted as a sample, timed or not
 	drops       int
-	rttSum      int64
+	timed       int   // the samples among them that were timed
+	rttSum      int64 // weighted sum of the timed samples' round-trip times
+	rttWeight   int64 // sum of their weights
 	minRTT      int64
 	maxInFlight int
+	started     int // timed executions started since the window opened
 }
 
 // NewAdaptiveLimiter returns a limiter configured by opts, or a
@@ -221,6 +254,7 @@ func NewAdaptiveLimiter(opts AdaptiveLimiterOptions) (*AdaptiveLimiter, error) {
 		minLimit: defaultInt(opts.MinLimit, DefaultAdaptiveMinLimit),
 		maxLimit: defaultInt(opts.MaxLimit, DefaultAdaptiveMaxLimit),
 		epoch:    time.Now(),
+		pick:     0x9e3779b97f4a7c15, // any non-zero seed
 	}
 	if a.name == "" {
 		a.name = "AdaptiveLimiter"
@@ -316,20 +350,22 @@ func (a *AdaptiveLimiter) Stats() LimiterStats { return a.stats() }
 // small value; copying it is fine, but Release must be called exactly once
 // per permit.
 type AdaptivePermit struct {
-	l     *AdaptiveLimiter
-	start int64
+	l      *AdaptiveLimiter
+	start  int64 // clock offset at the grant; unset when weight is 0
+	weight int64 // 0: untimed; otherwise the inverse of its chance to be timed
 }
 
 // Release returns the permit and counts the execution as o: its round-trip
-// time since Acquire is a sample (LimitSampled), it signals overload
-// (LimitDropped), or it is not counted (LimitIgnored). Releasing the zero
+// time since Acquire is a sample (LimitSampled; at high throughput only
+// some permits carry a start time, see AdaptiveLimiter), it signals
+// overload (LimitDropped), or it is not counted (LimitIgnored). Releasing the zero
 // AdaptivePermit, or a permit twice, is a bug in the caller and panics
 // when the limiter notices it (no permit held).
 func (p AdaptivePermit) Release(o LimitOutcome) {
 	if p.l == nil {
 		panic("resilience: AdaptivePermit.Release of a zero permit")
 	}
-	p.l.release(p.start, o)
+	p.l.release(p, o)
 }
 
 // Acquire takes a permit, queueing for one if the options allow, like
@@ -337,19 +373,75 @@ func (p AdaptivePermit) Release(o LimitOutcome) {
 // Release on it exactly once. The round-trip time is measured from the
 // moment the permit is granted, so queueing is not counted as latency.
 func (a *AdaptiveLimiter) Acquire(ctx context.Context) (AdaptivePermit, error) {
-	if _, err := a.acquire(ctx); err != nil {
-		return AdaptivePermit{}, err
-	}
-	return AdaptivePermit{l: a, start: a.now()}, nil
+	p, _, err := a.begin(ctx)
+	return p, err
 }
 
 // TryAcquire takes a permit if one is free and nobody is waiting; it never
 // queues.
 func (a *AdaptiveLimiter) TryAcquire() (AdaptivePermit, bool) {
-	if !a.tryAcquire() {
+	a.mu.Lock()
+	// inFlight < limit implies an empty queue (see permitEngine.tryAcquire).
+	if a.inFlight >= a.limit {
+		a.mu.Unlock()
 		return AdaptivePermit{}, false
 	}
-	return AdaptivePermit{l: a, start: a.now()}, true
+	a.inFlight++
+	weight := a.timingLocked()
+	a.mu.Unlock()
+	return a.permit(weight), true
+}
+
+// begin takes a permit like permitEngine.acquire and decides, under the
+// same lock, whether the execution is timed. It reports how long a
+// rejected execution waited in the queue, for telemetry.
+func (a *AdaptiveLimiter) begin(ctx context.Context) (AdaptivePermit, time.Duration, error) {
+	if ctx.Err() != nil {
+		return AdaptivePermit{}, 0, context.Cause(ctx)
+	}
+	a.mu.Lock()
+	if a.inFlight < a.limit {
+		a.inFlight++
+		weight := a.timingLocked()
+		a.mu.Unlock()
+		return a.permit(weight), 0, nil
+	}
+	waited, err := a.acquireSlowLocked(ctx) // unlocks
+	if err != nil {
+		return AdaptivePermit{}, waited, err
+	}
+	// A queued execution is already slow; timing it costs nothing that
+	// matters, and weight 1 keeps the window's mean unbiased.
+	return a.permit(1), 0, nil
+}
+
+// timingLocked decides whether the execution being admitted is timed and
+// returns its weight: 1 while the window has fewer than denseTimed timed
+// executions, then sparseEvery for one execution in sparseEvery, and 0
+// (untimed) for the rest. a.mu must be held.
+func (a *AdaptiveLimiter) timingLocked() int64 {
+	if a.win.started < denseTimed {
+		a.win.started++
+		return 1
+	}
+	x := a.pick
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	a.pick = x
+	if x>>60&(sparseEvery-1) == 0 { // the top bits are the best mixed
+		return sparseEvery
+	}
+	return 0
+}
+
+// permit returns a permit of the given weight, reading the clock only if
+// it is timed.
+func (a *AdaptiveLimiter) permit(weight int64) AdaptivePermit {
+	if weight == 0 {
+		return AdaptivePermit{l: a}
+	}
+	return AdaptivePermit{l: a, start: a.now(), weight: weight}
 }
 
 // now reads the monotonic clock as an offset from the limiter's creation;
@@ -361,28 +453,30 @@ func (a *AdaptiveLimiter) now() int64 { return int64(time.Since(a.epoch)) }
 // the result and returns the permit. A panic in next releases the permit
 // without a sample and propagates.
 func (a *AdaptiveLimiter) Execute(ctx context.Context, tel Telemetry, next Next) error {
-	waited, err := a.acquire(ctx)
+	p, waited, err := a.begin(ctx)
 	if err != nil {
 		emitBulkheadRejection(ctx, tel, waited, err)
 		return err
 	}
-	start := a.now()
 	released := false
 	defer func() {
 		if !released { // next panicked
-			a.release(start, LimitIgnored)
+			a.release(p, LimitIgnored)
 		}
 	}()
 	err = next(ctx)
 	released = true
-	a.release(start, a.classify(ctx, err))
+	a.release(p, a.classify(ctx, err))
 	return err
 }
 
 // release returns a permit and records the execution in the window. The
 // release that closes a window hands it to the algorithm after unlocking.
-func (a *AdaptiveLimiter) release(start int64, o LimitOutcome) {
-	now := a.now()
+func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) {
+	var now int64
+	if p.weight > 0 {
+		now = a.now()
+	}
 	a.mu.Lock()
 	inFlight := a.inFlight
 	if !a.releaseLocked() {
@@ -397,19 +491,30 @@ func (a *AdaptiveLimiter) release(start int64, o LimitOutcome) {
 	if o == LimitDropped {
 		w.drops++
 	} else {
-		rtt := max(now-start, 0)
 		w.samples++
-		w.rttSum += rtt
-		if w.minRTT == 0 || rtt < w.minRTT {
-			w.minRTT = rtt
+		if p.weight > 0 {
+			rtt := max(now-p.start, 0)
+			w.timed++
+			w.rttSum += rtt * p.weight
+			w.rttWeight += p.weight
+			if w.minRTT == 0 || rtt < w.minRTT {
+				w.minRTT = rtt
+			}
 		}
 	}
 	if inFlight > w.maxInFlight {
 		w.maxInFlight = inFlight
 	}
+	// Only a timed release knows the time, so only it may close the
+	// window; and a window with samples needs timed ones for its mean
+	// (when every execution is timed, both always hold).
+	if p.weight == 0 || a.updating || (w.samples > 0 && w.timed == 0) {
+		a.mu.Unlock()
+		return
+	}
 	elapsed := now - w.start
 	n := w.samples + w.drops
-	if a.updating || !(elapsed >= maxWindow || (n >= min(windowMinSamples, a.limit) && elapsed >= w.length)) {
+	if !(elapsed >= maxWindow || (n >= min(windowMinSamples, a.limit) && w.timed >= min(windowMinSamples, w.samples) && elapsed >= w.length)) {
 		a.mu.Unlock()
 		return
 	}
@@ -423,7 +528,7 @@ func (a *AdaptiveLimiter) release(start int64, o LimitOutcome) {
 		MinRTT:   time.Duration(w.minRTT),
 	}
 	if w.samples > 0 {
-		s.RTT = time.Duration(w.rttSum / int64(w.samples))
+		s.RTT = time.Duration(w.rttSum / w.rttWeight)
 	}
 	length := w.length
 	if w.samples > 0 {

@@ -372,3 +372,63 @@ func TestAdaptiveMinLimitWhileDependencySlow(t *testing.T) {
 		}
 	})
 }
+
+// windowRecorder wraps an algorithm and records each window's summary.
+type windowRecorder struct {
+	LimitAlgorithm
+	mu      sync.Mutex
+	windows []LimitSample
+}
+
+func (r *windowRecorder) Update(s LimitSample) float64 {
+	r.mu.Lock()
+	r.windows = append(r.windows, s)
+	r.mu.Unlock()
+	return r.LimitAlgorithm.Update(s)
+}
+
+// At high throughput the limiter times only some executions (every one
+// until a window has started denseTimed timed ones, then one in
+// sparseEvery); the limit must still find the knee, settle, and follow it
+// down. K = 400 puts about 400 executions in each window (a window is
+// about one round-trip time), so most of them go untimed.
+func TestAdaptiveSimulationSampledTimingAtHighThroughput(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := NewGradient2(Gradient2Options{})
+		rec := &windowRecorder{LimitAlgorithm: g}
+		lim, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{Algorithm: rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc := &simService{base: 100 * time.Millisecond, knee: 400}
+		limits := simRun(lim, lim.Stats, svc, 6000, 20*time.Second,
+			[]simPhase{{0, 400}, {12 * time.Second, 200}})
+		settledLo, settledHi := minMax(limits[60:120])
+		halvedLo, halvedHi := minMax(limits[170:200])
+		goodput := svc.goodput(6, 12, 400)
+		rec.mu.Lock()
+		var big, total int
+		for _, w := range rec.windows[len(rec.windows)/4:] {
+			total++
+			if w.Samples >= 3*denseTimed {
+				big++
+			}
+		}
+		rec.mu.Unlock()
+		t.Logf("settled limit %d..%d (K=400), goodput %.1f%%; after K 400→200: %d..%d; %d of %d windows with ≥ %d samples",
+			settledLo, settledHi, 100*goodput, halvedLo, halvedHi, big, total, 3*denseTimed)
+		// The scenario must really be in the sampled regime.
+		if big < total/2 {
+			t.Fatalf("only %d of %d windows held ≥ %d executions: not a high-throughput run", big, total, 3*denseTimed)
+		}
+		if settledLo < 300 || settledHi > 500 || goodput < 0.9 {
+			t.Errorf("not settled near K = 400: limit %d..%d, goodput %.1f%%", settledLo, settledHi, 100*goodput)
+		}
+		if halvedLo < 150 || halvedHi > 250 {
+			t.Errorf("did not follow K = 200: limit %d..%d", halvedLo, halvedHi)
+		}
+		if s := lim.Stats(); s.InFlight != 0 || s.Queued != 0 {
+			t.Fatalf("after the run: %+v", s)
+		}
+	})
+}

@@ -290,3 +290,105 @@ type panicAlg struct{}
 func (panicAlg) Update(LimitSample) float64 { panic("algorithm bug") }
 
 func nan() float64 { var z float64; return z / z }
+
+// countingAlg counts its updates and keeps the limit.
+type countingAlg struct{ n int }
+
+func (c *countingAlg) Update(s LimitSample) float64 { c.n++; return s.Limit }
+
+// Sampled timing: the first denseTimed executions of a window are timed,
+// then one in sparseEvery (weighted by sparseEvery); untimed releases
+// never close a window, however late, but still count as samples, drops
+// and in-flight; the next timed release closes it, and the window's mean
+// weighs each timed execution by the inverse of its chance to be timed.
+func TestAdaptiveUntimedExecutionsNeverCloseAWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		alg := &countingAlg{}
+		a := newTestAdaptive(t, AdaptiveLimiterOptions{Algorithm: alg, InitialLimit: 1000})
+		const n = 1000
+		var dense, sparse, untimed []AdaptivePermit
+		for range n {
+			p, ok := a.TryAcquire()
+			if !ok {
+				t.Fatal("not admitted")
+			}
+			switch p.weight {
+			case 1:
+				dense = append(dense, p)
+			case sparseEvery:
+				sparse = append(sparse, p)
+			case 0:
+				untimed = append(untimed, p)
+			default:
+				t.Fatalf("weight %d", p.weight)
+			}
+		}
+		if len(dense) != denseTimed {
+			t.Fatalf("%d executions timed in full, want %d", len(dense), denseTimed)
+		}
+		// One in sparseEvery of the rest, give or take the pseudo-random pick.
+		if want := (n - denseTimed) / sparseEvery; len(sparse) < want/2 || len(sparse) > 2*want {
+			t.Fatalf("%d of %d executions timed sparsely, want about %d", len(sparse), n-denseTimed, want)
+		}
+		time.Sleep(2 * time.Second) // past the longest window
+		for i, p := range untimed {
+			o := LimitSampled
+			if i%2 == 1 {
+				o = LimitDropped
+			}
+			p.Release(o)
+		}
+		if alg.n != 0 {
+			t.Fatalf("an untimed release closed a window (%d updates)", alg.n)
+		}
+		a.mu.Lock()
+		w := a.win
+		a.mu.Unlock()
+		if w.samples+w.drops != len(untimed) || w.timed != 0 || w.maxInFlight != n {
+			t.Fatalf("untimed releases not counted: %+v", w)
+		}
+		// A timed release has the clock reading and closes the window.
+		sparse[0].Release(LimitSampled)
+		if alg.n != 1 {
+			t.Fatalf("a timed release after 2 s did not close the window (%d updates)", alg.n)
+		}
+		for _, p := range append(dense, sparse[1:]...) {
+			p.Release(LimitIgnored)
+		}
+		if s := a.Stats(); s.InFlight != 0 {
+			t.Fatalf("permits lost: %+v", s)
+		}
+	})
+}
+
+// The window's mean round-trip time weighs sparsely timed executions by
+// sparseEvery, so it estimates the mean over all executions.
+func TestAdaptiveWeightedMean(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &windowRecorder{LimitAlgorithm: fixedAlg(100)}
+		a := newTestAdaptive(t, AdaptiveLimiterOptions{Algorithm: rec, InitialLimit: 100})
+		// Hand-made permits: nine timed in full with 10 ms, one sparsely
+		// timed with 40 ms. Mean = (9*10 + 16*40) / 25 ms.
+		start := a.now()
+		a.mu.Lock()
+		a.inFlight += 18
+		a.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+		for range 9 {
+			AdaptivePermit{l: a, start: start, weight: 1}.Release(LimitSampled)
+		}
+		time.Sleep(30 * time.Millisecond)
+		for range 8 {
+			AdaptivePermit{l: a}.Release(LimitSampled) // untimed: count, no time
+		}
+		AdaptivePermit{l: a, start: start, weight: sparseEvery}.Release(LimitSampled)
+		if len(rec.windows) != 1 {
+			t.Fatalf("%d windows, want 1", len(rec.windows))
+		}
+		w := rec.windows[0]
+		want := (9*10*time.Millisecond + sparseEvery*40*time.Millisecond) / (9 + sparseEvery)
+		if w.RTT != want || w.MinRTT != 10*time.Millisecond || w.Samples != 18 {
+			t.Fatalf("window %+v, want RTT %v, MinRTT 10ms, 18 samples", w, want)
+		}
+	})
+}

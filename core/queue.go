@@ -261,6 +261,14 @@ func (e *permitEngine) acquire(ctx context.Context) (time.Duration, error) {
 		e.mu.Unlock()
 		return 0, nil
 	}
+	return e.acquireSlowLocked(ctx)
+}
+
+// acquireSlowLocked is acquire once no permit was free: it sheds or
+// queues. It is called with e.mu held and releases it. The adaptive
+// limiter calls it after its own fast path, which also decides under the
+// same lock whether to time the execution.
+func (e *permitEngine) acquireSlowLocked(ctx context.Context) (time.Duration, error) {
 	if e.queueLimit == 0 || (e.overflow == OverflowRejectNew && e.queue.len() >= e.queueLimit && !e.purgeFullLocked()) {
 		// Shed without running the priority function: under overload this
 		// is the common case and should cost as little as possible.

@@ -183,8 +183,9 @@ func (t *timedRequest) clientGone() bool {
 
 // serveTimed runs next with the timed writer. With the middleware's own
 // timeout it arms a timer; under a custom pipeline (custom) without one,
-// it watches ctx for a pipeline timeout instead.
-func (m *Middleware) serveTimed(w http.ResponseWriter, r *http.Request, ctx context.Context, next http.Handler, custom bool) {
+// it watches ctx for a pipeline timeout instead. A non-nil res receives
+// how the request ended (for the adaptive limiter), even if it panicked.
+func (m *Middleware) serveTimed(w http.ResponseWriter, r *http.Request, ctx context.Context, next http.Handler, custom bool, res *timedResult) {
 	t := &timedRequest{m: m, client: r.Context()}
 	t.tw.w = w
 	t.tw.owner = t
@@ -203,7 +204,7 @@ func (m *Middleware) serveTimed(w http.ResponseWriter, r *http.Request, ctx cont
 		t.stop = context.AfterFunc(ctx, t.ctxDone)
 	}
 	completed := false
-	defer func() { t.finish(completed) }()
+	defer func() { t.finish(completed, res) }()
 	next.ServeHTTP(&t.tw, r.WithContext(t.ctx))
 	completed = true
 }
@@ -263,7 +264,7 @@ func (t *timedRequest) untime() {
 
 // finish runs when the handler returns or panics (completed false), on
 // the request's goroutine, before ServeHTTP returns.
-func (t *timedRequest) finish(completed bool) {
+func (t *timedRequest) finish(completed bool, res *timedResult) {
 	if t.timer != nil {
 		t.timer.Stop()
 	}
@@ -277,6 +278,9 @@ func (t *timedRequest) finish(completed bool) {
 	tw := &t.tw
 	tw.mu.Lock()
 	before := tw.finishLocked(completed, expired)
+	if res != nil {
+		*res = timedResult{completed: completed, state: before, status: int(tw.status), clientGone: t.clientGone()}
+	}
 	if tw.late {
 		tw.late = false
 		t.m.late.Add(-1)

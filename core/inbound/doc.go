@@ -74,6 +74,27 @@
 // or closure is made unless something needs it (a timeout, a rate limit,
 // a Priority function or a custom pipeline).
 //
+// # Adaptive limit
+//
+// Options.Adaptive replaces the fixed Concurrency stage with a
+// resilience.AdaptiveLimiter: the same queue, priorities and 503s, but a
+// limit that follows the service's latency (see that type for when to
+// prefer it). The middleware counts each request for it by how it ended:
+//
+//	hit Timeout (504 sent, or a committed response aborted)   drop: overload
+//	4xx response                                              ignored: the request was wrong
+//	client disconnected                                       ignored: not the service's doing
+//	handler panicked, or hijacked the connection              ignored
+//	anything else (2xx, 3xx, 5xx)                             latency sample
+//
+// The status is read from the timed writer, or without a Timeout from a
+// thin writer that only records it (Flush, Hijack and
+// http.ResponseController still work through it). Execute, which sees no
+// response, classifies by the callback's error with
+// AdaptiveLimiterOptions.Classify (default resilience.DefaultClassify):
+// the inbound timeout is a drop, a cancelled request is ignored. Stats
+// and Middleware.AdaptiveLimiter report the live limit.
+//
 // # Request view and keys
 //
 // Rate-limit key functions, Priority functions and custom pipelines read

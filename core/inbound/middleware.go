@@ -23,6 +23,7 @@ import (
 type Middleware struct {
 	opts     Options
 	limiter  *resilience.ConcurrencyLimiter
+	adaptive *resilience.AdaptiveLimiter
 	rate     *resilience.RateLimiter
 	pipeline *resilience.Pipeline[struct{}]
 	needView bool
@@ -59,6 +60,9 @@ func New(opts Options) (*Middleware, error) {
 		m.limiter = l
 		m.limTel = resilience.NewTelemetry(name, l.StrategyName(), opts.Listener)
 		m.needView = c.Priority != nil
+	}
+	if err := m.initAdaptive(name); err != nil {
+		return nil, err
 	}
 	if opts.RateLimit != nil {
 		ro := *opts.RateLimit
@@ -134,6 +138,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case m.pipeline != nil:
 		m.servePipeline(w, r, ctx, h.next)
+	case m.adaptive != nil:
+		m.serveAdaptive(w, r, ctx, h.next)
 	case m.limiter != nil:
 		if err := m.acquire(ctx); err != nil {
 			m.reject(w, err)
@@ -152,7 +158,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serve runs next, timed when a timeout is configured.
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, ctx context.Context, next http.Handler) {
 	if m.timeout > 0 {
-		m.serveTimed(w, r, ctx, next, false)
+		m.serveTimed(w, r, ctx, next, false, nil)
 		return
 	}
 	if ctx != r.Context() {
@@ -172,7 +178,7 @@ type pipelineCall struct {
 
 func (c *pipelineCall) run(ctx context.Context) (struct{}, error) {
 	c.ran = true
-	c.m.serveTimed(c.w, c.r, ctx, c.next, true)
+	c.m.serveTimed(c.w, c.r, ctx, c.next, true, nil)
 	return struct{}{}, nil
 }
 
@@ -268,6 +274,9 @@ func (m *Middleware) Execute(ctx context.Context, req *Request, fn func(ctx cont
 			return struct{}{}, m.runTimeout(ctx, fn)
 		})
 		return err
+	}
+	if m.adaptive != nil {
+		return m.executeAdaptive(ctx, fn)
 	}
 	if m.limiter != nil {
 		if err := m.acquire(ctx); err != nil {

@@ -32,6 +32,14 @@ type Options struct {
 	// Pipeline.
 	Concurrency *resilience.ConcurrencyLimiterOptions
 
+	// Adaptive, when set, is the concurrency limiter stage instead of
+	// Concurrency: a resilience.AdaptiveLimiter whose limit follows the
+	// service's latency. Each request counts by its outcome: one that hit
+	// Timeout is a drop (overload), a 4xx response, a client that left, a
+	// hijacked connection or a panic are ignored, anything else is a
+	// latency sample. Mutually exclusive with Concurrency and Pipeline.
+	Adaptive *resilience.AdaptiveLimiterOptions
+
 	// RateLimit, when set, limits requests per key before they reach the
 	// concurrency limiter; refusals are 429s. A nil Key means
 	// KeyByClientIP. The other fields are resilience.RateLimiterOptions'.
@@ -48,7 +56,7 @@ type Options struct {
 
 	// LimiterStats, when set, supplies Limit, InFlight and Queued for
 	// Stats: with a custom Pipeline, pass the Stats method of the limiter
-	// in it. Ignored when Concurrency is set.
+	// in it. Ignored when Concurrency or Adaptive is set.
 	LimiterStats func() resilience.LimiterStats
 
 	// Listener receives the telemetry events of the built-in stages:
@@ -89,6 +97,9 @@ func (o *Options) validate() error {
 	}
 	if o.Concurrency != nil && o.Pipeline != nil {
 		return configError("Options.Pipeline", "cannot be set together with Options.Concurrency; put the concurrency limiter in the pipeline")
+	}
+	if err := o.validateAdaptive(); err != nil {
+		return err
 	}
 	switch o.RateLimitHeaders {
 	case RateLimitHeadersSplit, RateLimitHeadersStructured, RateLimitHeadersOff:

@@ -30,6 +30,9 @@ func (m *Middleware) Stats() Stats {
 	case m.limiter != nil:
 		ls := m.limiter.Stats()
 		s.Limit, s.InFlight, s.Queued = ls.Limit, ls.InFlight, ls.Queued
+	case m.adaptive != nil:
+		ls := m.adaptive.Stats()
+		s.Limit, s.InFlight, s.Queued = ls.Limit, ls.InFlight, ls.Queued
 	case m.opts.LimiterStats != nil:
 		ls := m.opts.LimiterStats()
 		s.Limit, s.InFlight, s.Queued = ls.Limit, ls.InFlight, ls.Queued

@@ -66,6 +66,7 @@ type timeoutWriter struct {
 	mu         sync.Mutex
 	state      writerState
 	late       bool     // counted in Middleware.late
+	status     int16    // the handler's status once committed (200 if implicit); fits the padding
 	informKeys []string // fields copied to w for 1xx responses, removed by the 504
 }
 
@@ -97,6 +98,9 @@ func (tw *timeoutWriter) commitLocked() {
 	tw.copyHeaderLocked()
 	tw.state = stateCommitted
 	tw.hcommitted = true
+	if tw.status == 0 {
+		tw.status = http.StatusOK // Write or Flush without WriteHeader
+	}
 }
 
 // WriteHeader sends the status (and the handler's fields) unless the
@@ -118,6 +122,7 @@ func (tw *timeoutWriter) WriteHeader(code int) {
 			tw.w.WriteHeader(code)
 			return
 		}
+		tw.status = int16(code) // WriteHeader checked 100..999
 		tw.commitLocked()
 		tw.w.WriteHeader(code)
 	case stateCommitted:
