@@ -165,7 +165,8 @@ type timedRequest struct {
 	ctx    context.Context // the handler's
 	client context.Context // the request's own: ended means the client left
 	timer  *time.Timer
-	stop   func() bool // context.AfterFunc registration (custom pipeline)
+	budget time.Duration // from the start to the deadline (ours, or an earlier upstream one)
+	stop   func() bool   // context.AfterFunc registration (custom pipeline)
 }
 
 // isTimeout reports whether a context ended because time ran out (ours, a
@@ -189,6 +190,7 @@ func (m *Middleware) serveTimed(w http.ResponseWriter, r *http.Request, ctx cont
 	t := &timedRequest{m: m, client: r.Context()}
 	t.tw.w = w
 	t.tw.owner = t
+	t.tw.h1 = r.ProtoMajor < 2
 	t.ctx = ctx
 	if m.timeout > 0 {
 		now := time.Now()
@@ -199,7 +201,8 @@ func (m *Middleware) serveTimed(w http.ResponseWriter, r *http.Request, ctx cont
 		t.dctx.init(ctx, dl)
 		t.ctx = &t.dctx
 		// Every field fire reads is set: it may run at once.
-		t.timer = time.AfterFunc(dl.Sub(now), t.fire)
+		t.budget = dl.Sub(now)
+		t.timer = time.AfterFunc(t.budget, t.fire)
 	} else if custom && ctx.Done() != nil {
 		t.stop = context.AfterFunc(ctx, t.ctxDone)
 	}
@@ -223,7 +226,7 @@ func (t *timedRequest) fire() {
 	late := t.expireLocked()
 	tw.mu.Unlock()
 	if late {
-		t.m.timeoutTel.Emit(t.ctx, resilience.Event{Name: resilience.EventTimeout, Duration: t.m.timeout, Err: t.m.timeoutErr})
+		t.m.timeoutTel.Emit(t.ctx, resilience.Event{Name: resilience.EventTimeout, Duration: t.budget, Err: t.m.timeoutErr})
 	}
 }
 

@@ -41,21 +41,30 @@
 // really returns: a handler that ignores its context still counts against
 // the cap, and Stats reports it as late. Guarantees, each tested:
 //
-//   - At the deadline the request's context is cancelled and, if the
-//     handler has not started its response, a complete 504 (Content-Length,
-//     Connection: close) is written and flushed at that moment, even if the
-//     handler ignores its context. Its later writes return
-//     http.ErrHandlerTimeout and are dropped; fields it set do not leak
-//     into the 504 (its header map stays private until it commits). The
-//     connection's read deadline is set to now, so a handler blocked
-//     reading the body is released.
-//   - A response the handler has started (WriteHeader, Write or Flush) is
-//     committed: a later deadline cannot turn it into a 504. It is aborted
-//     instead: the write deadline is set to now, so nothing more reaches
-//     the client (HTTP/2 resets the stream at once), and when the handler
-//     returns the middleware panics with http.ErrAbortHandler so net/http
-//     drops the connection rather than end the response as if it were
-//     whole. An outer recovering middleware should re-panic that value.
+//   - At the deadline the request's context ends (DeadlineExceeded) and,
+//     if the handler has not committed its response, a complete 504
+//     (Content-Length; Connection: close on HTTP/1) is written and flushed
+//     at that moment, even if the handler ignores its context. Its later
+//     writes return http.ErrHandlerTimeout and are dropped; fields it set
+//     do not leak into the 504 (its header map stays private until it
+//     commits). The connection's read deadline is set to now, so a handler
+//     blocked reading the body is released. On HTTP/2 the 504's stream is
+//     reset right after it is sent, so the client is not held until the
+//     handler returns, and the connection's other streams go on.
+//   - Until it commits, the writer holds the handler's status and the
+//     first 4 KiB of its body, as net/http's own buffer would: a handler
+//     that wrote its status (or a little of its body) and then stalled
+//     still gets its 504 on time. It commits on Flush, or when the body
+//     passes 4 KiB; a handler that returns in time gets what it wrote,
+//     with a Content-Length when it fits.
+//   - A committed response cannot become a 504. At the deadline it is
+//     aborted instead: the write deadline is set to now, so nothing more
+//     reaches the client (HTTP/2 resets the stream at once), and when the
+//     handler returns the middleware panics with http.ErrAbortHandler so
+//     net/http drops the connection rather than end the response as if it
+//     were whole. An outer recovering middleware should re-panic that
+//     value. (net/http cannot end an HTTP/1 response early: the client
+//     sees the connection drop when the late handler returns.)
 //   - Flush and Hijack work through the middleware (and
 //     http.ResponseController, through Unwrap). A hijacked connection is
 //     no longer timed: the timer is stopped and the context no longer

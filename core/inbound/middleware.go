@@ -173,19 +173,34 @@ type pipelineCall struct {
 	w    http.ResponseWriter
 	r    *http.Request
 	next http.Handler
-	ran  bool
+	ran  atomic.Bool
 }
 
+// errHandlerRan is what a second call of the callback returns: a retry or
+// hedging strategy in a custom inbound pipeline must not run the handler
+// again, since its response is already under way.
+var errHandlerRan = errors.New("inbound: the handler already ran for this request")
+
 func (c *pipelineCall) run(ctx context.Context) (struct{}, error) {
-	c.ran = true
+	if !c.ran.CompareAndSwap(false, true) {
+		return struct{}{}, errHandlerRan
+	}
 	c.m.serveTimed(c.w, c.r, ctx, c.next, true, nil)
+	// A timeout strategy in the pipeline reports its deadline (and emits
+	// its event) only when the callback fails; the 504 itself was sent by
+	// the timed writer.
+	if ctx.Err() != nil {
+		if cause := context.Cause(ctx); isTimeout(cause) {
+			return struct{}{}, cause
+		}
+	}
 	return struct{}{}, nil
 }
 
 func (m *Middleware) servePipeline(w http.ResponseWriter, r *http.Request, ctx context.Context, next http.Handler) {
 	c := &pipelineCall{m: m, w: w, r: r, next: next}
 	_, err := m.pipeline.Execute(ctx, c.run)
-	if err != nil && !c.ran {
+	if err != nil && !c.ran.Load() {
 		m.reject(w, err)
 	}
 	// An error after the handler ran (a timeout strategy reporting its

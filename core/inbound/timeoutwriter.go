@@ -13,9 +13,9 @@ import (
 // writerState is where a timed response stands. Transitions happen under
 // timeoutWriter.mu:
 //
-//	open ──handler writes/flushes──▶ committed ──deadline──▶ aborted
-//	  │                                  │
-//	  ├──deadline──▶ timedOut            └──Hijack──▶ hijacked
+//	open ──handler flushes, or writes past the hold──▶ committed ──deadline──▶ aborted
+//	  │                                                    │
+//	  ├──deadline──▶ timedOut                              └──Hijack──▶ hijacked
 //	  └──Hijack──▶ hijacked
 //
 // and every state ends in done when ServeHTTP returns, after which the
@@ -23,11 +23,12 @@ import (
 type writerState uint8
 
 const (
-	// stateOpen: nothing sent; the handler's header fields are still its
-	// own map, so a 504 can replace the response entirely.
+	// stateOpen: nothing sent. The handler's header fields are still its
+	// own map, and its status and first bytes are held by the writer, so a
+	// 504 can replace the response entirely.
 	stateOpen writerState = iota
-	// stateCommitted: the handler started its response on the wire
-	// (WriteHeader, Write or Flush passed through).
+	// stateCommitted: the handler's response went to the underlying
+	// writer (it flushed, or wrote more than the writer holds back).
 	stateCommitted
 	// stateTimedOut: the 504 was sent at the deadline; the handler's
 	// writes are discarded.
@@ -42,32 +43,47 @@ const (
 	stateDone
 )
 
+// holdLimit is how much of the body the writer holds back before it
+// commits the response. A status written first and a small body do not
+// commit: net/http would not have sent them yet either, and the 504 can
+// still replace them. Only a Flush, or a body past the limit, commits.
+const holdLimit = 4 << 10
+
+// holdBufs recycles the hold buffers: a request with a small body then
+// costs a copy, not an allocation.
+var holdBufs = sync.Pool{New: func() any { b := make([]byte, 0, holdLimit); return &b }}
+
 // timeoutWriter is the http.ResponseWriter a timed handler gets. It
 // decides, under one mutex, whether the response is the handler's or the
 // middleware's 504, so that exactly one of them reaches the client and a
 // late handler's writes are dropped without a data race on the underlying
 // writer.
 //
-// The handler's header map is private until the handler commits: the 504,
-// written from the timer's goroutine, must neither carry the handler's
-// fields nor touch a map the handler may be writing to. Body writes pass
-// through as they come (no buffering, no copy); the mutex is held only for
-// the state change, not during the write, so a handler blocked writing to
-// a slow client does not delay the deadline, which then releases it by
-// setting the write deadline.
+// Until the handler commits, its header map is private, and its status
+// and up to holdLimit bytes of body are held here: the 504, written from
+// the timer's goroutine, must neither carry the handler's fields nor touch
+// a map the handler may be writing to, and a handler that wrote its status
+// and then stalled must still get its 504 on time. After the commit,
+// writes pass through as they come; the mutex is held only for the state
+// change, not during the write, so a handler blocked writing to a slow
+// client does not delay the deadline, which then releases it by setting
+// the write deadline.
 type timeoutWriter struct {
 	w     http.ResponseWriter
 	owner *timedRequest
+	h1    bool // HTTP/1.x: the 504 closes the connection
 
 	// Touched only by the handler's goroutine.
 	h          http.Header // the handler's fields until commit; nil until asked for
 	hcommitted bool        // the handler committed (mirrors state for the handler)
 
-	mu         sync.Mutex
-	state      writerState
-	late       bool     // counted in Middleware.late
-	status     int16    // the handler's status once committed (200 if implicit); fits the padding
-	informKeys []string // fields copied to w for 1xx responses, removed by the 504
+	mu     sync.Mutex
+	state  writerState
+	late   bool     // counted in Middleware.late
+	code   int16    // status held, not sent yet (0: none)
+	status int16    // the handler's status once committed (200 if implicit)
+	body   *[]byte  // body held, not sent yet (nil: none)
+	copied []string // fields copied to w before the commit (1xx, a held status), removed by the 504
 }
 
 // Header returns the handler's header map: private until the response is
@@ -82,30 +98,83 @@ func (tw *timeoutWriter) Header() http.Header {
 	return tw.h
 }
 
-// copyHeaderLocked moves the handler's fields to the underlying map.
-func (tw *timeoutWriter) copyHeaderLocked() {
+// copyHeaderLocked copies the handler's fields to the underlying map,
+// remembering them when the response is not committed yet so that a 504
+// can remove them.
+func (tw *timeoutWriter) copyHeaderLocked(remember bool) {
 	if len(tw.h) == 0 {
 		return
 	}
 	dst := tw.w.Header()
 	for k, v := range tw.h {
 		dst[k] = v
+		if remember {
+			tw.copied = append(tw.copied, k)
+		}
 	}
 }
 
-// commitLocked makes the handler's response the response.
-func (tw *timeoutWriter) commitLocked() {
-	tw.copyHeaderLocked()
+// commitLocked makes the handler's response the response and hands back
+// what was held, for the caller to send (outside the lock, unless the
+// handler has returned).
+func (tw *timeoutWriter) commitLocked() (code int, body *[]byte) {
+	if tw.code == 0 {
+		tw.copyHeaderLocked(false) // a held status copied them already
+	}
+	code, body = int(tw.code), tw.body
+	tw.code, tw.body = 0, nil
 	tw.state = stateCommitted
 	tw.hcommitted = true
-	if tw.status == 0 {
-		tw.status = http.StatusOK // Write or Flush without WriteHeader
+	tw.status = http.StatusOK // Write or Flush without WriteHeader
+	if code != 0 {
+		tw.status = int16(code) // WriteHeader checked 100..999
+	}
+	return code, body
+}
+
+// sendHeld writes what commitLocked handed back.
+func (tw *timeoutWriter) sendHeld(code int, body *[]byte) error {
+	if code != 0 {
+		tw.w.WriteHeader(code)
+	}
+	if body == nil {
+		return nil
+	}
+	_, err := tw.w.Write(*body)
+	*body = (*body)[:0]
+	holdBufs.Put(body)
+	return err
+}
+
+// dropHeldLocked discards what was held.
+func (tw *timeoutWriter) dropHeldLocked() {
+	tw.code = 0
+	if tw.body != nil {
+		*tw.body = (*tw.body)[:0]
+		holdBufs.Put(tw.body)
+		tw.body = nil
 	}
 }
 
-// WriteHeader sends the status (and the handler's fields) unless the
-// deadline has passed. 1xx informational responses are sent without
-// committing, as net/http does.
+// holdLocked keeps p back if it fits, and reports whether it did.
+func (tw *timeoutWriter) holdLocked(p []byte) bool {
+	if tw.body == nil {
+		if len(p) > holdLimit {
+			return false
+		}
+		tw.body = holdBufs.Get().(*[]byte)
+	}
+	if len(*tw.body)+len(p) > holdLimit {
+		return false
+	}
+	*tw.body = append(*tw.body, p...)
+	return true
+}
+
+// WriteHeader holds the status (and takes the handler's fields as they are
+// now, as net/http does) until the response commits, unless the deadline
+// has passed. 1xx informational responses are sent at once, as net/http
+// does; 101 Switching Protocols commits.
 func (tw *timeoutWriter) WriteHeader(code int) {
 	if code < 100 || code > 999 {
 		panic(fmt.Sprintf("invalid WriteHeader code %v", code)) // as net/http does
@@ -114,17 +183,21 @@ func (tw *timeoutWriter) WriteHeader(code int) {
 	defer tw.mu.Unlock()
 	switch tw.state {
 	case stateOpen:
-		if code < 200 && code != http.StatusSwitchingProtocols {
-			tw.copyHeaderLocked()
-			for k := range tw.h {
-				tw.informKeys = append(tw.informKeys, k)
-			}
+		switch {
+		case tw.code != 0:
+			// Superfluous: the first status stands, as in net/http.
+		case code < 200 && code != http.StatusSwitchingProtocols:
+			tw.copyHeaderLocked(true)
 			tw.w.WriteHeader(code)
-			return
+		case code == http.StatusSwitchingProtocols:
+			tw.code = int16(code)
+			tw.copyHeaderLocked(false)
+			c, body := tw.commitLocked()
+			_ = tw.sendHeld(c, body)
+		default:
+			tw.code = int16(code)
+			tw.copyHeaderLocked(true)
 		}
-		tw.status = int16(code) // WriteHeader checked 100..999
-		tw.commitLocked()
-		tw.w.WriteHeader(code)
 	case stateCommitted:
 		tw.w.WriteHeader(code) // superfluous: net/http logs it
 	}
@@ -139,37 +212,53 @@ func errAfterState(s writerState) error {
 	return http.ErrHandlerTimeout
 }
 
-// Write sends p unless the deadline has passed, in which case it returns
-// http.ErrHandlerTimeout and p is discarded.
+// Write holds p while the response is open and the held body stays within
+// holdLimit; past it, the response commits and p is sent. After the
+// deadline it returns http.ErrHandlerTimeout and p is discarded.
 func (tw *timeoutWriter) Write(p []byte) (int, error) {
-	if err := tw.claim(); err != nil {
-		return 0, err
+	tw.mu.Lock()
+	switch tw.state {
+	case stateOpen:
+		if tw.holdLocked(p) {
+			tw.mu.Unlock()
+			return len(p), nil
+		}
+		code, body := tw.commitLocked()
+		tw.mu.Unlock()
+		// Outside the lock: the deadline can then abort a write blocked
+		// on a slow client. The state is committed, so nothing else
+		// writes to w.
+		if err := tw.sendHeld(code, body); err != nil {
+			return 0, err
+		}
+	case stateCommitted:
+		tw.mu.Unlock()
+	default:
+		s := tw.state
+		tw.mu.Unlock()
+		return 0, errAfterState(s)
 	}
-	// Outside the lock: the deadline can then abort a write blocked on a
-	// slow client. The state is committed, so nothing else writes to w.
 	return tw.w.Write(p)
 }
 
-// claim commits the response to the handler if it is still open, or
-// reports why the handler no longer owns it.
-func (tw *timeoutWriter) claim() error {
+// FlushError sends what was held and flushes the response to the client,
+// committing it: a later deadline aborts the connection instead of
+// sending a 504.
+func (tw *timeoutWriter) FlushError() error {
 	tw.mu.Lock()
-	defer tw.mu.Unlock()
 	switch tw.state {
 	case stateOpen:
-		tw.commitLocked()
+		code, body := tw.commitLocked()
+		tw.mu.Unlock()
+		if err := tw.sendHeld(code, body); err != nil {
+			return err
+		}
 	case stateCommitted:
+		tw.mu.Unlock()
 	default:
-		return errAfterState(tw.state)
-	}
-	return nil
-}
-
-// FlushError flushes the response to the client, committing it: a later
-// deadline aborts the connection instead of sending a 504.
-func (tw *timeoutWriter) FlushError() error {
-	if err := tw.claim(); err != nil {
-		return err
+		s := tw.state
+		tw.mu.Unlock()
+		return errAfterState(s)
 	}
 	return flushUnderlying(tw.w)
 }
@@ -195,7 +284,13 @@ func (tw *timeoutWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
 	switch tw.state {
-	case stateOpen, stateCommitted:
+	case stateOpen:
+		if tw.code != 0 || tw.body != nil {
+			// net/http sends a written response before it hijacks.
+			code, body := tw.commitLocked()
+			_ = tw.sendHeld(code, body)
+		}
+	case stateCommitted:
 	default:
 		return nil, nil, errAfterState(tw.state)
 	}
@@ -217,16 +312,27 @@ func (tw *timeoutWriter) Unwrap() http.ResponseWriter { return tw.w }
 func (tw *timeoutWriter) expireLocked() bool {
 	switch tw.state {
 	case stateOpen:
+		tw.dropHeldLocked()
 		h := tw.w.Header()
-		for _, k := range tw.informKeys {
+		for _, k := range tw.copied {
 			delete(h, k)
 		}
 		h["Content-Type"] = jsonHeader["Content-Type"]
 		h["Content-Length"] = []string{timeoutContentLength}
-		h["Connection"] = []string{"close"}
+		if tw.h1 {
+			// The late handler still owns the request's connection: the
+			// client must not send another request on it.
+			h["Connection"] = []string{"close"}
+		}
 		tw.w.WriteHeader(http.StatusGatewayTimeout)
 		tw.w.Write(respTimeout.Body) //nolint:errcheck // the client may be gone
 		_ = flushUnderlying(tw.w)
+		if !tw.h1 {
+			// HTTP/2 ends a stream only when the handler returns: reset
+			// it now, after the 504 went out, so the client is not held
+			// until then. The connection and its other streams go on.
+			_ = http.NewResponseController(tw.w).SetWriteDeadline(time.Now())
+		}
 		tw.state = stateTimedOut
 	case stateCommitted:
 		tw.state = stateAborted
@@ -246,23 +352,31 @@ func (tw *timeoutWriter) expireLocked() bool {
 // a timeout) in case no deadline callback ran. It returns the state before.
 func (tw *timeoutWriter) finishLocked(completed, expired bool) writerState {
 	s := tw.state
-	tw.state = stateDone
 	if !completed {
+		tw.dropHeldLocked() // net/http sends nothing for a panicking handler
+		tw.state = stateDone
 		return s
 	}
 	switch s {
 	case stateOpen:
 		if expired {
-			tw.state = stateOpen
 			tw.expireLocked()
 			tw.state = stateDone
 			return stateTimedOut
 		}
-		// The handler set fields but wrote nothing: net/http sends them
-		// with an implicit 200.
-		tw.copyHeaderLocked()
-	case stateCommitted:
+		// The handler returned in time: what it held is its response
+		// (with no status or body, net/http sends its fields with an
+		// implicit 200). The state is done first, so a deadline firing
+		// now leaves the writer alone.
+		code, body := tw.commitLocked()
+		tw.state = stateDone
+		_ = tw.sendHeld(code, body)
 		tw.copyTrailersLocked()
+	case stateCommitted:
+		tw.state = stateDone
+		tw.copyTrailersLocked()
+	default:
+		tw.state = stateDone
 	}
 	return s
 }
