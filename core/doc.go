@@ -1,8 +1,10 @@
 // Package resilience runs callbacks through pipelines of resilience
 // strategies: a timeout, a concurrency limiter with a priority queue (a
-// bulkhead), and a rate limiter partitioned by key. Package inbound, in this
-// module, turns them into HTTP load shedding; the adapters in this
-// repository put that behind chi and other frameworks.
+// bulkhead), an adaptive concurrency limiter, a rate limiter partitioned by
+// key, retry, circuit breaker, fallback and hedging. Package inbound, in
+// this module, turns the first ones into HTTP load shedding, and package
+// outbound wraps an http.RoundTripper in a pipeline; the adapters in this
+// repository put the inbound side behind chi and other frameworks.
 //
 // # Pipelines
 //
@@ -17,8 +19,10 @@
 //
 // Strategies are values that implement Strategy; the builder's AddX methods
 // are shortcuts over them, and AddStrategy takes any value, including a
-// custom strategy or a limiter shared by several pipelines. Strategies are
-// not generic, so one value serves pipelines of any T.
+// custom strategy or a limiter shared by several pipelines. Strategies that
+// only see the error (Strategy: timeout, limiters) are not generic, so one
+// value serves pipelines of any T; those that see the callback's value
+// (ResultStrategy[T]: retry, circuit breaker, fallback, hedging) are typed.
 //
 // # Context is the carrier
 //
@@ -41,6 +45,39 @@
 // Strategies emit named events (EventTimeout, EventRateLimiterRejected)
 // labelled with the pipeline's and the strategy's names to the Listener set
 // with WithListener. NewSlogListener logs them with log/slog.
+//
+// # Fixed or adaptive concurrency limit
+//
+// ConcurrencyLimiter holds a limit you choose; AdaptiveLimiter finds one
+// while the service runs (gradient2 by default, or vegas, aimd, or your
+// own LimitAlgorithm), raising it while latency stays flat and lowering it
+// as soon as latency climbs or executions time out. Both share one queue
+// engine, so priorities, the overflow policies, queue timeouts and CoDel
+// work the same; a provider (LimitProvider, Stats) reads the live limit,
+// in-flight and queued counts of either.
+//
+// Prefer the fixed limit when you have measured one under load: it is
+// simpler and fully predictable. Choose the adaptive one when the right
+// limit is unknown or moves (instance sizes, traffic mix, a dependency's
+// speed). Caveats:
+//   - the algorithms compare latency with a baseline, so routes with very
+//     different latencies belong in separate pipelines, each with its own
+//     limiter;
+//   - timeouts count as overload and lower the limit (a Classifier changes
+//     that: the inbound middleware counts its own timeout as a drop and
+//     ignores client errors and disconnects);
+//   - latency the limit cannot fix (a slow dependency) lowers it too;
+//     MinLimit is the floor that keeps work flowing meanwhile.
+//
+// # Standing queues: CoDel
+//
+// A queue absorbs bursts, but under sustained overload a full queue makes
+// every admitted execution wait a whole queue's worth. CoDelOptions (on
+// either limiter) shorten the queue timeout to a short Target while the
+// queue has not been empty for an Interval, so bursts are still absorbed
+// and a standing queue drains; AdaptiveLIFO serves the newest waiter first
+// while it stands. Use it when the queue is sized like the seed's guidance
+// (one to two times the limit) and overload can last longer than a burst.
 //
 // # Outbound strategies
 //
