@@ -20,6 +20,7 @@ const HealthPath = "/healthz"
 // in Start (required) and, when the adapter lacks something, Missing and
 // KnownFailing. Run reads it and never modifies it; a Harness may be
 // reused by several tests as long as Start is safe to call repeatedly.
+// The zero Harness has no Start: Run fails the test at once.
 type Harness struct {
 	// Name identifies the adapter in failure messages, e.g. "chi".
 	Name string
@@ -51,7 +52,11 @@ type Harness struct {
 	KnownFailing map[string]string
 }
 
-// Config is what Harness.Start serves. Each case builds its own.
+// Config is what Harness.Start serves. Each case builds its own. A plain
+// value: the suite never changes it after passing it to Start, and its
+// handlers are safe for concurrent use. Start never receives the zero
+// Config; a configuration the adapter rejects is Start's error, which
+// fails the case.
 type Config struct {
 	// Options configures the adapter's inbound middleware.
 	Options inbound.Options
@@ -64,7 +69,10 @@ type Config struct {
 	Health http.Handler
 }
 
-// Stats is the middleware's live state, as the suite reads it.
+// Stats is the middleware's live state, as the suite reads it. A plain
+// value: safe to copy and to read from several goroutines; the zero value
+// is an idle middleware without a limiter; nothing here changes on
+// failure.
 type Stats struct {
 	// InFlight is the number of requests holding a concurrency permit,
 	// including handlers still running after their 504 was sent.
@@ -76,7 +84,11 @@ type Stats struct {
 	Limit int
 }
 
-// Server is a running loopback server started by Harness.Start.
+// Server is a running loopback server started by Harness.Start. Stats is
+// called while the server handles requests, so it must be safe for
+// concurrent use. The zero Server is incomplete: a Start that returns one
+// without URL, Stats and Close fails the case. The suite calls Close once
+// the case ends, whatever its outcome.
 type Server struct {
 	// URL is the base URL, "http://127.0.0.1:port", without a trailing
 	// slash.

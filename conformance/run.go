@@ -13,7 +13,10 @@ import (
 
 // Case is one conformance case: a name, the behaviour it pins and why that
 // matters. Cases returns the list; docs print it. The behaviour itself is
-// unexported: a Case is description, not something to construct.
+// unexported: a Case is description, not something to construct. A plain
+// value: safe to copy and to read from several goroutines; the zero Case
+// describes nothing and is never among Cases. Running a case, failing or
+// not, changes nothing in it.
 type Case struct {
 	// Name is stable; it names the subtest and keys Harness.KnownFailing.
 	Name string
@@ -132,7 +135,8 @@ func indent(lines []string) string {
 // Errorf and Logf are safe to call from any goroutine while the case runs;
 // Fatalf stops the case and must be called from the case's own goroutine,
 // as with testing.T. Cleanup functions run last-in first-out when the case
-// ends, whatever the outcome.
+// ends, whatever the outcome. Only Run makes a T: the zero value is not
+// usable (Logf and Context panic).
 type T struct {
 	t *testing.T
 

@@ -8,7 +8,10 @@ import (
 	"time"
 )
 
-// LimitOutcome is how an adaptive limiter counts one finished execution.
+// LimitOutcome is how an adaptive limiter counts one finished execution. A
+// plain value: safe to copy and to read from several goroutines; the zero
+// value is LimitSampled, and an unknown value counts as a sample too;
+// nothing here changes on failure.
 type LimitOutcome uint8
 
 const (
@@ -38,7 +41,10 @@ func (o LimitOutcome) String() string {
 // Classifier decides how an adaptive limiter counts an execution: ctx is
 // the context the limiter ran it with and err what the rest of the
 // pipeline returned. It runs on every execution, so it must be fast, and
-// safe for concurrent use.
+// safe for concurrent use. It has no error result: an unknown value counts
+// as a sample. If it panics, the permit is returned without a sample and
+// the panic propagates. A nil Classifier in
+// AdaptiveLimiterOptions means DefaultClassify.
 type Classifier func(ctx context.Context, err error) LimitOutcome
 
 // DefaultClassify is the classifier an adaptive limiter uses unless told
@@ -82,7 +88,10 @@ const (
 )
 
 // AdaptiveLimiterOptions configures an AdaptiveLimiter. Zero values mean
-// the defaults.
+// the defaults. A plain value: NewAdaptiveLimiter copies it, so it may be
+// shared and reused (except Algorithm, below); its functions are called
+// concurrently and must be safe for that. An invalid field makes
+// NewAdaptiveLimiter return a *ConfigError and build nothing.
 type AdaptiveLimiterOptions struct {
 	// Name labels the strategy's events. Default "AdaptiveLimiter".
 	Name string
@@ -115,7 +124,8 @@ type AdaptiveLimiterOptions struct {
 // LimitProvider reports a limiter's live state: its current limit, the
 // permits in use and the executions queued. Health checks, dashboards and
 // metrics read it from any goroutine. ConcurrencyLimiter and
-// AdaptiveLimiter implement it.
+// AdaptiveLimiter implement it. Stats cannot fail and changes nothing; the
+// zero value of either limiter reports a limit of 0.
 type LimitProvider interface {
 	Stats() LimiterStats
 }
@@ -348,7 +358,8 @@ func (a *AdaptiveLimiter) Stats() LimiterStats { return a.stats() }
 
 // AdaptivePermit is a permit taken by AdaptiveLimiter.Acquire. It is a
 // small value; copying it is fine, but Release must be called exactly once
-// per permit.
+// per permit, from any goroutine. Acquire and TryAcquire return the zero
+// AdaptivePermit when they fail: it holds nothing, and releasing it panics.
 type AdaptivePermit struct {
 	l      *AdaptiveLimiter
 	start  int64 // clock offset at the grant; unset when weight is 0
@@ -458,15 +469,10 @@ func (a *AdaptiveLimiter) Execute(ctx context.Context, tel Telemetry, next Next)
 		emitBulkheadRejection(ctx, tel, waited, err)
 		return err
 	}
-	released := false
-	defer func() {
-		if !released { // next panicked
-			a.release(p, LimitIgnored)
-		}
-	}()
+	outcome := LimitIgnored // if next or the classifier panics
+	defer func() { a.release(p, outcome) }()
 	err = next(ctx)
-	released = true
-	a.release(p, a.classify(ctx, err))
+	outcome = a.classify(ctx, err)
 	return err
 }
 

@@ -6,7 +6,10 @@ import (
 )
 
 // LimitSample summarises the executions an adaptive limiter saw finish in
-// one sampling window. It is what a LimitAlgorithm decides on.
+// one sampling window. It is what a LimitAlgorithm decides on. A plain
+// value, handed over by value: safe to copy and to read from several
+// goroutines; the zero value is an empty window (no samples, no drops, a
+// limit of 0); nothing here changes on failure.
 type LimitSample struct {
 	// Limit is the limit in force, unrounded (the algorithm's last answer,
 	// clamped to [MinLimit, MaxLimit]).
@@ -35,7 +38,10 @@ type LimitSample struct {
 // outside its lock, so an algorithm needs no locking of its own, but an
 // algorithm value holds per-limiter state and must not be shared by two
 // limiters. An algorithm may implement Validator; NewAdaptiveLimiter then
-// checks it.
+// checks it. A nil Algorithm in AdaptiveLimiterOptions means a new
+// Gradient2. Update has no error result; if it panics, the limiter keeps
+// its limit, hands the next window over as usual, and the panic propagates
+// to the execution whose release closed the window.
 type LimitAlgorithm interface {
 	Update(s LimitSample) float64
 }
@@ -97,7 +103,9 @@ func (ss *slowStart) grow(s LimitSample, congested bool) (float64, bool) {
 	return s.Limit * 2, true
 }
 
-// Gradient2Options tunes Gradient2. Zero values mean the defaults.
+// Gradient2Options tunes Gradient2. Zero values mean the defaults. A plain
+// value: NewGradient2 copies it, so it may be shared and reused; an invalid
+// field makes NewGradient2 return a *ConfigError and no algorithm.
 type Gradient2Options struct {
 	// Tolerance is how far the window's mean RTT may exceed the baseline
 	// before the limit falls. Default 1.05 (Netflix: 1.5; see Gradient2).
@@ -153,7 +161,9 @@ type Gradient2Options struct {
 //     above the knee.
 //
 // Gradient2 is not safe for concurrent use; a limiter calls it serially.
-// Its zero value is not usable: build it with NewGradient2.
+// Its zero value is not usable: build it with NewGradient2. Update has no
+// error result; a panic in QueueSize leaves the window's effect on the
+// baseline and on slow start in place, and the limiter keeps its limit.
 type Gradient2 struct {
 	opts Gradient2Options
 	base baseline
@@ -242,7 +252,9 @@ func (g *Gradient2) justLeftSlowStart() bool {
 }
 
 // VegasOptions tunes Vegas. Zero values mean the defaults; Alpha, Beta and
-// Threshold are multiples of log10(limit).
+// Threshold are multiples of log10(limit). A plain value: NewVegas copies
+// it, so it may be shared and reused; an invalid field makes NewVegas
+// return a *ConfigError and no algorithm.
 type VegasOptions struct {
 	// Alpha: below Alpha*log10(limit) estimated queued executions the limit
 	// grows by log10(limit). Default 3.
@@ -286,7 +298,10 @@ type VegasOptions struct {
 //   - Slow start as in Gradient2.
 //
 // Not safe for concurrent use; a limiter calls it serially. Build it with
-// NewVegas.
+// NewVegas: the zero value is not usable, since its options are zero rather
+// than the defaults, so after slow start it never moves the limit except
+// down to MinLimit on a drop. Update has no error result and calls no code
+// of the caller's, so it leaves no partial state.
 type Vegas struct {
 	opts VegasOptions
 	base baseline
@@ -384,7 +399,9 @@ func (v *Vegas) Update(s LimitSample) float64 {
 	return limit*(1-v.opts.Smoothing) + next*v.opts.Smoothing
 }
 
-// AIMDOptions tunes AIMD. Zero values mean the defaults.
+// AIMDOptions tunes AIMD. Zero values mean the defaults. A plain value:
+// NewAIMD copies it, so it may be shared and reused; an invalid field
+// makes NewAIMD return a *ConfigError and no algorithm.
 type AIMDOptions struct {
 	// BackoffRatio multiplies the limit after a window with drops or a
 	// mean RTT above Timeout, in (0, 1). Default 0.9, as Netflix.
@@ -407,7 +424,10 @@ type AIMDOptions struct {
 // the slow start of Gradient2, ended by the first backoff.
 //
 // Not safe for concurrent use; a limiter calls it serially. Build it with
-// NewAIMD.
+// NewAIMD: the zero value is not usable, since with BackoffRatio and
+// Timeout at 0 every window with a drop or a mean RTT above 0 sets the
+// limit to MinLimit. Update has no error result and calls no code of the
+// caller's, so it leaves no partial state.
 type AIMD struct {
 	opts AIMDOptions
 	ss   slowStart

@@ -392,3 +392,25 @@ func TestAdaptiveWeightedMean(t *testing.T) {
 		}
 	})
 }
+
+// Invariant 2: a classifier that panics does not lose the permit.
+func TestAdaptiveClassifierPanicReturnsThePermit(t *testing.T) {
+	l, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{
+		InitialLimit: 1,
+		Classify:     func(context.Context, error) LimitOutcome { panic("classifier bug") },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != "classifier bug" {
+				t.Fatalf("recovered %v", r)
+			}
+		}()
+		_ = l.Execute(context.Background(), Telemetry{}, func(context.Context) error { return nil })
+	}()
+	if s := l.Stats(); s.InFlight != 0 {
+		t.Fatalf("stats after the panic = %+v, want the permit back", s)
+	}
+}

@@ -7,7 +7,9 @@ import (
 	"time"
 )
 
-// CircuitState is the state of a circuit breaker.
+// CircuitState is the state of a circuit breaker. A plain value: safe to
+// copy and to read from several goroutines; the zero value is
+// CircuitClosed; nothing here changes on failure.
 type CircuitState int
 
 const (
@@ -40,7 +42,10 @@ func (s CircuitState) String() string {
 	return "CircuitState(?)"
 }
 
-// BreakDurationArgs is what a BreakDurationGenerator decides from.
+// BreakDurationArgs is what a BreakDurationGenerator decides from. A plain
+// value, handed over by value: safe to copy, keep and read from several
+// goroutines, and changing it changes nothing in the breaker; the zero
+// value describes no failures.
 type BreakDurationArgs struct {
 	// FailureRate is failures/throughput in the sampling window when the
 	// circuit opened from closed; 1 when a probe failed.
@@ -55,6 +60,10 @@ type BreakDurationArgs struct {
 }
 
 // CircuitArgs describes a transition to OnOpened, OnClosed and OnHalfOpened.
+// A plain value, handed over by value: safe to copy, keep and read from
+// several goroutines; the zero value (no outcome, no break, not manual) is
+// what OnHalfOpened gets. The transition has already happened when a
+// callback gets it, so a callback that panics does not undo it.
 type CircuitArgs[T any] struct {
 	// Outcome is the outcome that caused the transition (zero for a
 	// manual one or for half-opening).
@@ -67,7 +76,10 @@ type CircuitArgs[T any] struct {
 
 // CircuitBreakerOptions configures a circuit breaker. The zero value (with
 // T chosen) is Polly's default breaker: it opens for 5 s when at least 10 %
-// of at least 100 executions in the last 30 s failed.
+// of at least 100 executions in the last 30 s failed. A plain value:
+// CircuitBreakerOf copies it, so it may be shared and reused; its functions
+// are called concurrently and must be safe for that. An invalid field is a
+// *ConfigError from NewCircuitBreaker, Validate or Builder.Build.
 type CircuitBreakerOptions[T any] struct {
 	// Name labels the strategy's events. Default "CircuitBreaker".
 	Name string

@@ -29,7 +29,10 @@ import "time"
 // clock once more. Leave it off for queues whose waits are meant to be long
 // (a batch job waiting its turn), where a standing queue is the intent.
 //
-// The zero value of each field means its default.
+// The zero value of each field means its default. A plain value: the
+// limiter copies it when it is made, so it may be shared and reused; a
+// negative or too large duration makes the limiter's constructor return a
+// *ConfigError and build nothing.
 type CoDelOptions struct {
 	// Interval is how long the queue must have been non-empty before it
 	// counts as standing. Default 100ms.

@@ -7,7 +7,10 @@ import (
 
 // OverflowPolicy says what a concurrency limiter does when an execution must
 // queue and the queue is already full. Running executions are never
-// interrupted to make room, whatever the policy.
+// interrupted to make room, whatever the policy. A plain value: safe to
+// copy and to read from several goroutines; the zero value "" means
+// OverflowRejectNew; an unknown value makes the limiter's constructor
+// return a *ConfigError.
 type OverflowPolicy string
 
 const (
@@ -43,7 +46,11 @@ func unknownOverflow(s string) error {
 		s, OverflowRejectNew, OverflowDropOldest, OverflowDropLowestPriority)
 }
 
-// ConcurrencyLimiterOptions configures a ConcurrencyLimiter.
+// ConcurrencyLimiterOptions configures a ConcurrencyLimiter. A plain
+// value: NewConcurrencyLimiter copies it, so it may be shared and reused;
+// Priority is called concurrently and must be safe for that. The zero
+// value is invalid (PermitLimit is required): NewConcurrencyLimiter
+// returns a *ConfigError and builds nothing.
 type ConcurrencyLimiterOptions struct {
 	// Name labels the strategy's events. Default "ConcurrencyLimiter".
 	Name string
@@ -191,7 +198,10 @@ func (l *ConcurrencyLimiter) StrategyName() string {
 	return l.name
 }
 
-// LimiterStats is a snapshot of a limiter's state.
+// LimiterStats is a snapshot of a limiter's state. A plain value: safe to
+// copy and to read from several goroutines; the zero value is what a zero
+// limiter reports (limit 0, nothing in flight or queued). Taking it cannot
+// fail.
 type LimiterStats struct {
 	// Limit is the current permit limit.
 	Limit int `json:"limit"`

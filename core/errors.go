@@ -26,7 +26,9 @@ var (
 
 // RejectReason says why a concurrency limiter (bulkhead) rejected an
 // execution. The values are stable strings: they appear in response bodies,
-// logs and metrics.
+// logs and metrics. A plain value: safe to copy and to read from several
+// goroutines; the zero value "" is no reason (no limiter reports it);
+// nothing here changes on failure.
 type RejectReason string
 
 const (
@@ -42,7 +44,10 @@ const (
 
 // BulkheadRejectedError is returned when a concurrency limiter rejects an
 // execution. The callback did not run. Match with errors.As, or with
-// errors.Is against ErrBulkheadRejected or ErrRejected.
+// errors.Is against ErrBulkheadRejected or ErrRejected. The limiters
+// return one shared value per reason: safe to read from any goroutine,
+// never modified after it is returned, and not to be modified by the
+// caller. The zero value has an empty Reason; no limiter returns it.
 type BulkheadRejectedError struct {
 	Reason RejectReason
 }
@@ -59,7 +64,10 @@ func (e *BulkheadRejectedError) Is(target error) bool {
 // TimeoutRejectedError is returned by the timeout strategy when its own
 // deadline fired before the callback finished. It is also the cause
 // (context.Cause) of the context the callback ran with, so code below the
-// strategy can tell a timeout from its caller's cancellation.
+// strategy can tell a timeout from its caller's cancellation. One value
+// may be shared by many executions; it is never modified after it is
+// returned, so it is safe to read from any goroutine. The zero value
+// reports a Timeout of 0.
 type TimeoutRejectedError struct {
 	// Timeout is the duration the strategy allowed.
 	Timeout time.Duration
@@ -75,7 +83,9 @@ func (e *TimeoutRejectedError) Is(target error) bool {
 }
 
 // RateLimitRejectedError is returned when a rate limiter refuses an
-// execution. The callback did not run.
+// execution. The callback did not run. It is made per rejection and never
+// modified after it is returned, so it is safe to read from any goroutine;
+// the zero value carries no numbers (a RetryAfter of 0).
 type RateLimitRejectedError struct {
 	// RetryAfter is how long until a permit is likely to be available.
 	RetryAfter time.Duration
@@ -99,7 +109,10 @@ func (e *RateLimitRejectedError) Is(target error) bool {
 // ConfigError reports an invalid option. Field names the option as
 // Type.Field (for example "ConcurrencyLimiterOptions.PermitLimit"); Problem
 // says what is wrong with it. Builders and constructors return it; nothing
-// in this module panics on bad configuration.
+// in this module panics on bad configuration. A builder or constructor
+// that returns it has built nothing. It is never modified after it is
+// returned, so it is safe to read from any goroutine; the zero value names
+// no field.
 type ConfigError struct {
 	Field   string
 	Problem string
@@ -171,7 +184,9 @@ var (
 // BrokenCircuitError is returned by a circuit breaker that is open (or
 // half-open with its probe already running). The callback did not run.
 // Match with errors.As, or errors.Is against ErrBrokenCircuit or
-// ErrRejected.
+// ErrRejected. It is made per rejection and never modified after it is
+// returned, so it is safe to read from any goroutine; the zero value has
+// a RetryAfter of 0, as when a probe is running.
 type BrokenCircuitError struct {
 	// RetryAfter is the time until the circuit lets a probe through; 0 when
 	// a probe is running now.
@@ -190,6 +205,8 @@ func (e *BrokenCircuitError) Is(target error) bool {
 // IsolatedCircuitError is returned while a circuit breaker is held open by
 // CircuitBreaker.Isolate. The callback did not run. It matches
 // ErrIsolatedCircuit, ErrBrokenCircuit and ErrRejected with errors.Is.
+// It has no fields: the zero value is the error, the breaker returns one
+// shared value, and it is safe to use from any goroutine.
 type IsolatedCircuitError struct{}
 
 func (e *IsolatedCircuitError) Error() string {

@@ -2,7 +2,10 @@ package resilience
 
 import "context"
 
-// FallbackOptions configures a fallback strategy.
+// FallbackOptions configures a fallback strategy. A plain value: Fallback
+// copies it, so it may be shared and reused; its functions are called
+// concurrently and must be safe for that. Every value is valid; the zero
+// value answers every handled failure with the zero T and a nil error.
 type FallbackOptions[T any] struct {
 	// Name labels the strategy's events. Default "Fallback".
 	Name string

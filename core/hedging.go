@@ -7,7 +7,10 @@ import (
 
 // HedgingOptions configures a hedging strategy. The zero value (with T
 // chosen) is Polly's default: one hedged attempt, launched if the first
-// has not produced an acceptable outcome after 2 s.
+// has not produced an acceptable outcome after 2 s. A plain value: Hedging
+// copies it, so it may be shared and reused; its functions are called
+// concurrently and must be safe for that. An invalid field is a
+// *ConfigError from NewHedging, Validate or Builder.Build.
 type HedgingOptions[T any] struct {
 	// Name labels the strategy's events. Default "Hedging".
 	Name string

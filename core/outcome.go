@@ -8,8 +8,9 @@ import (
 // Outcome is the result of one execution or attempt: the callback's value
 // and error. Every predicate (ShouldHandle) and generator of the outbound
 // strategies receives one, so a strategy can react to a value (an HTTP 503
-// response) as well as to an error. It is a plain value, safe to copy; the
-// zero Outcome is a success with the zero T.
+// response) as well as to an error. It is a plain value, safe to copy and
+// to read from several goroutines; the zero Outcome is a success with the
+// zero T. It holds no state, so nothing in it changes on failure.
 type Outcome[T any] struct {
 	Value T
 	Err   error

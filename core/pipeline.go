@@ -9,6 +9,10 @@ import (
 // Next runs the rest of a pipeline: the strategies inside the current one and
 // finally the callback. A strategy may call it any number of times (a retry
 // calls it again), but must not return before a call it made has returned.
+// Calls must not overlap: concurrent calls would race on the callback's
+// value, so a strategy that runs attempts in parallel must be a
+// ResultStrategy. Each call runs the rest afresh, so a failed call leaves
+// nothing behind for the next. The pipeline never passes a nil Next.
 type Next func(ctx context.Context) error
 
 // Strategy is one stage of a pipeline. Strategies are values: the same value
@@ -18,13 +22,20 @@ type Next func(ctx context.Context) error
 //
 // Execute runs next under the strategy and returns next's error, or its own
 // rejection error without calling next. tel labels the strategy's events
-// with the names of the pipeline that is executing and of this stage.
+// with the names of the pipeline that is executing and of this stage. It
+// must give back what it took (a permit, a timer) before it returns, also
+// when next fails or panics, so a failed execution leaves the strategy
+// ready for the next one. A nil Strategy is refused by AddStrategy with a
+// *ConfigError.
 type Strategy interface {
 	Execute(ctx context.Context, tel Telemetry, next Next) error
 }
 
 // Validator is implemented by strategies whose options can be invalid. Build
 // calls Validate and fails, naming the field, instead of failing per request.
+// Validate must only read, so it is safe to call concurrently with
+// executions and a failed check changes nothing. A strategy that does not
+// implement it is taken as valid.
 type Validator interface {
 	Validate() error
 }
@@ -34,16 +45,23 @@ type Validator interface {
 // substitutes a value, hedging that keeps the first acceptable result. It is
 // generic, so a value serves pipelines of one T. next may be called several
 // times, also concurrently (hedging); each call returns its own value.
-// Implementations must be safe for concurrent use.
+// Implementations must be safe for concurrent use and, like a Strategy,
+// give back what they took before returning, also when next fails or
+// panics. A nil ResultStrategy is refused by AddResultStrategy with a
+// *ConfigError.
 type ResultStrategy[T any] interface {
 	ExecuteResult(ctx context.Context, tel Telemetry, next ResultNext[T]) (T, error)
 }
 
 // ResultNext runs the rest of a pipeline and returns the callback's value.
+// It may be called several times, also concurrently: each call runs the
+// rest afresh with its own value, so a failed call leaves nothing behind
+// for the next. The pipeline never passes a nil ResultNext.
 type ResultNext[T any] func(ctx context.Context) (T, error)
 
 // Named is implemented by strategies that have a name for telemetry. A
-// strategy without one is labelled "Strategy".
+// strategy without one is labelled "Strategy". An empty name counts as
+// none. Build reads the name once, so it needs no locking; it cannot fail.
 type Named interface {
 	StrategyName() string
 }
@@ -55,7 +73,9 @@ var ErrNilCallback = errors.New("resilience: nil callback")
 // first in the order they were added to the builder. A Pipeline is
 // immutable once built and safe for concurrent use; stateful strategies in
 // it (limiters) keep their own state. The zero value is an empty pipeline
-// that calls the callback directly.
+// that calls the callback directly. A failed execution changes nothing in
+// the pipeline; each stateful strategy documents what a failure leaves in
+// it.
 type Pipeline[T any] struct {
 	name   string
 	stages []stage[T]
@@ -111,7 +131,9 @@ func (p *Pipeline[T]) run(ctx context.Context, i int, fn func(context.Context) (
 	return v, err
 }
 
-// PipelineOption configures a Builder.
+// PipelineOption configures a Builder. Options hold no state of their own,
+// so one may be reused by several builders, concurrently too; NewBuilder
+// skips a nil one. Applying an option cannot fail.
 type PipelineOption func(*builderConfig)
 
 type builderConfig struct {
@@ -131,8 +153,10 @@ func WithListener(l Listener) PipelineOption {
 
 // Builder assembles a Pipeline. Strategies run outermost first in the order
 // they are added. A Builder is not safe for concurrent use; its zero value is
-// not usable (use NewBuilder). Errors from invalid options accumulate and are
-// all returned by Build.
+// a builder with no name and no listener, like NewBuilder without options.
+// Errors from invalid options accumulate and are
+// all returned by Build. Build changes nothing in the builder: after a
+// failure it holds the same strategies and reports the same errors again.
 type Builder[T any] struct {
 	cfg    builderConfig
 	stages []stage[T]

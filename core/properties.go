@@ -6,7 +6,8 @@ import "context"
 // context.Context. Two keys made by separate NewKey calls never collide, even
 // with the same name and type. The zero Key is not usable: Value always
 // reports false and With returns ctx unchanged. Keys are comparable values,
-// safe to share and to use concurrently.
+// safe to share and to use concurrently. A Key never changes after NewKey,
+// and With and Value cannot fail.
 type Key[T any] struct {
 	id *keyID
 }

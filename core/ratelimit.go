@@ -11,7 +11,9 @@ import (
 
 // RateLimitAlgorithm names how a rate limiter counts permits. The values are
 // stable strings, fit for configuration files; the zero value ("") means
-// FixedWindow.
+// FixedWindow. A plain value: safe to copy and to read from several
+// goroutines; an unknown value makes NewRateLimiter (or a store) return a
+// *ConfigError and change nothing.
 type RateLimitAlgorithm string
 
 const (
@@ -93,7 +95,8 @@ func (p RateLimitPolicy) validate() error {
 // RateLimitDecision is the outcome of one take: whether the permit was
 // granted and the numbers for the RateLimit-* and Retry-After headers. It
 // is a plain value, safe to copy and share; the zero value is a refusal
-// that carries no numbers.
+// that carries no numbers. A store failure still yields one from Allow:
+// the decision the limiter applies (see Allow).
 type RateLimitDecision struct {
 	// Allowed reports whether a permit was granted.
 	Allowed bool
@@ -118,7 +121,8 @@ type RateLimitDecision struct {
 // was made. Match with errors.As, or errors.Is against ErrRateLimitStore; it
 // unwraps to the store's error. It is not a rejection (it does not match
 // ErrRejected): the limiter could not decide. Like every error here it is
-// not modified after it is returned, so it is safe to share.
+// not modified after it is returned, so it is safe to share. The zero
+// value reports a failure with no cause (Err nil).
 type RateLimitStoreError struct {
 	// Policy is the name of the policy being applied.
 	Policy string
@@ -130,7 +134,11 @@ type RateLimitStoreError struct {
 var ErrRateLimitStore = errors.New("resilience: rate limit store failed")
 
 func (e *RateLimitStoreError) Error() string {
-	return "resilience: rate limit store failed for policy " + e.Policy + ": " + e.Err.Error()
+	msg := "resilience: rate limit store failed for policy " + e.Policy
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
 }
 
 // Unwrap returns the store's error.
@@ -155,7 +163,9 @@ const (
 
 // RateLimiterOptions configures a rate limiter. NewRateLimiter copies it,
 // so changing it afterwards has no effect. The zero value is invalid:
-// PermitLimit and Window are required.
+// PermitLimit and Window are required. A plain value, safe to share; Key
+// is called concurrently and must be safe for that. An invalid field makes
+// NewRateLimiter return a *ConfigError and build nothing.
 type RateLimiterOptions struct {
 	// Name labels telemetry (default "RateLimiter") and names the policy
 	// (default "default"; see RateLimitPolicy.Name).

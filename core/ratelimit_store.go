@@ -18,7 +18,8 @@ import (
 // permits than the policy allows. A store keeps the state of different
 // policy names apart, so limiters that share a store need distinct policy
 // names. An error means no decision was made; the limiter then fails open
-// or closed as its options say (RateLimiterOptions.FailClosed).
+// or closed as its options say (RateLimiterOptions.FailClosed). A nil
+// RateLimiterOptions.Store means a new MemoryRateLimitStore.
 type RateLimitStore interface {
 	// Take consumes one permit for key under policy, atomically, and reports
 	// the decision. A refused take consumes nothing.

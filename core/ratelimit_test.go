@@ -491,3 +491,10 @@ func BenchmarkRateLimiterManyKeys(b *testing.B) {
 		i++
 	}
 }
+
+func TestRateLimitStoreErrorZeroValue(t *testing.T) {
+	var e RateLimitStoreError
+	if e.Error() == "" || !errors.Is(&e, ErrRateLimitStore) {
+		t.Fatalf("zero RateLimitStoreError: %q", e.Error())
+	}
+}

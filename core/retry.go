@@ -11,7 +11,10 @@ import (
 )
 
 // BackoffType says how the delay between retries grows. The values are
-// stable strings, for configuration files.
+// stable strings, for configuration files. A plain value: safe to copy and
+// to read from several goroutines; the zero value "" means
+// BackoffConstant; an unknown value is a *ConfigError from NewRetry,
+// Validate or Builder.Build.
 type BackoffType string
 
 const (
@@ -50,7 +53,10 @@ const (
 	defaultDelay         = 2 * time.Second
 )
 
-// RetryArgs describes a failed attempt to OnRetry and DelayGenerator.
+// RetryArgs describes a failed attempt to OnRetry and DelayGenerator. A
+// plain value, handed over by value: safe to copy, keep and read from
+// several goroutines, and changing it changes nothing in the strategy; the
+// zero value is attempt 0 with a zero Outcome and no delay.
 type RetryArgs[T any] struct {
 	// Outcome is what the attempt returned.
 	Outcome Outcome[T]
@@ -67,7 +73,10 @@ type RetryArgs[T any] struct {
 
 // RetryOptions configures a retry strategy. The zero value (with T chosen)
 // is Polly's default retry: 3 retries after the first call, 2 s apart,
-// for any error except a cancellation.
+// for any error except a cancellation. A plain value: Retry copies it, so
+// it may be shared and reused; its functions are called concurrently and
+// must be safe for that. An invalid field is a *ConfigError from NewRetry,
+// Validate or Builder.Build.
 type RetryOptions[T any] struct {
 	// Name labels the strategy's events. Default "Retry".
 	Name string
@@ -358,7 +367,10 @@ func SingleAttempt(ctx context.Context) bool {
 
 // RetryAfterHint is implemented by errors that carry a server's request to
 // wait before trying again (an HTTP Retry-After, a gRPC
-// grpc-retry-pushback-ms). DelayFromRetryAfter reads it.
+// grpc-retry-pushback-ms). DelayFromRetryAfter reads it. Errors are shared
+// between goroutines, so RetryAfterHint must only read and be safe for
+// concurrent use. It has no failure result: a hint of 0 or less means no
+// wait, and an error that does not implement it gives no hint.
 type RetryAfterHint interface {
 	RetryAfterHint() time.Duration
 }

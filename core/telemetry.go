@@ -6,7 +6,10 @@ import (
 	"time"
 )
 
-// EventName names a telemetry event. The values are stable strings.
+// EventName names a telemetry event. The values are stable strings. A
+// plain value: safe to copy and to read from several goroutines; the zero
+// value "" names no event (no strategy emits it); nothing here changes on
+// failure.
 type EventName string
 
 // Events emitted by the built-in strategies.
@@ -54,7 +57,9 @@ const (
 const ReasonRateLimited = "rate-limited"
 
 // Event is one telemetry event. Fields that do not apply to an event are
-// zero.
+// zero. A plain value, handed to listeners by value: safe to copy, keep and
+// read from several goroutines; the zero value is an unnamed event with no
+// details. Nothing in it changes after it is emitted.
 type Event struct {
 	Name EventName
 	// Pipeline and Strategy are the names given with Name() on the builder
@@ -77,12 +82,18 @@ type Event struct {
 
 // Listener receives telemetry events. It is called synchronously on the
 // goroutine of the execution the event is about (an evicted waiter reports
-// its own eviction), so it must be fast and safe for concurrent use.
+// its own eviction), so it must be fast and safe for concurrent use. A nil
+// Listener (WithListener(nil), NewTelemetry with nil) drops every event.
+// OnEvent has no error result; a panic in it propagates to the execution
+// that emitted the event.
 type Listener interface {
 	OnEvent(ctx context.Context, e Event)
 }
 
-// ListenerFunc adapts a function to Listener.
+// ListenerFunc adapts a function to Listener. It is as safe for concurrent
+// use as the function, which must be; a nil ListenerFunc panics on the
+// first event (use a nil Listener to drop events), and a panic in the
+// function propagates as with any Listener.
 type ListenerFunc func(ctx context.Context, e Event)
 
 // OnEvent calls f.
@@ -91,6 +102,7 @@ func (f ListenerFunc) OnEvent(ctx context.Context, e Event) { f(ctx, e) }
 // Telemetry is what a strategy uses to emit events: it carries the names of
 // the pipeline and the strategy and the pipeline's listener. The zero value
 // emits nothing. It is a small value, safe to copy and to use concurrently.
+// It holds no state, so nothing in it changes when an execution fails.
 type Telemetry struct {
 	pipeline string
 	strategy string

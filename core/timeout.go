@@ -5,7 +5,11 @@ import (
 	"time"
 )
 
-// TimeoutOptions configures a timeout strategy.
+// TimeoutOptions configures a timeout strategy. A plain value: NewTimeout
+// copies it, so it may be shared and reused; Generator is called
+// concurrently and must be safe for that. The zero value is invalid
+// (Timeout is required): NewTimeout returns a *ConfigError and builds
+// nothing.
 type TimeoutOptions struct {
 	// Name labels the strategy's events. Default "Timeout".
 	Name string
@@ -32,7 +36,8 @@ type TimeoutOptions struct {
 // succeeds.
 //
 // Safe for concurrent use; it holds no state between executions. Emits
-// EventTimeout.
+// EventTimeout. Create it with Timeout or NewTimeout: the zero value runs
+// the rest of the pipeline without a timeout and fails Validate.
 type TimeoutStrategy struct {
 	opts TimeoutOptions
 	err  *TimeoutRejectedError // shared cause for the fixed timeout

@@ -11,7 +11,8 @@ import (
 
 // RateLimitHeaderStyle chooses the header fields that describe the rate
 // limit on responses of a rate-limited route. The zero value is
-// RateLimitHeadersSplit; values outside the constants fail New.
+// RateLimitHeadersSplit; values outside the constants fail New. A plain
+// value, safe to copy and to read from several goroutines.
 type RateLimitHeaderStyle int
 
 const (

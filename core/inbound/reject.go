@@ -14,6 +14,8 @@ import (
 // handler. Adapters copy it into their framework's response. Header and
 // Body may be shared between responses and goroutines: treat them as
 // read-only (clone before changing). The zero value means nothing to send.
+// A Render hook's Response whose Status is outside 100–999 is replaced by
+// the default, so a faulty hook cannot break the reply.
 type Response struct {
 	// Status is the HTTP status code (429, 503, 504, …).
 	Status int

@@ -12,7 +12,9 @@ import (
 // satisfies it; an adapter for a framework with its own header type wraps
 // it in a small value that does. Names are matched case-insensitively.
 // Implementations are only read, possibly from several goroutines (a
-// handler's and a deadline's), never written.
+// handler's and a deadline's), never written. A nil Headers
+// (Request.Header) means no fields. Get and Values have no error result: a
+// missing field is "" or nil.
 type Headers interface {
 	// Get returns the first value of the named field, or "".
 	Get(name string) string
@@ -29,7 +31,9 @@ type Headers interface {
 // An adapter fills the exported fields and passes the Request to
 // Middleware.Execute, which resolves ClientIP. After that it is not
 // modified again, so it is safe to read from any goroutine. The zero value
-// is a request with no method, path, headers or address.
+// is a request with no method, path, headers or address. A rejection
+// leaves it as Execute filled it: ClientIP resolved, and RateLimit
+// reporting a decision only if the rate limit admitted the request.
 type Request struct {
 	// Method is the HTTP method ("GET").
 	Method string

@@ -7,7 +7,8 @@ import (
 
 // Stats is a snapshot of a middleware's load, for a debug endpoint or a
 // metrics exporter. The JSON names are stable. A plain value; the zero
-// value is an idle middleware without a limiter.
+// value is an idle middleware without a limiter. It is safe to copy and to
+// read from several goroutines, and taking it cannot fail.
 type Stats struct {
 	// Limit, InFlight and Queued are the concurrency limiter's (see
 	// resilience.LimiterStats); zero without one. InFlight counts late

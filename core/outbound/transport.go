@@ -11,7 +11,12 @@ import (
 	resilience "github.com/ylcnfrht/resilience/core"
 )
 
-// Options configures a Transport.
+// Options configures a Transport. A plain value: New copies what it uses,
+// so it may be shared and reused (a Pipeline or Base in it is then shared
+// by the Transports, and must be safe for concurrent use, as both are by
+// contract). The zero Options is http.DefaultTransport with the default
+// retry, repeating only requests that are safe to repeat. New returns no
+// Transport on error.
 type Options struct {
 	// Base performs each attempt. nil means http.DefaultTransport.
 	Base http.RoundTripper
