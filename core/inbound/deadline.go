@@ -164,9 +164,14 @@ type timedRequest struct {
 	dctx   deadlineCtx
 	ctx    context.Context // the handler's
 	client context.Context // the request's own: ended means the client left
-	timer  *time.Timer
-	budget time.Duration // from the start to the deadline (ours, or an earlier upstream one)
-	stop   func() bool   // context.AfterFunc registration (custom pipeline)
+	timed  bool            // under the middleware's timeout (listed, or with its own timer)
+	timer  *time.Timer     // its own timer, when the deadline list could not take it
+	budget time.Duration   // from the start to the deadline (ours, or an earlier upstream one)
+	stop   func() bool     // context.AfterFunc registration (custom pipeline)
+
+	// On the middleware's deadline list (guarded by its lock).
+	prev, next *timedRequest
+	listed     bool
 }
 
 // isTimeout reports whether a context ended because time ran out (ours, a
@@ -202,7 +207,10 @@ func (m *Middleware) serveTimed(w http.ResponseWriter, r *http.Request, ctx cont
 		t.ctx = &t.dctx
 		// Every field fire reads is set: it may run at once.
 		t.budget = dl.Sub(now)
-		t.timer = time.AfterFunc(t.budget, t.fire)
+		t.timed = true
+		if !m.deadlines.add(t) {
+			t.timer = time.AfterFunc(t.budget, t.fire)
+		}
 	} else if custom && ctx.Done() != nil {
 		t.stop = context.AfterFunc(ctx, t.ctxDone)
 	}
@@ -254,10 +262,21 @@ func (t *timedRequest) expireLocked() bool {
 	return true
 }
 
+// stopTimer takes t off the deadline list, or stops its own timer. If the
+// deadline is being answered at this moment, fire finds the writer's state
+// and acts on it.
+func (t *timedRequest) stopTimer() {
+	if t.timer != nil {
+		t.timer.Stop()
+		return
+	}
+	t.m.deadlines.remove(t)
+}
+
 // untime stops timing a hijacked request. Called with tw.mu held.
 func (t *timedRequest) untime() {
-	if t.timer != nil {
-		t.timer.Stop() // if it already fired, fire finds the state hijacked
+	if t.timed {
+		t.stopTimer() // if it already fired, fire finds the state hijacked
 		t.dctx.untimed.Store(true)
 	}
 	if t.stop != nil {
@@ -268,8 +287,8 @@ func (t *timedRequest) untime() {
 // finish runs when the handler returns or panics (completed false), on
 // the request's goroutine, before ServeHTTP returns.
 func (t *timedRequest) finish(completed bool, res *timedResult) {
-	if t.timer != nil {
-		t.timer.Stop()
+	if t.timed {
+		t.stopTimer()
 	}
 	if t.stop != nil {
 		t.stop()
@@ -289,7 +308,7 @@ func (t *timedRequest) finish(completed bool, res *timedResult) {
 		t.m.late.Add(-1)
 	}
 	tw.mu.Unlock()
-	if t.timer != nil {
+	if t.timed {
 		t.dctx.end(context.Canceled)
 	}
 	if completed && before == stateAborted {

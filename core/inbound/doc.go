@@ -81,7 +81,9 @@
 //
 // The limiter-only path allocates nothing: no request copy, context value
 // or closure is made unless something needs it (a timeout, a rate limit,
-// a Priority function or a custom pipeline).
+// a Priority function or a custom pipeline). The timeout uses one timer per
+// Middleware for all its requests' deadlines, kept in a list in deadline
+// order, rather than a runtime timer per request.
 //
 // # Adaptive limit
 //

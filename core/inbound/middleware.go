@@ -36,6 +36,8 @@ type Middleware struct {
 	policyValue []string // RateLimit-Policy, constant per middleware
 	policyName  string   // the policy name as a structured-field string
 
+	deadlines deadlines // the one timer for every request's deadline
+
 	late      atomic.Int64
 	lateTotal atomic.Uint64
 }

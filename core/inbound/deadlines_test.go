@@ -1,0 +1,137 @@
+package inbound
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// The middleware's one deadline timer answers every late request at its own
+// deadline, whatever the order in which requests start and finish, and
+// idles once nothing is due.
+func TestDeadlineListAnswersEachRequestAtItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = 5 * time.Second
+		m := mustNew(t, Options{Timeout: timeout})
+		release := map[string]chan struct{}{}
+		for _, name := range []string{"a", "b", "c", "d"} {
+			release[name] = make(chan struct{}) // made up front: handlers read the map
+		}
+		h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			<-release[r.URL.Path[1:]] // ignores its context
+		}))
+		type call struct {
+			w     *syncRecorder
+			done  <-chan struct{}
+			start time.Time
+		}
+		calls := map[string]*call{}
+		startCall := func(name string, ctx context.Context) {
+			c := &call{w: newSyncRecorder(), start: time.Now()}
+			c.done = serveAsync(h, c.w, httptest.NewRequest("GET", "/"+name, nil).WithContext(ctx))
+			calls[name] = c
+		}
+		// a at 0s, b at 1s (finishes in time at 2s), c at 2s, d at 2.5s
+		// with an upstream budget of 1s: it must jump the queue.
+		startCall("a", context.Background())
+		time.Sleep(time.Second)
+		startCall("b", context.Background())
+		time.Sleep(time.Second)
+		close(release["b"])
+		<-calls["b"].done
+		startCall("c", context.Background())
+		time.Sleep(500 * time.Millisecond)
+		upstream, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		startCall("d", upstream)
+
+		want := map[string]time.Duration{"a": timeout, "c": timeout, "d": time.Second}
+		for _, name := range []string{"d", "a", "c"} {
+			c := calls[name]
+			<-c.w.written
+			synctest.Wait()
+			if got := time.Since(c.start); got != want[name] {
+				t.Errorf("%s: 504 after %v, want %v", name, got, want[name])
+			}
+			if code, _, _ := c.w.result(); code != http.StatusGatewayTimeout {
+				t.Errorf("%s: status %d", name, code)
+			}
+		}
+		if code, _, _ := calls["b"].w.result(); code != http.StatusOK {
+			t.Errorf("b finished in time but got %d", code)
+		}
+		for _, name := range []string{"a", "c", "d"} {
+			close(release[name])
+			<-calls[name].done
+		}
+		// Nothing is listed any more; the timer fires at most once more and
+		// then idles.
+		time.Sleep(2 * timeout)
+		m.deadlines.mu.Lock()
+		head, at := m.deadlines.head, m.deadlines.at
+		m.deadlines.mu.Unlock()
+		if head != nil || !at.IsZero() {
+			t.Fatalf("deadline list not idle: head %v, armed for %v", head, at)
+		}
+	})
+}
+
+// Requests whose deadlines arrive far out of order (more than maxWalk
+// earlier than the tail) keep a timer of their own, and still get their
+// 504 on time.
+func TestDeadlineListFarOutOfOrderKeepsOwnTimer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustNew(t, Options{Timeout: 10 * time.Second})
+		release := make(chan struct{})
+		h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+		var dones []<-chan struct{}
+		for i := 0; i < maxWalk+2; i++ {
+			dones = append(dones, serveAsync(h, newSyncRecorder(), httptest.NewRequest("GET", fmt.Sprint("/", i), nil)))
+		}
+		synctest.Wait()
+		upstream, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		w := newSyncRecorder()
+		start := time.Now()
+		dones = append(dones, serveAsync(h, w, httptest.NewRequest("GET", "/early", nil).WithContext(upstream)))
+		synctest.Wait()
+		listed := 0
+		m.deadlines.mu.Lock()
+		for r := m.deadlines.head; r != nil; r = r.next {
+			listed++
+		}
+		m.deadlines.mu.Unlock()
+		if listed != maxWalk+2 {
+			t.Errorf("%d requests listed, want %d (the early one on a timer of its own)", listed, maxWalk+2)
+		}
+		<-w.written
+		synctest.Wait()
+		if got := time.Since(start); got != time.Second {
+			t.Errorf("early request answered after %v, want 1s", got)
+		}
+		if code, _, _ := w.result(); code != http.StatusGatewayTimeout {
+			t.Errorf("status %d", code)
+		}
+		close(release)
+		for _, d := range dones {
+			<-d
+		}
+	})
+}
+
+func BenchmarkDeadlineListAddRemove(b *testing.B) {
+	var d deadlines
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		t := timedRequest{budget: time.Hour}
+		t.dctx.deadline = now.Add(time.Hour)
+		d.add(&t)
+		d.remove(&t)
+	}
+	d.timer.Stop()
+}
