@@ -82,7 +82,20 @@ func (b *baseline) observe(s LimitSample, rtt float64) {
 // executions admitted under the old limit.
 type slowStart struct {
 	done bool
-	skip bool
+	skip bool // the last window doubled the limit; the next one holds it
+	// ended is set when slow start ends; Gradient2 clears it at its first
+	// correction after it, which it applies in full. A flag of its own:
+	// skip may be in either state when congestion first shows, and which
+	// one it is must not decide how hard the overshoot is corrected.
+	ended bool
+}
+
+// end leaves slow start (a no-op once it is over).
+func (ss *slowStart) end() {
+	if !ss.done {
+		ss.done = true
+		ss.ended = true
+	}
 }
 
 // grow reports the limit to use while in slow start, or false once slow
@@ -92,7 +105,7 @@ func (ss *slowStart) grow(s LimitSample, congested bool) (float64, bool) {
 		return 0, false
 	}
 	if congested {
-		ss.done = true
+		ss.end()
 		return 0, false
 	}
 	if ss.skip || float64(s.InFlight)*2 < s.Limit {
@@ -142,9 +155,13 @@ type Gradient2Options struct {
 //
 //   - Slow start: from InitialLimit the limit doubles every other window
 //     while latency stays within Tolerance, and the first window past it
-//     (or with a drop) applies the gradient without smoothing. Without it,
-//     growing by a few permits per window takes tens of seconds to reach a
-//     limit of hundreds.
+//     applies the gradient without smoothing, whichever window of the
+//     doubling cycle it falls in (when a drop ends slow start, the drop
+//     backs off and the next window with samples is the first one past
+//     it). Without slow start, growing by a few permits per window takes
+//     tens of seconds to reach a limit of hundreds; without the full
+//     correction, the overshoot of the last doubling would take many
+//     windows to come down.
 //   - Drops are used: a window with drops multiplies the limit by
 //     DropBackoff. The published algorithm ignores drops, so steady
 //     timeouts, whose latency is never seen, let the limit grow to the
@@ -219,7 +236,7 @@ func (g *Gradient2) Validate() error {
 // Update implements LimitAlgorithm.
 func (g *Gradient2) Update(s LimitSample) float64 {
 	if s.Drops > 0 {
-		g.ss.done = true
+		g.ss.end()
 		return s.Limit * g.opts.DropBackoff
 	}
 	if s.Samples == 0 {
@@ -231,24 +248,18 @@ func (g *Gradient2) Update(s LimitSample) float64 {
 	if l, ok := g.ss.grow(s, gradient < 1); ok {
 		return l
 	}
+	// The first window with samples after slow start corrects its
+	// overshoot in full; later ones are smoothed.
+	full := g.ss.ended
+	g.ss.ended = false
 	if gradient == 1 && float64(s.InFlight)*2 < s.Limit {
 		return s.Limit // app-limited: no evidence for a higher limit
 	}
 	newLimit := s.Limit*gradient + g.opts.QueueSize(s.Limit)
-	if !g.ss.skip && gradient < 1 && g.justLeftSlowStart() {
+	if full && gradient < 1 {
 		return newLimit
 	}
 	return s.Limit*(1-g.opts.Smoothing) + newLimit*g.opts.Smoothing
-}
-
-// justLeftSlowStart reports, once, that slow start has just ended, so the
-// first correction after the overshoot applies in full.
-func (g *Gradient2) justLeftSlowStart() bool {
-	if g.ss.done && !g.ss.skip {
-		g.ss.skip = true // reused as "already reported" once done
-		return true
-	}
-	return false
 }
 
 // VegasOptions tunes Vegas. Zero values mean the defaults; Alpha, Beta and
@@ -368,7 +379,7 @@ func (v *Vegas) Validate() error {
 // Update implements LimitAlgorithm.
 func (v *Vegas) Update(s LimitSample) float64 {
 	if s.Drops > 0 {
-		v.ss.done = true
+		v.ss.end()
 		return s.Limit * v.opts.DropBackoff
 	}
 	if s.Samples == 0 {
@@ -460,7 +471,7 @@ func (a *AIMD) Validate() error {
 // Update implements LimitAlgorithm.
 func (a *AIMD) Update(s LimitSample) float64 {
 	if s.Drops > 0 || (s.Samples > 0 && s.RTT > a.opts.Timeout) {
-		a.ss.done = true
+		a.ss.end()
 		return s.Limit * a.opts.BackoffRatio
 	}
 	if s.Samples == 0 {

@@ -69,8 +69,9 @@ type codel struct {
 
 	// nonEmptySince is when the queue last went from empty to non-empty.
 	nonEmptySince time.Time
-	// purgedEmptyAt is set when a purge, not service, emptied the queue. A
-	// queue emptied by rejecting stale waiters has not drained, so the next
+	// purgedEmptyAt is set when a purge or an eviction, not service,
+	// emptied the queue. A queue emptied by rejecting stale waiters, or by
+	// evicting its only waiter for a newcomer, has not drained, so the next
 	// push (if it comes within an interval) keeps the standing state instead
 	// of starting a fresh interval with long timeouts.
 	purgedEmptyAt time.Time
@@ -111,6 +112,15 @@ func (c *codel) purgeLocked(q *waitQueue, now time.Time) bool {
 		c.purgedEmptyAt = now
 	}
 	return true
+}
+
+// onEvictLocked is called after the overflow policy evicted a waiter to
+// make room for a newcomer. If that emptied the queue (a queue of one), it
+// is not the queue draining: the newcomer takes the place at once.
+func (c *codel) onEvictLocked(q *waitQueue, now time.Time) {
+	if q.n == 0 {
+		c.purgedEmptyAt = now
+	}
 }
 
 // onPushLocked records the start of a non-empty period when a waiter joins

@@ -53,6 +53,44 @@ func TestCoDelShortensTimeoutOnlyWhenStanding(t *testing.T) {
 	})
 }
 
+// Invariant: an eviction that makes room for a newcomer is not the queue
+// draining. With a queue of one and drop-oldest, every arrival evicts the
+// only waiter and so empties the queue for an instant; that used to restart
+// the interval on each push, so a queue that never drained never counted as
+// standing and newcomers kept the full queue timeout.
+func TestCoDelEvictionFromQueueOfOneKeepsStanding(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, QueueTimeout: time.Second,
+			Overflow: OverflowDropOldest,
+			CoDel:    &CoDelOptions{Interval: 100 * time.Millisecond, Target: 5 * time.Millisecond}})
+		if err := l.Acquire(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		// An arrival every 2 ms for 150 ms: the queue holds one waiter the
+		// whole time, each newcomer evicting the one before.
+		prev := startAcquire(l, 0)
+		for range 75 {
+			time.Sleep(2 * time.Millisecond)
+			next := startAcquire(l, 0)
+			wantReason(t, prev.wantResult(t), ReasonDropped)
+			prev = next
+		}
+		// The queue has stood for 150 ms, so the last newcomer got the 5 ms
+		// target, not the 1 s queue timeout.
+		prev.wantWaiting(t)
+		time.Sleep(6 * time.Millisecond)
+		synctest.Wait()
+		if _, ok := prev.result(); !ok {
+			prev.cancel() // end the wait, so the bubble can exit
+			synctest.Wait()
+			t.Fatal("the last waiter is still queued after the 5 ms target: the queue never counted as standing")
+		}
+		wantReason(t, prev.wantResult(t), ReasonQueueTimeout)
+		l.Release()
+		wantStats(t, l, LimiterStats{Limit: 1})
+	})
+}
+
 // Adaptive LIFO: while the queue stands, a freed permit goes to the newest
 // waiter.
 func TestCoDelAdaptiveLIFO(t *testing.T) {

@@ -325,6 +325,9 @@ func (e *permitEngine) wait(ctx context.Context, p int) (time.Duration, error) {
 		e.queue.remove(victim)
 		victim.state = waiterEvicted
 		close(victim.ready)
+		if e.codel != nil {
+			e.codel.onEvictLocked(&e.queue, start)
+		}
 	}
 	w := &waiter{priority: p, queuedAt: start, ready: make(chan struct{})}
 	if e.codel != nil {
