@@ -2,6 +2,7 @@ package resilience
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,11 +97,18 @@ type CircuitBreakerOptions[T any] struct {
 	// Default 5 s; at least 500 ms.
 	BreakDuration time.Duration
 	// BreakDurationGenerator, when set, decides each break duration; a
-	// result <= 0 means BreakDuration, and it is capped at 100 years.
+	// result <= 0 means BreakDuration, and it is capped at 100 years. It
+	// is called outside the breaker's lock (it may call State); if the
+	// breaker changed state meanwhile, its result is dropped.
 	BreakDurationGenerator func(a BreakDurationArgs) time.Duration
 	// ShouldHandle says whether an outcome is a failure. The default
 	// handles any error except a context cancellation; outcomes it does
-	// not handle count as successes.
+	// not handle count as successes. An outcome whose error is a
+	// context.Canceled while the execution's own context is done is never
+	// asked about: it is the caller giving up, which says nothing about
+	// the dependency, so it counts as neither success nor failure (a
+	// deviation from Polly v8, which counts it as a success), and a probe
+	// ending that way frees the probe slot for the next execution.
 	ShouldHandle func(o Outcome[T]) bool
 	// OnOpened, OnClosed and OnHalfOpened are called after each
 	// transition, outside the breaker's lock, on the goroutine of the
@@ -140,9 +148,10 @@ const (
 // It is a ResultStrategy[T]; the same breaker may be added to several
 // pipelines of T, which then share its state. Safe for concurrent use.
 // Create it with NewCircuitBreaker (or CircuitBreakerOf); the zero value
-// is not usable. A panic in the callback counts as neither success nor
-// failure and leaves the state as it was, except that a probe's panic
-// frees the probe slot for the next execution.
+// is not usable. A panic in the callback, like a cancellation by the
+// caller (see ShouldHandle), counts as neither success nor failure and
+// leaves the state as it was, except that such a probe frees the probe
+// slot for the next execution.
 type CircuitBreaker[T any] struct {
 	opts     CircuitBreakerOptions[T] // as given, for Validate
 	name     string
@@ -286,8 +295,14 @@ func (cb *CircuitBreaker[T]) ExecuteResult(ctx context.Context, tel Telemetry, n
 		}()
 	}
 	v, err := next(ctx)
+	if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		// The caller gave up: nothing learned about the dependency. A
+		// probe's slot is freed by the deferred release.
+		return v, err
+	}
+	tr = cb.record(gen, Outcome[T]{Value: v, Err: err})
 	done = true
-	if tr := cb.record(gen, Outcome[T]{Value: v, Err: err}); tr != nil {
+	if tr != nil {
 		cb.report(ctx, tel, tr)
 	}
 	return v, err
@@ -327,36 +342,65 @@ func (cb *CircuitBreaker[T]) admit() (gen uint64, probe bool, tr *transition[T],
 func (cb *CircuitBreaker[T]) record(gen uint64, o Outcome[T]) *transition[T] {
 	failed := cb.handle(o)
 	cb.mu.Lock()
+	a, open, tr := cb.recordLocked(gen, o, failed)
+	if !open {
+		cb.mu.Unlock()
+		return tr
+	}
+	g := cb.opts.BreakDurationGenerator
+	if g == nil {
+		tr = cb.openLocked(o, a, cb.brk)
+		cb.mu.Unlock()
+		return tr
+	}
+	// The generator is user code: run it unlocked, so it may read State
+	// (or block) without stalling the breaker, and apply its result only
+	// if nothing changed meanwhile.
+	cb.mu.Unlock()
+	d := cb.brk
+	if gd := g(a); gd > 0 {
+		d = min(gd, maxDuration)
+	}
+	cb.mu.Lock()
 	defer cb.mu.Unlock()
 	if gen != cb.gen {
-		return nil // from an earlier state
+		return nil // another outcome, a probe or Isolate/Close got there first
+	}
+	return cb.openLocked(o, a, d)
+}
+
+// recordLocked applies an outcome of generation gen, except that when it
+// must open the circuit it returns open and the generator's arguments
+// instead, for record to open it.
+func (cb *CircuitBreaker[T]) recordLocked(gen uint64, o Outcome[T], failed bool) (a BreakDurationArgs, open bool, tr *transition[T]) {
+	if gen != cb.gen {
+		return a, false, nil // from an earlier state
 	}
 	switch cb.state {
 	case CircuitClosed:
 		now := time.Since(cb.epoch)
 		cb.window.add(now, failed)
 		if !failed {
-			return nil
+			return a, false, nil
 		}
 		total, fails := cb.window.totals(now, cb.sampling)
 		rate := float64(fails) / float64(total)
 		if total < cb.minThru || rate < cb.ratio {
-			return nil
+			return a, false, nil
 		}
-		return cb.openLocked(now, o, BreakDurationArgs{FailureRate: rate, FailureCount: fails})
+		return BreakDurationArgs{FailureRate: rate, FailureCount: fails}, true, nil
 	case CircuitHalfOpen:
 		if failed {
-			cb.halfOpens++
-			return cb.openLocked(time.Since(cb.epoch), o, BreakDurationArgs{FailureRate: 1, FailureCount: 1, HalfOpenAttempts: cb.halfOpens})
+			return BreakDurationArgs{FailureRate: 1, FailureCount: 1, HalfOpenAttempts: cb.halfOpens + 1}, true, nil
 		}
 		cb.closeLocked()
-		return &transition[T]{name: EventCircuitClosed, args: CircuitArgs[T]{Outcome: o}}
+		return a, false, &transition[T]{name: EventCircuitClosed, args: CircuitArgs[T]{Outcome: o}}
 	}
-	return nil
+	return a, false, nil
 }
 
 // releaseProbe lets the next execution probe at once after a probe
-// panicked.
+// panicked or was cancelled by its caller.
 func (cb *CircuitBreaker[T]) releaseProbe(gen uint64) {
 	cb.mu.Lock()
 	defer cb.mu.Unlock()
@@ -365,15 +409,14 @@ func (cb *CircuitBreaker[T]) releaseProbe(gen uint64) {
 	}
 }
 
-func (cb *CircuitBreaker[T]) openLocked(now time.Duration, o Outcome[T], a BreakDurationArgs) *transition[T] {
-	d := cb.brk
-	if g := cb.opts.BreakDurationGenerator; g != nil {
-		if gd := g(a); gd > 0 {
-			d = min(gd, maxDuration)
-		}
+// openLocked opens the circuit for d after the outcome o, whose failure
+// statistics are a.
+func (cb *CircuitBreaker[T]) openLocked(o Outcome[T], a BreakDurationArgs, d time.Duration) *transition[T] {
+	if cb.state == CircuitHalfOpen {
+		cb.halfOpens = a.HalfOpenAttempts
 	}
 	cb.setStateLocked(CircuitOpen)
-	cb.openedUntil = now + d
+	cb.openedUntil = time.Since(cb.epoch) + d
 	return &transition[T]{name: EventCircuitOpened, args: CircuitArgs[T]{Outcome: o, BreakDuration: d}}
 }
 

@@ -348,3 +348,82 @@ func TestCircuitStateString(t *testing.T) {
 		t.Error("empty message")
 	}
 }
+
+// cancelledByCaller runs like a callback whose caller gives up midway: it
+// cancels the execution's context and returns the cancellation.
+func cancelledByCaller(cancel context.CancelFunc) func(context.Context) (int, error) {
+	return func(ctx context.Context) (int, error) {
+		cancel()
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+}
+
+// Invariant: a cancellation by the caller (the execution's own context is
+// done) counts as neither success nor failure, so it cannot dilute the
+// failure ratio.
+func TestCircuitBreakerCallerCancellationCountsAsNeither(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cb, p, _ := newBreaker(t, CircuitBreakerOptions[int]{FailureRatio: 0.5, MinimumThroughput: 2})
+		p.Execute(context.Background(), fail)
+		for range 5 {
+			ctx, cancel := context.WithCancel(context.Background())
+			if _, err := p.Execute(ctx, cancelledByCaller(cancel)); !errors.Is(err, context.Canceled) {
+				t.Fatalf("err = %v", err)
+			}
+		}
+		if cb.State() != CircuitClosed {
+			t.Fatal("opened early")
+		}
+		p.Execute(context.Background(), fail)
+		if cb.State() != CircuitOpen {
+			t.Fatalf("state %v: caller cancellations were counted", cb.State())
+		}
+	})
+}
+
+// Invariant: a probe cancelled by its caller neither closes nor reopens
+// the circuit, and frees the probe slot so the next execution probes.
+func TestCircuitBreakerCancelledProbeFreesTheSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cb, p, _ := openBreaker(t, CircuitBreakerOptions[int]{BreakDuration: time.Second})
+		time.Sleep(time.Second)
+		ctx, cancel := context.WithCancel(context.Background())
+		p.Execute(ctx, cancelledByCaller(cancel))
+		if cb.State() != CircuitHalfOpen {
+			t.Fatalf("state %v after a cancelled probe, want half-open", cb.State())
+		}
+		if _, err := p.Execute(context.Background(), fail); !errors.Is(err, errDependency) || cb.State() != CircuitOpen {
+			t.Fatalf("next execution: %v, state %v; want it to probe and reopen", err, cb.State())
+		}
+	})
+}
+
+// Invariant: BreakDurationGenerator runs outside the breaker's lock, so it
+// may read State without deadlocking.
+func TestCircuitBreakerGeneratorMayReadState(t *testing.T) {
+	var cb *CircuitBreaker[int]
+	var seen []CircuitState
+	cb, p, _ := newBreaker(t, CircuitBreakerOptions[int]{FailureRatio: 1, MinimumThroughput: 2,
+		BreakDurationGenerator: func(BreakDurationArgs) time.Duration {
+			seen = append(seen, cb.State())
+			return time.Minute
+		}})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Execute(context.Background(), fail)
+		p.Execute(context.Background(), fail)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second): // bounded sanity check: a deadlock never ends
+		t.Fatal("generator calling State deadlocked")
+	}
+	if cb.State() != CircuitOpen || fmt.Sprint(seen) != "[closed]" {
+		t.Fatalf("state %v, generator saw %v", cb.State(), seen)
+	}
+	if _, err := p.Execute(context.Background(), succeed); !errors.Is(err, ErrBrokenCircuit) {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -11,10 +11,15 @@ type FallbackOptions[T any] struct {
 	Name string
 	// FallbackAction, when set, produces the substitute from the failed
 	// outcome; what it returns is what Execute returns. It runs with the
-	// caller's context.
+	// caller's context. The outcome it receives is the one it replaces,
+	// and it owns it: a value that must be released (an HTTP response
+	// body) is its to release, as nothing else sees that value again.
+	// outbound.FallbackOptions does this for HTTP responses.
 	FallbackAction func(ctx context.Context, o Outcome[T]) (T, error)
 	// FallbackValue is returned with a nil error when FallbackAction is
-	// nil. Its zero value is a valid substitute (an empty list).
+	// nil (the replaced outcome is then dropped unreleased, so values that
+	// need releasing call for a FallbackAction). Its zero value is a valid
+	// substitute (an empty list).
 	FallbackValue T
 	// ShouldHandle says which outcomes are replaced. The default handles
 	// any error except a context cancellation, so every rejection by the

@@ -33,11 +33,24 @@ type HedgingOptions[T any] struct {
 	ShouldHandle func(o Outcome[T]) bool
 	// OnHedging, when set, is called before hedged attempt n is launched.
 	OnHedging func(ctx context.Context, attempt int)
-	// OnDiscard, when set, is called once for every outcome that is not
-	// returned (the losers, and failures superseded by a later one), after
-	// its attempt has returned. It is where a discarded value is released
-	// (an HTTP response body closed).
+	// OnDiscard, when set, is called exactly once for every outcome that
+	// is not returned (the losers, handled outcomes superseded by a later
+	// one or by the winner, and what attempts return while a panic
+	// unwinds), after its attempt has returned, on the caller's goroutine.
+	// It is where a discarded value is released (an HTTP response body
+	// closed).
 	OnDiscard func(o Outcome[T])
+	// KeepWinner, when set, keeps the context of the attempt whose outcome
+	// is returned alive after ExecuteResult returns, for values that stay
+	// tied to it (a streaming HTTP response body). It is called once, on
+	// the caller's goroutine, with that outcome and release, which cancels
+	// the kept context (idempotent, safe from any goroutine); what it
+	// returns is what ExecuteResult returns. It must arrange for release
+	// to be called (when the body is closed or read to the end); until
+	// then the context stays registered on the caller's. When nil (the
+	// default), every attempt's context, the winner's included, is
+	// cancelled before ExecuteResult returns.
+	KeepWinner func(o Outcome[T], release func()) Outcome[T]
 }
 
 const maxHedgedAttempts = 10
@@ -49,15 +62,20 @@ const maxHedgedAttempts = 10
 // are cancelled. If every outcome is handled, the last one to arrive is
 // returned.
 //
-// No goroutine outlives the execution: ExecuteResult waits for every
-// attempt it launched to return (so attempts must watch their contexts)
-// before it returns. Each attempt runs with its own context derived from
-// the caller's; the context of the attempt whose outcome is returned is
-// left live (until the caller's context ends), so a value that streams
-// from it, such as an HTTP response body, can still be read. A panic in an
+// No goroutine, timer or context outlives the execution: ExecuteResult
+// waits for every attempt it launched to return (so attempts must watch
+// their contexts), and each attempt runs with its own context derived from
+// the caller's, all of them cancelled before ExecuteResult returns, the
+// winner's included, so nothing stays registered on a long-lived caller's
+// context. A value that must still be read through the winner's context
+// after the return (an HTTP response body) needs KeepWinner. A panic in an
 // attempt cancels the others and is re-raised on the caller's goroutine
-// once they have returned. A context marked by WithSingleAttempt gets one
-// attempt, run directly.
+// once they have returned; so is a panic in a hook called on the caller's
+// goroutine (ShouldHandle, ActionGenerator, OnHedging, OnDiscard,
+// KeepWinner), after the launched attempts have been cancelled and have
+// returned (their outcomes discarded, a panic among them dropped in favour
+// of the hook's). A context marked by WithSingleAttempt gets one attempt,
+// run directly.
 //
 // Safe for concurrent use; it keeps no state between executions. Emits
 // EventHedging for each hedged launch and EventExecutionAttempt for each
@@ -161,15 +179,28 @@ func (s *HedgingStrategy[T]) ExecuteResult(ctx context.Context, tel Telemetry, n
 		results: make(chan hedgeResult[T], total),
 		cancels: make([]context.CancelFunc, 0, total),
 	}
-	r.launch()
 	var timer *time.Timer
+	var won, last *hedgeResult[T] // last: the latest handled outcome
+	var inHand *hedgeResult[T]    // received, not yet won, kept or discarded
+	var panicked *hedgeResult[T]
+	unwinding := true
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
+		if unwinding {
+			// A hook panicked on this goroutine. No attempt may outlive
+			// the execution, and nothing that is not returned may leak.
+			r.cancelExcept(-1)
+			r.drain()
+			for _, res := range []*hedgeResult[T]{inHand, won, last} {
+				if res != nil && !res.panicked {
+					r.discard(Outcome[T]{Value: res.v, Err: res.err})
+				}
+			}
+		}
 	}()
-	var won, last *hedgeResult[T] // last: the latest handled outcome
-	var panicked *hedgeResult[T]
+	r.launch()
 	for r.pending > 0 {
 		canLaunch := !r.stopped && len(r.cancels) < total
 		if canLaunch && s.delay == 0 {
@@ -192,27 +223,38 @@ func (s *HedgingStrategy[T]) ExecuteResult(ctx context.Context, tel Telemetry, n
 			r.stopped = true
 		case res := <-r.results:
 			r.pending--
+			inHand = &res
 			o := Outcome[T]{Value: res.v, Err: res.err}
 			handled := res.panicked || s.handle(o)
 			emitAttempt(ctx, tel, res.attempt, res.took, handled, res.err)
 			switch {
 			case res.panicked:
+				inHand = nil
 				if panicked == nil {
 					panicked = &res
 					r.stopped = true
 					r.cancelExcept(-1)
 				}
 			case won != nil || panicked != nil:
+				inHand = nil
 				r.discard(o)
 			case !handled:
-				won = &res
+				won, inHand = &res, nil
 				r.stopped = true
 				r.cancelExcept(res.attempt)
+				if last != nil {
+					// Superseded by the winner: it will not be returned.
+					l := last
+					last = nil
+					r.discard(Outcome[T]{Value: l.v, Err: l.err})
+				}
 			default:
 				if last != nil {
-					r.discard(Outcome[T]{Value: last.v, Err: last.err})
+					l := last
+					last = nil
+					r.discard(Outcome[T]{Value: l.v, Err: l.err})
 				}
-				last = &res
+				last, inHand = &res, nil
 				// A failure needs no more waiting: the next attempt
 				// starts now, and its delay runs from here.
 				if !r.stopped && len(r.cancels) < total && ctx.Err() == nil {
@@ -230,14 +272,25 @@ func (s *HedgingStrategy[T]) ExecuteResult(ctx context.Context, tel Telemetry, n
 				r.discard(Outcome[T]{Value: res.v, Err: res.err})
 			}
 		}
+		unwinding = false
 		r.cancelExcept(-1)
 		panic(panicked.panicVal)
 	}
 	if won == nil {
 		won = last
 	}
-	r.cancelExcept(won.attempt)
-	return won.v, won.err
+	o, n := Outcome[T]{Value: won.v, Err: won.err}, won.attempt
+	won, last = nil, nil // from here the outcome is the caller's (or KeepWinner's)
+	if keep := s.opts.KeepWinner; keep != nil {
+		r.cancelExcept(n)
+		// A panic in KeepWinner cancels every context, the kept one too.
+		o = keep(o, r.cancels[n])
+		unwinding = false
+		return o.Value, o.Err
+	}
+	unwinding = false
+	r.cancelExcept(-1)
+	return o.Value, o.Err
 }
 
 // launch starts the next attempt on its own goroutine.
@@ -283,6 +336,16 @@ func (r *hedgeRun[T]) cancelExcept(keep int) {
 	for i, c := range r.cancels {
 		if i != keep {
 			c()
+		}
+	}
+}
+
+// drain waits for every launched attempt still running to return and
+// discards what it returns.
+func (r *hedgeRun[T]) drain() {
+	for ; r.pending > 0; r.pending-- {
+		if res := <-r.results; !res.panicked {
+			r.discard(Outcome[T]{Value: res.v, Err: res.err})
 		}
 	}
 }

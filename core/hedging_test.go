@@ -227,10 +227,69 @@ func TestHedgingCallerCancellationStopsLaunching(t *testing.T) {
 	})
 }
 
-// Invariant: the winner's context stays live after Execute returns (a
-// response body can still be read from it) while the losers' are
-// cancelled.
-func TestHedgingWinnerContextStaysLive(t *testing.T) {
+// Invariant: every outcome is returned or discarded, exactly once: a
+// handled outcome superseded by a later winner is discarded too (the 503
+// whose body would otherwise leak), as are losers and earlier failures.
+func TestHedgingEveryOutcomeReturnedOrDiscardedOnce(t *testing.T) {
+	cases := []struct {
+		name string
+		// ends[n]: when attempt n returns (from its start) and whether it fails.
+		ends []struct {
+			after time.Duration
+			fail  bool
+		}
+		want int // returned attempt
+	}{
+		{"fast failure then winner", []struct {
+			after time.Duration
+			fail  bool
+		}{{100 * time.Millisecond, true}, {200 * time.Millisecond, false}}, 1},
+		{"failure, slow loser, failure, winner", []struct {
+			after time.Duration
+			fail  bool
+		}{{100 * time.Millisecond, true}, {time.Hour, false}, {50 * time.Millisecond, true}, {100 * time.Millisecond, false}}, 3},
+		{"every attempt fails", []struct {
+			after time.Duration
+			fail  bool
+		}{{100 * time.Millisecond, true}, {300 * time.Millisecond, true}, {100 * time.Millisecond, true}}, 1}, // the last to arrive
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				seen := map[int]int{}
+				p := buildResult[int](t, nil, Hedging(HedgingOptions[int]{MaxHedgedAttempts: len(c.ends) - 1, Delay: 150 * time.Millisecond,
+					OnDiscard: func(o Outcome[int]) { seen[o.Value]++ }}))
+				log := &attemptLog{}
+				v, err := p.Execute(context.Background(), func(ctx context.Context) (int, error) {
+					n := log.start(time.Now())
+					e := c.ends[n]
+					select {
+					case <-time.After(e.after):
+					case <-ctx.Done():
+						return n, ctx.Err()
+					}
+					if e.fail {
+						return n, errDependency
+					}
+					return n, nil
+				})
+				if v != c.want || (err != nil) != c.ends[c.want].fail {
+					t.Fatalf("got %d, %v; want attempt %d", v, err, c.want)
+				}
+				seen[v]++
+				for n := range c.ends {
+					if seen[n] != 1 {
+						t.Fatalf("attempt %d returned or discarded %d times (all: %v)", n, seen[n], seen)
+					}
+				}
+			})
+		})
+	}
+}
+
+// Invariant 4: by default every attempt's context is cancelled before
+// Execute returns, the winner's included.
+func TestHedgingCancelsWinnerContextByDefault(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := buildResult[context.Context](t, nil, Hedging(HedgingOptions[context.Context]{Delay: NoDelay}))
 		var mu sync.Mutex
@@ -246,13 +305,170 @@ func TestHedgingWinnerContextStaysLive(t *testing.T) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		})
-		if err != nil || won.Err() != nil {
-			t.Fatalf("winner: %v, ctx err %v", err, won.Err())
+		if err != nil || won == nil {
+			t.Fatalf("winner: %v", err)
 		}
-		if i := slices.Index(all, won); all[1-i].Err() == nil {
-			t.Fatal("loser's context not cancelled")
+		for i, ctx := range all {
+			if ctx.Err() == nil {
+				t.Fatalf("attempt %d's context still live after Execute", i)
+			}
 		}
 	})
+}
+
+// Invariant: with KeepWinner, the winner's context stays live (a body can
+// still be read from it) until release is called, the losers' are
+// cancelled, and what KeepWinner returns is what Execute returns.
+func TestHedgingKeepWinnerKeepsContextUntilRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var release func()
+		var kept Outcome[context.Context]
+		p := buildResult[context.Context](t, nil, Hedging(HedgingOptions[context.Context]{Delay: NoDelay,
+			KeepWinner: func(o Outcome[context.Context], r func()) Outcome[context.Context] {
+				kept, release = o, r
+				return Outcome[context.Context]{Value: context.WithValue(o.Value, "kept", true)}
+			}}))
+		var mu sync.Mutex
+		var all []context.Context
+		won, err := p.Execute(context.Background(), func(ctx context.Context) (context.Context, error) {
+			mu.Lock()
+			all = append(all, ctx)
+			first := len(all) == 1
+			mu.Unlock()
+			if first {
+				return ctx, nil
+			}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+		if err != nil || won.Value("kept") != true || kept.Value == nil {
+			t.Fatalf("winner %v, %v", won, err)
+		}
+		if won.Err() != nil {
+			t.Fatal("kept context cancelled before release")
+		}
+		if i := slices.Index(all, kept.Value); all[1-i].Err() == nil {
+			t.Fatal("loser's context not cancelled")
+		}
+		release()
+		if won.Err() == nil {
+			t.Fatal("release did not cancel the kept context")
+		}
+	})
+}
+
+// countingParent is a long-lived caller context that counts the children
+// registered on it and still registered (through AfterFunc, which
+// context.WithCancel uses for a parent that is not one of its own types).
+type countingParent struct {
+	context.Context // Background: values and no deadline
+	done            chan struct{}
+	live            atomic.Int64
+}
+
+func (p *countingParent) Done() <-chan struct{} { return p.done }
+func (p *countingParent) Err() error            { return nil }
+
+func (p *countingParent) AfterFunc(func()) (stop func() bool) {
+	p.live.Add(1)
+	var once sync.Once
+	return func() bool {
+		stopped := false
+		once.Do(func() { p.live.Add(-1); stopped = true })
+		return stopped
+	}
+}
+
+// Invariant 4: executions under one long-lived parent leave nothing
+// registered on it, whether one attempt ran or several raced.
+func TestHedgingLeavesNothingRegisteredOnParent(t *testing.T) {
+	parent := &countingParent{Context: context.Background(), done: make(chan struct{})}
+	for _, opts := range []HedgingOptions[int]{{}, {Delay: NoDelay, MaxHedgedAttempts: 2}} {
+		s := Hedging(opts)
+		for range 10000 {
+			if _, err := s.ExecuteResult(parent, Telemetry{}, func(context.Context) (int, error) { return 1, nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := parent.live.Load(); n != 0 {
+			t.Fatalf("%+v: %d contexts still registered on the parent", opts, n)
+		}
+	}
+}
+
+// Invariant 4: a hook that panics on the caller's goroutine (ShouldHandle,
+// OnHedging, ActionGenerator) cancels every launched attempt and waits for
+// it before the panic propagates; what the attempts returned is discarded.
+func TestHedgingHookPanicCancelsAndWaitsForAttempts(t *testing.T) {
+	hooks := map[string]func(*HedgingOptions[int]){
+		"ShouldHandle": func(o *HedgingOptions[int]) {
+			o.Delay = NoDelay
+			o.ShouldHandle = func(o Outcome[int]) bool {
+				if o.Value == 0 {
+					panic("hook")
+				}
+				return o.Err != nil
+			}
+		},
+		"OnHedging": func(o *HedgingOptions[int]) {
+			o.MaxHedgedAttempts = 2
+			o.Delay = time.Second
+			o.OnHedging = func(_ context.Context, n int) {
+				if n == 2 {
+					panic("hook")
+				}
+			}
+		},
+		"ActionGenerator": func(o *HedgingOptions[int]) {
+			o.MaxHedgedAttempts = 2
+			o.Delay = time.Second
+			o.ActionGenerator = func(n int, next ResultNext[int]) ResultNext[int] {
+				if n == 2 {
+					panic("hook")
+				}
+				return next
+			}
+		},
+	}
+	for name, set := range hooks {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var running atomic.Int32
+				var discarded []int
+				opts := HedgingOptions[int]{OnDiscard: func(o Outcome[int]) { discarded = append(discarded, o.Value) }}
+				set(&opts)
+				p := buildResult[int](t, nil, Hedging(opts))
+				var attempts atomic.Int32
+				var got any
+				func() {
+					defer func() { got = recover() }()
+					p.Execute(context.Background(), func(ctx context.Context) (int, error) {
+						n := int(attempts.Add(1) - 1)
+						if name == "ShouldHandle" && n == 0 {
+							time.Sleep(100 * time.Millisecond)
+							return 0, nil // its outcome makes ShouldHandle panic
+						}
+						running.Add(1)
+						defer running.Add(-1)
+						<-ctx.Done()
+						time.Sleep(100 * time.Millisecond) // slow to notice
+						return 10 + n, ctx.Err()
+					})
+				}()
+				if got != "hook" {
+					t.Fatalf("recovered %v", got)
+				}
+				if n := running.Load(); n != 0 {
+					t.Fatalf("%d attempts still running after the panic propagated", n)
+				}
+				slices.Sort(discarded)
+				want := map[string]string{"ShouldHandle": "[0 11]", "OnHedging": "[10 11]", "ActionGenerator": "[10 11]"}[name]
+				if fmt.Sprint(discarded) != want {
+					t.Fatalf("discarded %v, want %s", discarded, want)
+				}
+			})
+		})
+	}
 }
 
 // Invariant: WithSingleAttempt runs one attempt, with no hedge.

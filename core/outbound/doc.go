@@ -12,9 +12,10 @@
 //
 // Status codes become outcomes: a 5xx, 429 or 408 response is handled (a
 // failure to retry, or to count against the circuit), and when retries run
-// out it is returned as is, like any response. Retry-After is honoured. Only
-// requests that are safe to repeat are retried or hedged: idempotent
-// methods, or an Idempotency-Key header, and never a body that cannot be
-// replayed. The request's context bounds everything, so a request made while
+// out it is returned as is, like any response. Retry-After is honoured up
+// to DefaultMaxRetryWait; a response asking for a longer wait is returned
+// as is instead of waited for. Only requests that are safe to repeat are
+// retried or hedged: idempotent methods, or an Idempotency-Key header, and
+// never a body that cannot be replayed. The request's context bounds everything, so a request made while
 // handling an inbound request stops at that request's deadline.
 package outbound

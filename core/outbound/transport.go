@@ -22,8 +22,8 @@ type Options struct {
 	Base http.RoundTripper
 	// Pipeline runs around each request. nil means a pipeline named
 	// "outbound" with one retry strategy configured by RetryOptions().
-	// Build it from RetryOptions, CircuitBreakerOptions and
-	// HedgingOptions, which know how to read and release responses.
+	// Build it from RetryOptions, CircuitBreakerOptions, HedgingOptions
+	// and FallbackOptions, which know how to read and release responses.
 	//
 	// Do not put a Timeout strategy in it: a strategy's context ends when
 	// the pipeline returns, which would also abort reading the returned
@@ -53,9 +53,10 @@ type Options struct {
 // under resilience.WithSingleAttempt, so breakers still see them.
 //
 // Safe for concurrent use. The zero value is not usable; use New. A
-// failed request leaves nothing behind: responses retried or hedged away
-// are drained and closed by the strategies' hooks in RetryOptions and
-// HedgingOptions, and a request body that no attempt consumed is closed.
+// failed request leaves nothing behind: responses retried or hedged away,
+// or replaced by a fallback, are drained and closed by the strategies'
+// hooks in RetryOptions, HedgingOptions and FallbackOptions, and a request
+// body that no attempt consumed is closed.
 type Transport struct {
 	base           http.RoundTripper
 	pipeline       *resilience.Pipeline[*http.Response]
@@ -191,17 +192,45 @@ func DiscardResponse(o resilience.Outcome[*http.Response]) {
 	}
 }
 
+// DefaultMaxRetryWait is the longest wait RetryOptions accepts before a
+// retry: the backoff is capped at it, and a response (or error) asking to
+// wait longer is not retried but returned as is, so one
+// "Retry-After: 86400" cannot hold a request without a deadline for a day.
+// The caller gets the response, Retry-After included, and can decide.
+const DefaultMaxRetryWait = 30 * time.Second
+
+// ShouldRetry returns the retry predicate of RetryOptions: ShouldHandle,
+// except that an outcome whose Retry-After (or resilience.RetryAfterOf
+// hint) asks for more than maxWait is not handled, so it is returned as is
+// instead of waited for. maxWait <= 0 means no limit.
+func ShouldRetry(maxWait time.Duration) func(o resilience.Outcome[*http.Response]) bool {
+	return func(o resilience.Outcome[*http.Response]) bool {
+		if !ShouldHandle(o) {
+			return false
+		}
+		if maxWait <= 0 {
+			return true
+		}
+		d, ok := DelayGenerator(context.Background(), resilience.RetryArgs[*http.Response]{Outcome: o})
+		return !ok || d <= maxWait
+	}
+}
+
 // RetryOptions returns retry options for HTTP: 3 retries with exponential
 // backoff from 2 s and jitter, handling transport errors, 408, 429 and
-// 5xx, waiting what Retry-After says, and releasing every response it
-// retries away. Adjust the returned value before use.
+// 5xx, waiting what Retry-After says up to DefaultMaxRetryWait (a longer
+// Retry-After ends the retries and its response is returned), and
+// releasing every response it retries away. Adjust the returned value
+// before use; to accept longer waits set both MaxDelay and ShouldHandle
+// (to ShouldRetry of the same duration).
 func RetryOptions() resilience.RetryOptions[*http.Response] {
 	return resilience.RetryOptions[*http.Response]{
 		MaxRetryAttempts: 3,
 		Delay:            2 * time.Second,
 		BackoffType:      resilience.BackoffExponential,
 		UseJitter:        true,
-		ShouldHandle:     ShouldHandle,
+		MaxDelay:         DefaultMaxRetryWait,
+		ShouldHandle:     ShouldRetry(DefaultMaxRetryWait),
 		DelayGenerator:   DelayGenerator,
 		OnRetry: func(_ context.Context, a resilience.RetryArgs[*http.Response]) {
 			DiscardResponse(a.Outcome)
@@ -216,8 +245,75 @@ func CircuitBreakerOptions() resilience.CircuitBreakerOptions[*http.Response] {
 }
 
 // HedgingOptions returns hedging options for HTTP: the core defaults,
-// treating transport errors, 408, 429 and 5xx as unacceptable, and
-// releasing the responses that lose.
+// treating transport errors, 408, 429 and 5xx as unacceptable, releasing
+// every response that is not returned, and keeping the returned
+// response's attempt context alive until its body is closed or read to
+// the end (KeepWinner), so the body stays readable after RoundTrip.
 func HedgingOptions() resilience.HedgingOptions[*http.Response] {
-	return resilience.HedgingOptions[*http.Response]{ShouldHandle: ShouldHandle, OnDiscard: DiscardResponse}
+	return resilience.HedgingOptions[*http.Response]{ShouldHandle: ShouldHandle, OnDiscard: DiscardResponse, KeepWinner: KeepResponse}
+}
+
+// KeepResponse is the KeepWinner of HedgingOptions: it wraps the body of
+// the returned response so that closing it, or reading it to the end or to
+// an error, calls release. With no body to read (an error, no response,
+// http.NoBody) it calls release at once.
+func KeepResponse(o resilience.Outcome[*http.Response], release func()) resilience.Outcome[*http.Response] {
+	r := o.Value
+	if o.Err != nil || r == nil || r.Body == nil || r.Body == http.NoBody {
+		release()
+		return o
+	}
+	rb := releaseBody{rc: r.Body, release: release}
+	if w, ok := r.Body.(io.Writer); ok {
+		// A 101 Switching Protocols body is also the connection's writer.
+		r.Body = &releaseReadWriteBody{releaseBody: rb, w: w}
+	} else {
+		r.Body = &rb
+	}
+	return o
+}
+
+// releaseBody calls release once its body is done with.
+type releaseBody struct {
+	rc      io.ReadCloser
+	release func() // a context.CancelFunc: idempotent
+}
+
+func (b *releaseBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err != nil {
+		b.release()
+	}
+	return n, err
+}
+
+func (b *releaseBody) Close() error {
+	err := b.rc.Close()
+	b.release()
+	return err
+}
+
+type releaseReadWriteBody struct {
+	releaseBody
+	w io.Writer
+}
+
+func (b *releaseReadWriteBody) Write(p []byte) (int, error) { return b.w.Write(p) }
+
+// FallbackOptions returns fallback options for HTTP: transport errors,
+// 408, 429 and 5xx are answered by action, and the response it replaces
+// is drained and closed before action runs (action may still read its
+// status and headers, not its body). A nil action answers with no
+// response, which Transport reports as ErrNoResponse.
+func FallbackOptions(action func(ctx context.Context, o resilience.Outcome[*http.Response]) (*http.Response, error)) resilience.FallbackOptions[*http.Response] {
+	return resilience.FallbackOptions[*http.Response]{
+		ShouldHandle: ShouldHandle,
+		FallbackAction: func(ctx context.Context, o resilience.Outcome[*http.Response]) (*http.Response, error) {
+			DiscardResponse(o)
+			if action == nil {
+				return nil, nil
+			}
+			return action(ctx, o)
+		},
+	}
 }

@@ -415,3 +415,214 @@ func TestShouldHandle(t *testing.T) {
 		}
 	}
 }
+
+// Invariant: a handled response superseded by a hedge that wins is
+// released: a fast 503 followed by a winning 200 closes the 503's body.
+func TestTransportHedgingReleasesSupersededFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var closed atomic.Int32
+		var n atomic.Int32
+		base := baseFunc(func(r *http.Request) (*http.Response, error) {
+			if n.Add(1) == 1 {
+				resp := response(503, "busy")
+				resp.Body = &closeCounter{ReadCloser: resp.Body, n: &closed}
+				return resp, nil
+			}
+			time.Sleep(100 * time.Millisecond)
+			return response(200, "ok"), nil
+		})
+		tr, _ := New(Options{Base: base, Pipeline: pipeline(t, resilience.NewBuilder[*http.Response]().AddHedging(HedgingOptions()))})
+		req, _ := http.NewRequest(http.MethodGet, "http://dependency.test/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatal(resp, err)
+		}
+		resp.Body.Close()
+		if closed.Load() != 1 {
+			t.Fatalf("503 body closed %d times, want 1", closed.Load())
+		}
+	})
+}
+
+// ctxBody is a response body tied to its attempt's context, as a real
+// transport's is: reading fails once that context is cancelled.
+type ctxBody struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (b *ctxBody) Read(p []byte) (int, error) {
+	if err := b.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return b.r.Read(p)
+}
+
+func (b *ctxBody) Close() error { return nil }
+
+// Invariant: the hedged winner's body stays readable after RoundTrip, and
+// its attempt context is released when the body is closed or read to the
+// end; the loser's context is cancelled at once.
+func TestTransportHedgingWinnerBodyReadableUntilClosed(t *testing.T) {
+	for _, finish := range []string{"close", "eof"} {
+		t.Run(finish, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var mu sync.Mutex
+				ctxs := map[string]context.Context{}
+				base := baseFunc(func(r *http.Request) (*http.Response, error) {
+					mu.Lock()
+					first := len(ctxs) == 0
+					name := map[bool]string{true: "loser", false: "winner"}[first]
+					ctxs[name] = r.Context()
+					mu.Unlock()
+					if first {
+						<-r.Context().Done()
+						return nil, r.Context().Err()
+					}
+					return &http.Response{StatusCode: 200, Header: http.Header{}, Body: &ctxBody{ctx: r.Context(), r: strings.NewReader("streamed")}}, nil
+				})
+				ho := HedgingOptions()
+				ho.Delay = 100 * time.Millisecond
+				tr, _ := New(Options{Base: base, Pipeline: pipeline(t, resilience.NewBuilder[*http.Response]().AddHedging(ho))})
+				req, _ := http.NewRequest(http.MethodGet, "http://dependency.test/", nil)
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ctxs["loser"].Err() == nil || ctxs["winner"].Err() != nil {
+					t.Fatalf("loser ctx %v, winner ctx %v", ctxs["loser"].Err(), ctxs["winner"].Err())
+				}
+				if finish == "eof" {
+					b, err := io.ReadAll(resp.Body)
+					if err != nil || string(b) != "streamed" {
+						t.Fatalf("body %q, %v", b, err)
+					}
+				} else {
+					resp.Body.Close()
+				}
+				if ctxs["winner"].Err() == nil {
+					t.Fatal("winner's context not released")
+				}
+			})
+		})
+	}
+}
+
+// countingParent is a long-lived caller context that counts the children
+// still registered on it (context.WithCancel registers through AfterFunc
+// on a parent of a type it does not know).
+type countingParent struct {
+	context.Context
+	done chan struct{}
+	live atomic.Int64
+}
+
+func (p *countingParent) Done() <-chan struct{} { return p.done }
+func (p *countingParent) Err() error            { return nil }
+
+func (p *countingParent) AfterFunc(func()) func() bool {
+	p.live.Add(1)
+	var once sync.Once
+	return func() bool {
+		stopped := false
+		once.Do(func() { p.live.Add(-1); stopped = true })
+		return stopped
+	}
+}
+
+// Invariant 4: hedged requests under one long-lived context leave nothing
+// registered on it once their bodies are closed.
+func TestTransportHedgingLeavesNothingOnParent(t *testing.T) {
+	parent := &countingParent{Context: context.Background(), done: make(chan struct{})}
+	base := baseFunc(func(r *http.Request) (*http.Response, error) { return response(200, "ok"), nil })
+	tr, _ := New(Options{Base: base, Pipeline: pipeline(t, resilience.NewBuilder[*http.Response]().AddHedging(HedgingOptions()))})
+	for range 2000 {
+		req, _ := http.NewRequestWithContext(parent, http.MethodGet, "http://dependency.test/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if n := parent.live.Load(); n != 0 {
+		t.Fatalf("%d contexts still registered on the parent", n)
+	}
+}
+
+// Invariant: the default retry never waits longer than
+// DefaultMaxRetryWait: a longer Retry-After ends the retries and its
+// response is returned at once, readable; one within the cap is waited.
+func TestTransportRetryAfterBeyondCapIsReturned(t *testing.T) {
+	if o := RetryOptions(); o.MaxDelay != DefaultMaxRetryWait {
+		t.Fatalf("MaxDelay %v", o.MaxDelay)
+	}
+	cases := []struct {
+		retryAfter string
+		calls      int
+		took       time.Duration
+	}{
+		{"86400", 1, 0},
+		{"31", 1, 0},
+		{time.Date(2000, 1, 2, 0, 0, 0, 0, time.UTC).Format(http.TimeFormat), 1, 0}, // a day after the bubble's epoch
+		{"30", 2, 30 * time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.retryAfter, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				calls := 0
+				base := baseFunc(func(r *http.Request) (*http.Response, error) {
+					calls++
+					if calls == 1 {
+						return response(503, "come back later", "Retry-After", c.retryAfter), nil
+					}
+					return response(200, "ok"), nil
+				})
+				tr, _ := New(Options{Base: base})
+				req, _ := http.NewRequest(http.MethodGet, "http://dependency.test/", nil)
+				start := time.Now()
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if calls != c.calls || time.Since(start) != c.took {
+					t.Fatalf("%d calls in %v, want %d in %v", calls, time.Since(start), c.calls, c.took)
+				}
+				if c.calls == 1 && (resp.StatusCode != 503 || string(b) != "come back later" || resp.Header.Get("Retry-After") != c.retryAfter) {
+					t.Fatalf("status %d body %q", resp.StatusCode, b)
+				}
+			})
+		})
+	}
+}
+
+// Invariant: a fallback built with FallbackOptions releases the response
+// it replaces; a nil action answers with ErrNoResponse.
+func TestTransportFallbackReleasesReplacedResponse(t *testing.T) {
+	var closed atomic.Int32
+	base := baseFunc(func(r *http.Request) (*http.Response, error) {
+		resp := response(503, "down")
+		resp.Body = &closeCounter{ReadCloser: resp.Body, n: &closed}
+		return resp, nil
+	})
+	var sawStatus int
+	fo := FallbackOptions(func(_ context.Context, o resilience.Outcome[*http.Response]) (*http.Response, error) {
+		sawStatus = o.Value.StatusCode
+		return response(200, "cached"), nil
+	})
+	tr, _ := New(Options{Base: base, Pipeline: pipeline(t, resilience.NewBuilder[*http.Response]().AddFallback(fo))})
+	req, _ := http.NewRequest(http.MethodGet, "http://dependency.test/", nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if string(b) != "cached" || sawStatus != 503 || closed.Load() != 1 {
+		t.Fatalf("body %q, action saw %d, replaced body closed %d times", b, sawStatus, closed.Load())
+	}
+	tr, _ = New(Options{Base: base, Pipeline: pipeline(t, resilience.NewBuilder[*http.Response]().AddFallback(FallbackOptions(nil)))})
+	if _, err := tr.RoundTrip(req); !errors.Is(err, ErrNoResponse) || closed.Load() != 2 {
+		t.Fatalf("nil action: %v, closed %d", err, closed.Load())
+	}
+}
