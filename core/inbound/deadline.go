@@ -208,7 +208,7 @@ func (m *Middleware) serveTimed(w http.ResponseWriter, r *http.Request, ctx cont
 		// Every field fire reads is set: it may run at once.
 		t.budget = dl.Sub(now)
 		t.timed = true
-		if !m.deadlines.add(t) {
+		if !m.deadlines.add(t, now) {
 			t.timer = time.AfterFunc(t.budget, t.fire)
 		}
 	} else if custom && ctx.Done() != nil {

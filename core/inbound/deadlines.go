@@ -22,23 +22,42 @@ import (
 // A request whose deadline is far earlier than the tail's (an upstream
 // budget shorter than the timeout) would need a long walk to its place;
 // past maxWalk steps it keeps a timer of its own instead.
+//
+// A timer belongs to one clock: the real one, or the fake clock of a
+// testing/synctest bubble (where time.Now carries no monotonic reading).
+// A Middleware used both inside and outside bubbles (a test suite sharing
+// one) must not move its timer between clocks, which would crash or never
+// fire: a request on the other clock keeps a timer of its own, and in a
+// bubble the timer is re-armed whenever the list was empty, since the
+// bubble it was armed in may be gone.
 type deadlines struct {
 	mu         sync.Mutex
 	head, tail *timedRequest
 	timer      *time.Timer
+	fake       bool      // the timer runs on a synctest bubble's clock
 	at         time.Time // when the timer fires; zero: idle
 }
+
+// fakeClock reports whether now was read inside a synctest bubble.
+func fakeClock(now time.Time) bool { return now == now.Round(0) }
 
 // maxWalk bounds how far from the tail add looks for a request's place.
 const maxWalk = 8
 
-// add lists t by its deadline (t.dctx.deadline, t.budget from now) and
-// arms the timer if t is now the earliest. It reports false when t must
-// keep a timer of its own.
-func (d *deadlines) add(t *timedRequest) bool {
+// add lists t by its deadline (t.dctx.deadline, t.budget from now, the
+// time t started) and arms the timer if t is now the earliest. It reports
+// false when t must keep a timer of its own.
+func (d *deadlines) add(t *timedRequest, now time.Time) bool {
 	dl := t.dctx.deadline
+	fake := fakeClock(now)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.timer != nil && d.fake != fake {
+		return false
+	}
+	if fake && d.head == nil {
+		d.at = time.Time{}
+	}
 	after := d.tail // t goes after this one (nil: at the head)
 	for steps := 0; after != nil && after.dctx.deadline.After(dl); steps++ {
 		if steps == maxWalk {
@@ -64,6 +83,7 @@ func (d *deadlines) add(t *timedRequest) bool {
 		d.at = dl
 		if d.timer == nil {
 			d.timer = time.AfterFunc(t.budget, d.fire)
+			d.fake = fake
 		} else {
 			d.timer.Reset(t.budget)
 		}

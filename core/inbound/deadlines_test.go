@@ -130,8 +130,33 @@ func BenchmarkDeadlineListAddRemove(b *testing.B) {
 	for b.Loop() {
 		t := timedRequest{budget: time.Hour}
 		t.dctx.deadline = now.Add(time.Hour)
-		d.add(&t)
+		d.add(&t, now)
 		d.remove(&t)
 	}
 	d.timer.Stop()
+}
+
+// A Middleware shared by tests inside and outside synctest bubbles keeps
+// answering on time: its deadline timer never moves between clocks.
+func TestDeadlineListAcrossBubbles(t *testing.T) {
+	m := mustNew(t, Options{Timeout: time.Second})
+	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // watches its context: returns at the deadline
+	}))
+	serveOnce := func() int {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		return w.Code
+	}
+	for round := 0; round < 2; round++ {
+		synctest.Test(t, func(t *testing.T) {
+			if code := serveOnce(); code != http.StatusGatewayTimeout {
+				t.Fatalf("in a bubble: status %d", code)
+			}
+		})
+		// Outside any bubble, on the real clock (a short real timeout).
+		if code := serveOnce(); code != http.StatusGatewayTimeout {
+			t.Fatalf("outside a bubble: status %d", code)
+		}
+	}
 }
