@@ -15,7 +15,7 @@
 //	queue full                                 503 at once, code BULKHEAD_FULL, reason full
 //	waited 500 ms without a slot               503, BULKHEAD_FULL, reason queue-timeout
 //	evicted from the queue by overflow policy  503, BULKHEAD_FULL, reason dropped
-//	handler runs past 5 s                      504, code TIMEOUT; the request's context ends (DeadlineExceeded)
+//	handler runs past 5 s                      504, code TIMEOUT; the request's context ends (DeadlineExceeded; its cause a *resilience.TimeoutRejectedError)
 //	client disconnects (queued or running)     context cancelled; nothing is sent; permit or queue place freed
 //	per-key rate limit exceeded                429, code RATE_LIMITED, Retry-After and RateLimit-* fields
 //
@@ -41,7 +41,8 @@
 // really returns: a handler that ignores its context still counts against
 // the cap, and Stats reports it as late. Guarantees, each tested:
 //
-//   - At the deadline the request's context ends (DeadlineExceeded) and,
+//   - At the deadline the request's context ends (Err DeadlineExceeded,
+//     context.Cause a *resilience.TimeoutRejectedError) and,
 //     if the handler has not committed its response, a complete 504
 //     (Content-Length; Connection: close on HTTP/1) is written and flushed
 //     at that moment, even if the handler ignores its context. Its later

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/internal/deadline"
 )
 
 // Middleware runs requests through the inbound pipeline: rate limit →
@@ -36,7 +37,7 @@ type Middleware struct {
 	policyValue []string // RateLimit-Policy, constant per middleware
 	policyName  string   // the policy name as a structured-field string
 
-	deadlines deadlines // the one timer for every request's deadline
+	deadlines deadline.List // the one timer for every request's deadline
 
 	late      atomic.Int64
 	lateTotal atomic.Uint64

@@ -265,11 +265,16 @@ func TestInboundTable(t *testing.T) {
 			close(release)
 			<-done
 			// The context contract: a context that ended at its deadline
-			// reports DeadlineExceeded, and so do contexts derived from it.
-			for what, err := range map[string]error{"cause": cause, "Err": ctxErr, "child Err": childErr} {
+			// reports DeadlineExceeded, and so do contexts derived from it;
+			// its cause says it was the inbound timeout.
+			for what, err := range map[string]error{"Err": ctxErr, "child Err": childErr} {
 				if !errors.Is(err, context.DeadlineExceeded) {
 					t.Errorf("handler context %s = %v, want context.DeadlineExceeded", what, err)
 				}
+			}
+			var tre *resilience.TimeoutRejectedError
+			if !errors.As(cause, &tre) {
+				t.Errorf("handler context cause = %v, want *resilience.TimeoutRejectedError", cause)
 			}
 			if !errors.Is(lateErr, http.ErrHandlerTimeout) {
 				t.Errorf("late write error = %v", lateErr)

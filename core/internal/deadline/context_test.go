@@ -1,4 +1,4 @@
-package inbound
+package deadline
 
 import (
 	"context"
@@ -7,13 +7,13 @@ import (
 	"time"
 )
 
-// The handler's deadline context follows the context contract: Err is
+// Context follows the context contract: Err is
 // DeadlineExceeded at the deadline, the parent's error when the client
 // leaves, and children derived with the context package follow it.
 func TestDeadlineCtxContract(t *testing.T) {
 	t.Run("deadline", func(t *testing.T) {
-		var c deadlineCtx
-		c.init(context.Background(), time.Now().Add(time.Hour))
+		var c Context
+		c.Init(context.Background(), time.Now().Add(time.Hour))
 		child, cancel := context.WithCancel(&c)
 		defer cancel()
 		ran := make(chan struct{})
@@ -21,8 +21,8 @@ func TestDeadlineCtxContract(t *testing.T) {
 		if c.Err() != nil || child.Err() != nil {
 			t.Fatal("done before end")
 		}
-		c.end(context.DeadlineExceeded)
-		c.end(context.Canceled) // only the first end counts
+		c.End(context.DeadlineExceeded, nil)
+		c.End(context.Canceled, nil) // only the first end counts
 		<-ran
 		<-child.Done()
 		if !errors.Is(c.Err(), context.DeadlineExceeded) || !errors.Is(child.Err(), context.DeadlineExceeded) {
@@ -37,25 +37,25 @@ func TestDeadlineCtxContract(t *testing.T) {
 		<-late
 	})
 	t.Run("stop", func(t *testing.T) {
-		var c deadlineCtx
-		c.init(context.Background(), time.Now())
+		var c Context
+		c.Init(context.Background(), time.Now())
 		called := false
 		stop := c.AfterFunc(func() { called = true })
 		if !stop() || stop() {
 			t.Fatal("stop should report true once")
 		}
-		c.end(context.Canceled)
+		c.End(context.Canceled, nil)
 		if called {
 			t.Fatal("stopped func ran")
 		}
 	})
 	t.Run("untimed", func(t *testing.T) {
-		var c deadlineCtx
-		c.init(context.Background(), time.Now())
+		var c Context
+		c.Init(context.Background(), time.Now())
 		if _, ok := c.Deadline(); !ok {
 			t.Fatal("no deadline while timed")
 		}
-		c.untimed.Store(true)
+		c.Untime()
 		if _, ok := c.Deadline(); ok {
 			t.Fatal("deadline reported after untiming")
 		}
@@ -63,8 +63,8 @@ func TestDeadlineCtxContract(t *testing.T) {
 	t.Run("client leaves", func(t *testing.T) {
 		for _, watched := range []bool{false, true} {
 			parent, cancel := context.WithCancel(context.Background())
-			var c deadlineCtx
-			c.init(parent, time.Now().Add(time.Hour))
+			var c Context
+			c.Init(parent, time.Now().Add(time.Hour))
 			var done <-chan struct{}
 			if watched {
 				done = c.Done()
@@ -82,10 +82,34 @@ func TestDeadlineCtxContract(t *testing.T) {
 	})
 	t.Run("values", func(t *testing.T) {
 		type k struct{}
-		var c deadlineCtx
-		c.init(context.WithValue(context.Background(), k{}, 7), time.Now())
+		var c Context
+		c.Init(context.WithValue(context.Background(), k{}, 7), time.Now())
 		if c.Value(k{}) != 7 {
 			t.Fatal("parent value lost")
 		}
 	})
+}
+
+// With a cause, End makes context.Cause report it, for the context and for
+// children derived before and after; the first End wins.
+func TestContextCause(t *testing.T) {
+	cause := errors.New("our timeout")
+	var c Context
+	c.Init(context.Background(), time.Now().Add(time.Hour))
+	before, cancel := context.WithCancel(&c)
+	defer cancel()
+	if !c.End(context.DeadlineExceeded, cause) || c.End(context.Canceled, nil) {
+		t.Fatal("End should report true once")
+	}
+	<-before.Done()
+	after, cancel2 := context.WithCancel(&c)
+	defer cancel2()
+	for name, ctx := range map[string]context.Context{"ctx": &c, "child before": before, "child after": after} {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) || context.Cause(ctx) != cause {
+			t.Errorf("%s: Err %v, Cause %v", name, ctx.Err(), context.Cause(ctx))
+		}
+	}
+	if !c.EndedWith(cause) || c.EndedWith(errors.New("other")) {
+		t.Error("EndedWith")
+	}
 }

@@ -1,0 +1,189 @@
+// Package deadline holds the timing machinery shared by the timeout
+// strategy and the inbound middleware: a context whose deadline is driven
+// from outside (Context), and one timer serving many deadlines (List).
+package deadline
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Context is a context.Context with a deadline that its owner ends, from a
+// timer of its own choosing, with End. It behaves like
+// context.WithDeadlineCause: at the deadline Err is
+// context.DeadlineExceeded, for it and for every context derived from it,
+// and context.Cause reports the cause given to End. Unlike it, the owner
+// can stop timing it (Untime), after which it no longer reports the
+// deadline, and it costs only what is used: the done channel and the watch
+// on the parent are set up on the first Done or AfterFunc call, so a
+// callback that never waits on its context pays for neither. Children
+// derived with the context package attach through the AfterFunc method
+// (no goroutine per child).
+//
+// The zero value is not usable: call Init first. It is safe for concurrent
+// use once initialized; it must not be copied after.
+type Context struct {
+	parent   context.Context
+	deadline time.Time
+	untimed  atomic.Bool
+	causeCtx atomic.Pointer[context.Context] // set by End with a cause, before it closes done
+
+	mu         sync.Mutex
+	done       chan struct{} // made on first use
+	err        error
+	cause      error
+	afters     []*afterFunc
+	stopParent func() bool // the watch on parent, once done exists
+}
+
+type afterFunc struct{ f func() }
+
+// Init sets the parent and the deadline. It must be called once, before
+// the context is used.
+func (c *Context) Init(parent context.Context, deadline time.Time) {
+	c.parent = parent
+	c.deadline = deadline
+}
+
+// Untime makes the context stop reporting its deadline (the owner will not
+// end it for time any more).
+func (c *Context) Untime() { c.untimed.Store(true) }
+
+// Deadline implements context.Context.
+func (c *Context) Deadline() (time.Time, bool) {
+	if c.untimed.Load() {
+		return c.parent.Deadline()
+	}
+	return c.deadline, true
+}
+
+// Done implements context.Context.
+func (c *Context) Done() <-chan struct{} {
+	c.mu.Lock()
+	c.watchLocked()
+	d := c.done
+	c.mu.Unlock()
+	return d
+}
+
+// watchLocked makes the done channel and, while c is live, watches the
+// parent so that c ends with it. c.mu must be held.
+func (c *Context) watchLocked() {
+	if c.done != nil {
+		return
+	}
+	c.done = make(chan struct{})
+	if c.err != nil {
+		close(c.done)
+		return
+	}
+	// The callback runs on its own goroutine (or the canceller's), never
+	// under c.mu.
+	c.stopParent = context.AfterFunc(c.parent, c.parentDone)
+}
+
+func (c *Context) parentDone() { c.End(c.parent.Err(), nil) }
+
+// Err implements context.Context.
+func (c *Context) Err() error {
+	c.mu.Lock()
+	err := c.err
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	// Without a watch (nobody asked for Done) the parent is read here.
+	if perr := c.parent.Err(); perr != nil {
+		c.End(perr, nil)
+		return c.Err()
+	}
+	return nil
+}
+
+// Value implements context.Context. After End with a cause, lookups go
+// through a cancelled context that carries it, which is how context.Cause
+// finds it.
+func (c *Context) Value(key any) any {
+	if cc := c.causeCtx.Load(); cc != nil {
+		return (*cc).Value(key)
+	}
+	return c.parent.Value(key)
+}
+
+func (c *Context) String() string { return "deadline.Context" }
+
+// EndedWith reports whether c was ended by End with this cause.
+func (c *Context) EndedWith(cause error) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cause != nil && c.cause == cause
+}
+
+// AfterFunc arranges for f to run once c is done; the context package uses
+// it to propagate cancellation to children. f runs on the goroutine that
+// ends c, or in its own goroutine if c has already ended (the caller may
+// hold a lock f needs).
+func (c *Context) AfterFunc(f func()) (stop func() bool) {
+	if c.Err() != nil {
+		go f()
+		return func() bool { return false }
+	}
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		go f()
+		return func() bool { return false }
+	}
+	c.watchLocked()
+	a := &afterFunc{f: f}
+	c.afters = append(c.afters, a)
+	c.mu.Unlock()
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i, x := range c.afters {
+			if x == a {
+				c.afters = append(c.afters[:i], c.afters[i+1:]...)
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// End makes c done with err and, if cause is not nil, that cause (what
+// context.Cause reports); only the first call counts, and it reports
+// whether it was this one. It also drops the watch on the parent.
+func (c *Context) End(err, cause error) bool {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return false
+	}
+	if cause != nil {
+		// context.Cause looks the cause up through Value; only a context
+		// of the context package can carry it.
+		cc, cancel := context.WithCancelCause(c.parent)
+		cancel(cause)
+		c.causeCtx.Store(&cc)
+	}
+	c.err = err
+	c.cause = cause
+	if c.done != nil {
+		close(c.done)
+	}
+	afters := c.afters
+	c.afters = nil
+	stop := c.stopParent
+	c.stopParent = nil
+	c.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	for _, a := range afters {
+		a.f()
+	}
+	return true
+}

@@ -1,0 +1,173 @@
+package deadline
+
+import (
+	"sync"
+	"time"
+)
+
+// Firer is what a Node belongs to: Fire runs on the List's timer goroutine
+// when the node's deadline passes, after the node has left the list.
+type Firer interface{ Fire() }
+
+// Node is an entry of a List. Its owner embeds it and sets Owner; the List
+// sets the rest. The zero value is an unlisted node.
+type Node struct {
+	Owner      Firer
+	at         time.Time
+	prev, next *Node
+	listed     bool
+}
+
+// List is one timer serving many deadlines. When they share one timeout,
+// deadlines come nearly in arrival order, so a list kept in deadline
+// order is appended at its tail: adding and removing an entry is a short
+// critical section instead of a runtime timer (its allocation, its heap
+// insertion and removal). The timer is armed for the earliest deadline it
+// knows of; when it fires it fires every due node and re-arms for the next.
+// An entry that leaves in time only unlinks itself, so under steady
+// traffic the timer is touched about once per timeout period.
+//
+// The timer is the List's, not an entry's: after the last entry leaves it
+// may stay armed until the deadline it was set for, then fires once, finds
+// nothing due, and idles.
+//
+// An entry whose deadline is far earlier than the tail's would need a long
+// walk to its place; past maxWalk steps Add refuses it, and the caller
+// gives it a timer of its own.
+//
+// A timer belongs to one clock: the real one, or the fake clock of a
+// testing/synctest bubble (where time.Now carries no monotonic reading). A
+// List used both inside and outside bubbles (a test suite sharing it) must
+// not move its timer between clocks, which would crash or never fire: Add
+// refuses an entry on the other clock, and in a bubble the timer is
+// re-armed whenever the list was empty, since the bubble it was armed in
+// may be gone.
+//
+// The zero value is an empty List, ready to use. It is safe for concurrent
+// use and must not be copied after first use.
+type List struct {
+	mu         sync.Mutex
+	head, tail *Node
+	timer      *time.Timer
+	fake       bool      // the timer runs on a synctest bubble's clock
+	at         time.Time // when the timer fires; zero: idle
+}
+
+// maxWalk bounds how far from the tail Add looks for a node's place.
+const maxWalk = 8
+
+// fakeClock reports whether now was read inside a synctest bubble.
+func fakeClock(now time.Time) bool { return now == now.Round(0) }
+
+// Add lists n for the deadline now+budget and arms the timer if n is now
+// the earliest. It reports false when n must have a timer of its own.
+func (l *List) Add(n *Node, now time.Time, budget time.Duration) bool {
+	dl := now.Add(budget)
+	fake := fakeClock(now)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.timer != nil && l.fake != fake {
+		return false
+	}
+	if fake && l.head == nil {
+		l.at = time.Time{}
+	}
+	after := l.tail // n goes after this one (nil: at the head)
+	for steps := 0; after != nil && after.at.After(dl); steps++ {
+		if steps == maxWalk {
+			return false
+		}
+		after = after.prev
+	}
+	n.at = dl
+	n.prev = after
+	if after == nil {
+		n.next = l.head
+		l.head = n
+	} else {
+		n.next = after.next
+		after.next = n
+	}
+	if n.next == nil {
+		l.tail = n
+	} else {
+		n.next.prev = n
+	}
+	n.listed = true
+	if l.at.IsZero() || dl.Before(l.at) {
+		l.at = dl
+		if l.timer == nil {
+			l.timer = time.AfterFunc(budget, l.fire)
+			l.fake = fake
+		} else {
+			l.timer.Reset(budget)
+		}
+	}
+	return true
+}
+
+// Remove takes n off the list, if it is on it. The timer is left alone: if
+// it fires for n's deadline, it finds nothing due and re-arms or idles.
+func (l *List) Remove(n *Node) {
+	l.mu.Lock()
+	if n.listed {
+		l.unlinkLocked(n)
+	}
+	l.mu.Unlock()
+}
+
+// Len returns the number of listed nodes, for tests and diagnostics.
+func (l *List) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for x := l.head; x != nil; x = x.next {
+		n++
+	}
+	return n
+}
+
+// Idle reports whether nothing is listed and the timer is not armed.
+func (l *List) Idle() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.head == nil && l.at.IsZero()
+}
+
+func (l *List) unlinkLocked(n *Node) {
+	if n.prev == nil {
+		l.head = n.next
+	} else {
+		n.prev.next = n.next
+	}
+	if n.next == nil {
+		l.tail = n.prev
+	} else {
+		n.next.prev = n.prev
+	}
+	n.prev, n.next, n.listed = nil, nil, false
+}
+
+// fire runs on the timer's goroutine: it fires each node that is due,
+// outside the list's lock, and re-arms for the next deadline.
+func (l *List) fire() {
+	l.mu.Lock()
+	for {
+		h := l.head
+		if h == nil {
+			l.at = time.Time{}
+			l.mu.Unlock()
+			return
+		}
+		if wait := time.Until(h.at); wait > 0 {
+			l.at = h.at
+			l.timer.Reset(wait)
+			l.mu.Unlock()
+			return
+		}
+		l.unlinkLocked(h)
+		l.mu.Unlock()
+		h.Owner.Fire()
+		l.mu.Lock()
+	}
+}

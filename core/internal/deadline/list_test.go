@@ -1,0 +1,95 @@
+package deadline
+
+import (
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+type firer struct {
+	node  Node
+	mu    sync.Mutex
+	fired time.Time
+}
+
+func (f *firer) Fire() {
+	f.mu.Lock()
+	f.fired = time.Now()
+	f.mu.Unlock()
+}
+
+func (f *firer) firedAt() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fired
+}
+
+func newFirer() *firer {
+	f := &firer{}
+	f.node.Owner = f
+	return f
+}
+
+// Every listed node fires at its own deadline, whatever the order of
+// adding; removed nodes never fire; the list idles when nothing is due.
+func TestListFiresEachNodeAtItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var l List
+		start := time.Now()
+		a, b, c, d := newFirer(), newFirer(), newFirer(), newFirer()
+		mustAdd := func(f *firer, budget time.Duration) {
+			if !l.Add(&f.node, time.Now(), budget) {
+				t.Fatal("Add refused a node")
+			}
+		}
+		mustAdd(a, 5*time.Second)
+		time.Sleep(time.Second)
+		mustAdd(b, 5*time.Second)
+		mustAdd(c, 2*time.Second) // earlier than the tail: walks back, re-arms
+		l.Remove(&b.node)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if got := a.firedAt().Sub(start); got != 5*time.Second {
+			t.Errorf("a fired at %v", got)
+		}
+		if got := c.firedAt().Sub(start); got != 3*time.Second {
+			t.Errorf("c fired at %v", got)
+		}
+		if !b.firedAt().IsZero() || !d.firedAt().IsZero() {
+			t.Error("a removed or unlisted node fired")
+		}
+		if !l.Idle() || l.Len() != 0 {
+			t.Error("list not idle")
+		}
+	})
+}
+
+// A node far earlier than the tail (more than maxWalk steps) is refused.
+func TestListRefusesFarOutOfOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var l List
+		now := time.Now()
+		for i := 0; i < maxWalk+1; i++ {
+			l.Add(&newFirer().node, now, time.Hour)
+		}
+		if l.Add(&newFirer().node, now, time.Second) {
+			t.Fatal("a node needing more than maxWalk steps was accepted")
+		}
+		if l.Len() != maxWalk+1 {
+			t.Fatalf("Len = %d", l.Len())
+		}
+	})
+}
+
+func BenchmarkListAddRemove(b *testing.B) {
+	var l List
+	f := newFirer()
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Add(&f.node, now, time.Hour)
+		l.Remove(&f.node)
+	}
+	l.timer.Stop()
+}
