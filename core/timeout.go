@@ -3,6 +3,8 @@ package resilience
 import (
 	"context"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/internal/deadline"
 )
 
 // TimeoutOptions configures a timeout strategy. A plain value: NewTimeout
@@ -35,12 +37,23 @@ type TimeoutOptions struct {
 // this strategy. A callback that returns nil after the deadline still
 // succeeds.
 //
-// Safe for concurrent use; it holds no state between executions. Emits
-// EventTimeout. Create it with Timeout or NewTimeout: the zero value runs
-// the rest of the pipeline without a timeout and fails Validate.
+// The callback's context behaves like context.WithDeadlineCause (Err is
+// DeadlineExceeded at the deadline, for it and every context derived from
+// it), but it is not one: the executions of a strategy share one timer,
+// kept on a list in deadline order, instead of a runtime timer each, and
+// the context's done channel is made only if the callback asks for it.
+// That timer may stay armed after the last execution, until the deadline
+// it was set for; it then fires once and idles.
+//
+// Safe for concurrent use; it holds no state between executions beyond
+// that timer. Emits EventTimeout. Create it with Timeout or NewTimeout:
+// the zero value runs the rest of the pipeline without a timeout and fails
+// Validate. Copying a strategy after its first use is not allowed (it is
+// used by pointer).
 type TimeoutStrategy struct {
-	opts TimeoutOptions
-	err  *TimeoutRejectedError // shared cause for the fixed timeout
+	opts      TimeoutOptions
+	err       *TimeoutRejectedError // shared cause for the fixed timeout
+	deadlines deadline.List         // one timer for every execution's deadline
 }
 
 // Timeout returns a timeout strategy with a fixed timeout. An invalid d is
@@ -105,12 +118,49 @@ func (s *TimeoutStrategy) Execute(ctx context.Context, tel Telemetry, next Next)
 	if d <= 0 { // invalid options used without Build: no timeout rather than a panic
 		return next(ctx)
 	}
-	tctx, cancel := context.WithTimeoutCause(ctx, d, cause)
-	defer cancel()
-	err := next(tctx)
-	if err != nil && context.Cause(tctx) == error(cause) {
+	now := time.Now()
+	dl := now.Add(d)
+	if pd, ok := ctx.Deadline(); ok && !pd.After(dl) {
+		// The caller's deadline comes first: ours can never fire, and the
+		// callback's context is the caller's own.
+		return next(ctx)
+	}
+	r := &timeoutRun{cause: cause}
+	r.ctx.Init(ctx, dl)
+	r.node.Owner = r
+	if !s.deadlines.Add(&r.node, now, d) {
+		r.timer = time.AfterFunc(d, r.Fire)
+	}
+	defer r.finish(&s.deadlines)
+	err := next(&r.ctx)
+	if err != nil && r.ctx.EndedWith(cause) {
 		tel.Emit(ctx, Event{Name: EventTimeout, Duration: d, Err: cause})
 		return cause
 	}
 	return err
+}
+
+// timeoutRun is one execution under a TimeoutStrategy: the callback's
+// context and its place on the strategy's deadline list, in one
+// allocation.
+type timeoutRun struct {
+	ctx   deadline.Context
+	node  deadline.Node
+	cause *TimeoutRejectedError
+	timer *time.Timer // its own, when the list could not take it
+}
+
+// Fire is the deadline: the callback's context ends with DeadlineExceeded
+// and the strategy's cause.
+func (r *timeoutRun) Fire() { r.ctx.End(context.DeadlineExceeded, r.cause) }
+
+// finish takes the run off the list (or stops its timer) and ends its
+// context, releasing what was derived from it.
+func (r *timeoutRun) finish(l *deadline.List) {
+	if r.timer != nil {
+		r.timer.Stop()
+	} else {
+		l.Remove(&r.node)
+	}
+	r.ctx.End(context.Canceled, nil)
 }

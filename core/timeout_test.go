@@ -298,3 +298,71 @@ func BenchmarkPipelineExecuteTimeoutWatched(b *testing.B) {
 		_, _ = p.Execute(ctx, fn)
 	}
 }
+
+// The executions of one strategy share its deadline timer: each still
+// times out exactly at its own deadline, in whatever order they started
+// and finished, and the timer idles when nothing is due.
+func TestTimeoutSharedTimerEachExecutionAtItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := Timeout(5 * time.Second)
+		p := timeoutPipeline(t, nil, s)
+		type result struct {
+			after time.Duration
+			err   error
+		}
+		results := make([]chan result, 3)
+		for i := range results {
+			results[i] = make(chan result, 1)
+			start := time.Now()
+			go func() {
+				_, err := p.Execute(context.Background(), func(ctx context.Context) (int, error) {
+					if i == 1 { // finishes early: leaves the list
+						return 0, nil
+					}
+					<-ctx.Done()
+					return 0, ctx.Err()
+				})
+				results[i] <- result{time.Since(start), err}
+			}()
+			time.Sleep(time.Second)
+		}
+		for i, want := range []time.Duration{5 * time.Second, 0, 5 * time.Second} {
+			r := <-results[i]
+			if r.after != want {
+				t.Errorf("execution %d returned after %v, want %v", i, r.after, want)
+			}
+			if (want != 0) != errors.Is(r.err, ErrTimeoutRejected) {
+				t.Errorf("execution %d: err %v", i, r.err)
+			}
+		}
+		time.Sleep(10 * time.Second)
+		if !s.deadlines.Idle() {
+			t.Errorf("deadline timer not idle: %d listed", s.deadlines.Len())
+		}
+	})
+}
+
+// A strategy used both on the real clock and inside a synctest bubble (a
+// test suite sharing one) keeps timing out on time: its timer never moves
+// between clocks.
+func TestTimeoutAcrossBubbles(t *testing.T) {
+	s := Timeout(50 * time.Millisecond)
+	run := func() error {
+		p, _ := NewBuilder[int]().AddStrategy(s).Build()
+		_, err := p.Execute(context.Background(), func(ctx context.Context) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		})
+		return err
+	}
+	for range 2 {
+		synctest.Test(t, func(t *testing.T) {
+			if err := run(); !errors.Is(err, ErrTimeoutRejected) {
+				t.Fatalf("in a bubble: %v", err)
+			}
+		})
+		if err := run(); !errors.Is(err, ErrTimeoutRejected) {
+			t.Fatalf("outside a bubble: %v", err)
+		}
+	}
+}
