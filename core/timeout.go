@@ -39,11 +39,14 @@ type TimeoutOptions struct {
 //
 // The callback's context behaves like context.WithDeadlineCause (Err is
 // DeadlineExceeded at the deadline, for it and every context derived from
-// it), but it is not one: the executions of a strategy share one timer,
-// kept on a list in deadline order, instead of a runtime timer each, and
-// the context's done channel is made only if the callback asks for it.
-// That timer may stay armed after the last execution, until the deadline
-// it was set for; it then fires once and idles.
+// it; context.Cause the *TimeoutRejectedError), but it is not one: the
+// executions of a strategy share one timer, kept on a list in deadline
+// order, instead of a runtime timer each, and the context's done channel
+// and its watch on the caller's context are set up only if the callback
+// asks for them. That timer may stay armed after the last execution, until
+// the deadline it was set for; it then fires once and idles. Inside a
+// testing/synctest bubble each execution uses a timer of its own, so a
+// strategy shared by tests in and out of bubbles keeps its timing.
 //
 // Safe for concurrent use; it holds no state between executions beyond
 // that timer. Emits EventTimeout. Create it with Timeout or NewTimeout:

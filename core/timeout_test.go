@@ -305,6 +305,7 @@ func BenchmarkPipelineExecuteTimeoutWatched(b *testing.B) {
 func TestTimeoutSharedTimerEachExecutionAtItsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := Timeout(5 * time.Second)
+		s.deadlines.AllowFakeClock() // this strategy lives in this bubble only
 		p := timeoutPipeline(t, nil, s)
 		type result struct {
 			after time.Duration
@@ -365,4 +366,32 @@ func TestTimeoutAcrossBubbles(t *testing.T) {
 			t.Fatalf("outside a bubble: %v", err)
 		}
 	}
+}
+
+// The caller's cancellation wins even when the callback never looked at its
+// context before our deadline: the caller's error comes back, no timeout is
+// reported.
+func TestTimeoutUnwatchedCallerCancellationIsNotATimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var events int
+		l := ListenerFunc(func(context.Context, Event) { events++ })
+		s := Timeout(2 * time.Second)
+		s.deadlines.AllowFakeClock()
+		p := timeoutPipeline(t, l, s)
+		ctx, cancel := context.WithCancelCause(context.Background())
+		gaveUp := errors.New("caller gave up")
+		time.AfterFunc(time.Second, func() { cancel(gaveUp) })
+		var cause error
+		_, err := p.Execute(ctx, func(ctx context.Context) (int, error) {
+			time.Sleep(3 * time.Second) // busy, not watching
+			cause = context.Cause(ctx)
+			return 0, ctx.Err()
+		})
+		if errors.Is(err, ErrTimeoutRejected) || !errors.Is(err, context.Canceled) || events != 0 {
+			t.Fatalf("err = %v, %d timeout events; want the caller's cancellation", err, events)
+		}
+		if cause != gaveUp {
+			t.Fatalf("callback saw cause %v", cause)
+		}
+	})
 }

@@ -17,6 +17,7 @@ func TestDeadlineListAnswersEachRequestAtItsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const timeout = 5 * time.Second
 		m := mustNew(t, Options{Timeout: timeout})
+		m.deadlines.AllowFakeClock() // this middleware lives in this bubble only
 		release := map[string]chan struct{}{}
 		for _, name := range []string{"a", "b", "c", "d"} {
 			release[name] = make(chan struct{}) // made up front: handlers read the map
@@ -82,6 +83,7 @@ func TestDeadlineListAnswersEachRequestAtItsDeadline(t *testing.T) {
 func TestDeadlineListFarOutOfOrderKeepsOwnTimer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mustNew(t, Options{Timeout: 10 * time.Second})
+		m.deadlines.AllowFakeClock() // this middleware lives in this bubble only
 		release := make(chan struct{})
 		h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
 		var dones []<-chan struct{}
@@ -137,4 +139,47 @@ func TestDeadlineListAcrossBubbles(t *testing.T) {
 			t.Fatalf("outside a bubble: status %d", code)
 		}
 	}
+}
+
+// blockingWriter is a ResponseWriter whose client never reads: writes block
+// until released.
+type blockingWriter struct {
+	h       http.Header
+	release chan struct{}
+}
+
+func (b *blockingWriter) Header() http.Header { return b.h }
+func (b *blockingWriter) WriteHeader(int)     {}
+func (b *blockingWriter) Write(p []byte) (int, error) {
+	<-b.release
+	return len(p), nil
+}
+
+// A client that does not read blocks the 504 written for its own request,
+// never the deadlines of the others: one slow client cannot switch off the
+// timeout for everyone.
+func TestDeadlineListSlowClientDoesNotStallOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustNew(t, Options{Timeout: time.Second})
+		m.deadlines.AllowFakeClock()
+		release := make(chan struct{})
+		h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			<-release // ignores its context
+		}))
+		slow := &blockingWriter{h: http.Header{}, release: make(chan struct{})}
+		slowDone := serveAsync(h, slow, httptest.NewRequest("GET", "/slow", nil))
+		time.Sleep(500 * time.Millisecond)
+		w := newSyncRecorder()
+		start := time.Now()
+		done := serveAsync(h, w, httptest.NewRequest("GET", "/other", nil))
+		<-w.written
+		synctest.Wait()
+		if got := time.Since(start); got != time.Second {
+			t.Errorf("other request's 504 after %v, want 1s", got)
+		}
+		close(release)
+		close(slow.release)
+		<-done
+		<-slowDone
+	})
 }

@@ -84,7 +84,10 @@
 // or closure is made unless something needs it (a timeout, a rate limit,
 // a Priority function or a custom pipeline). The timeout uses one timer per
 // Middleware for all its requests' deadlines, kept in a list in deadline
-// order, rather than a runtime timer per request.
+// order, rather than a runtime timer per request; each expired request is
+// answered on a goroutine of its own, so a client that does not read its
+// 504 holds up nobody else. (Inside a testing/synctest bubble each request
+// has a timer of its own.)
 //
 // # Adaptive limit
 //

@@ -22,6 +22,12 @@ import (
 // derived with the context package attach through the AfterFunc method
 // (no goroutine per child).
 //
+// Its reported deadline is the one given to Init: the owner passes the
+// earlier of its own and the parent's. After the owner ends it without a
+// cause (the execution finished), context.Cause follows the parent's
+// lookups, as Value does: if the parent is cancelled later with a cause,
+// Cause reports it while Err stays Canceled.
+//
 // The zero value is not usable: call Init first. It is safe for concurrent
 // use once initialized; it must not be copied after.
 type Context struct {
@@ -155,12 +161,21 @@ func (c *Context) AfterFunc(f func()) (stop func() bool) {
 
 // End makes c done with err and, if cause is not nil, that cause (what
 // context.Cause reports); only the first call counts, and it reports
-// whether it was this one. It also drops the watch on the parent.
+// whether it was this one. If the parent has already ended, c ends with
+// the parent's error and cause instead, and EndedWith reports false. End
+// also drops the watch on the parent. The functions registered with
+// AfterFunc run on the calling goroutine before End returns, so a caller
+// holding a lock must not register any that need it.
 func (c *Context) End(err, cause error) bool {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
 		return false
+	}
+	if perr := c.parent.Err(); perr != nil {
+		// The parent ended first, even if nobody was watching it: as with
+		// the context package, its error and cause win.
+		err, cause = perr, nil
 	}
 	if cause != nil {
 		// context.Cause looks the cause up through Value; only a context

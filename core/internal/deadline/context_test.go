@@ -113,3 +113,25 @@ func TestContextCause(t *testing.T) {
 		t.Error("EndedWith")
 	}
 }
+
+// A parent that ended first wins, even if nobody watched it: End then
+// reports false and the context carries the parent's error and cause.
+func TestContextParentEndedFirstWins(t *testing.T) {
+	parentCause := errors.New("client left")
+	parent, cancel := context.WithCancelCause(context.Background())
+	var c Context
+	c.Init(parent, time.Now().Add(time.Hour))
+	cancel(parentCause)
+	if c.End(context.DeadlineExceeded, errors.New("ours")) {
+		// End still ends c, but with the parent's error.
+		if !errors.Is(c.Err(), context.Canceled) || context.Cause(&c) != parentCause {
+			t.Fatalf("Err %v, Cause %v", c.Err(), context.Cause(&c))
+		}
+	}
+	if c.EndedWith(errors.New("ours")) {
+		t.Fatal("EndedWith reports our cause")
+	}
+	if !errors.Is(c.Err(), context.Canceled) || context.Cause(&c) != parentCause {
+		t.Fatalf("Err %v, Cause %v", c.Err(), context.Cause(&c))
+	}
+}

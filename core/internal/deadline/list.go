@@ -36,12 +36,14 @@ type Node struct {
 // gives it a timer of its own.
 //
 // A timer belongs to one clock: the real one, or the fake clock of a
-// testing/synctest bubble (where time.Now carries no monotonic reading). A
-// List used both inside and outside bubbles (a test suite sharing it) must
-// not move its timer between clocks, which would crash or never fire: Add
-// refuses an entry on the other clock, and in a bubble the timer is
-// re-armed whenever the list was empty, since the bubble it was armed in
-// may be gone.
+// testing/synctest bubble (where time.Now carries no monotonic reading).
+// A timer armed in a bubble dies with it, and one moved between clocks
+// crashes or never fires, so Add refuses entries read on a bubble's clock
+// (their owners use a timer of their own) unless AllowFakeClock was
+// called, which a test does on a List it uses in one bubble only.
+//
+// Fire runs on a goroutine of its own for each due node, so an owner that
+// writes to a slow client cannot hold up the other deadlines.
 //
 // The zero value is an empty List, ready to use. It is safe for concurrent
 // use and must not be copied after first use.
@@ -50,7 +52,16 @@ type List struct {
 	head, tail *Node
 	timer      *time.Timer
 	fake       bool      // the timer runs on a synctest bubble's clock
+	allowFake  bool      // AllowFakeClock was called
 	at         time.Time // when the timer fires; zero: idle
+}
+
+// AllowFakeClock lets the list take entries read inside a synctest bubble.
+// Only for tests: the list must then be used inside that one bubble.
+func (l *List) AllowFakeClock() {
+	l.mu.Lock()
+	l.allowFake = true
+	l.mu.Unlock()
 }
 
 // maxWalk bounds how far from the tail Add looks for a node's place.
@@ -66,11 +77,8 @@ func (l *List) Add(n *Node, now time.Time, budget time.Duration) bool {
 	fake := fakeClock(now)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.timer != nil && l.fake != fake {
+	if (fake && !l.allowFake) || (l.timer != nil && l.fake != fake) {
 		return false
-	}
-	if fake && l.head == nil {
-		l.at = time.Time{}
 	}
 	after := l.tail // n goes after this one (nil: at the head)
 	for steps := 0; after != nil && after.at.After(dl); steps++ {
@@ -148,8 +156,8 @@ func (l *List) unlinkLocked(n *Node) {
 	n.prev, n.next, n.listed = nil, nil, false
 }
 
-// fire runs on the timer's goroutine: it fires each node that is due,
-// outside the list's lock, and re-arms for the next deadline.
+// fire runs on the timer's goroutine: it fires each node that is due, on
+// a goroutine of its own, and re-arms for the next deadline.
 func (l *List) fire() {
 	l.mu.Lock()
 	for {
@@ -166,8 +174,6 @@ func (l *List) fire() {
 			return
 		}
 		l.unlinkLocked(h)
-		l.mu.Unlock()
-		h.Owner.Fire()
-		l.mu.Lock()
+		go h.Owner.Fire()
 	}
 }

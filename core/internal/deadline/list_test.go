@@ -36,6 +36,7 @@ func newFirer() *firer {
 func TestListFiresEachNodeAtItsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var l List
+		l.AllowFakeClock()
 		start := time.Now()
 		a, b, c, d := newFirer(), newFirer(), newFirer(), newFirer()
 		mustAdd := func(f *firer, budget time.Duration) {
@@ -69,6 +70,7 @@ func TestListFiresEachNodeAtItsDeadline(t *testing.T) {
 func TestListRefusesFarOutOfOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var l List
+		l.AllowFakeClock()
 		now := time.Now()
 		for i := 0; i < maxWalk+1; i++ {
 			l.Add(&newFirer().node, now, time.Hour)
@@ -92,4 +94,48 @@ func BenchmarkListAddRemove(b *testing.B) {
 		l.Remove(&f.node)
 	}
 	l.timer.Stop()
+}
+
+// By default a list refuses entries read on a synctest bubble's clock:
+// a timer armed in a bubble dies with it.
+func TestListRefusesFakeClockByDefault(t *testing.T) {
+	var l List
+	synctest.Test(t, func(t *testing.T) {
+		if l.Add(&newFirer().node, time.Now(), time.Second) {
+			t.Fatal("an entry on a bubble's clock was accepted")
+		}
+	})
+	f := newFirer()
+	if !l.Add(&f.node, time.Now(), time.Hour) {
+		t.Fatal("an entry on the real clock was refused")
+	}
+	l.Remove(&f.node)
+	l.timer.Stop()
+}
+
+type blockingFirer struct {
+	node    Node
+	release chan struct{}
+}
+
+func (b *blockingFirer) Fire() { <-b.release }
+
+// An owner whose Fire blocks (a 504 written to a client that does not
+// read) does not hold up the other deadlines.
+func TestListSlowFireDoesNotStallOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var l List
+		l.AllowFakeClock()
+		slow := &blockingFirer{release: make(chan struct{})}
+		slow.node.Owner = slow
+		l.Add(&slow.node, time.Now(), time.Second)
+		f := newFirer()
+		l.Add(&f.node, time.Now(), 2*time.Second)
+		start := time.Now()
+		time.Sleep(3 * time.Second)
+		if got := f.firedAt().Sub(start); got != 2*time.Second {
+			t.Errorf("second node fired at %v, want 2s", got)
+		}
+		close(slow.release)
+	})
 }
