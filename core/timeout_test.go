@@ -395,3 +395,27 @@ func TestTimeoutUnwatchedCallerCancellationIsNotATimeout(t *testing.T) {
 		}
 	})
 }
+
+// The builder shortcut with options builds the same strategy and reports
+// invalid options at Build.
+func TestAddTimeoutWithOptions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, err := NewBuilder[int]().AddTimeoutWithOptions(TimeoutOptions{Name: "budget", Timeout: time.Second}).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(p.String(), "budget") {
+			t.Fatalf("pipeline %s lacks the strategy name", p)
+		}
+		_, err = p.Execute(context.Background(), func(ctx context.Context) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		})
+		if !errors.Is(err, ErrTimeoutRejected) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	if _, err := NewBuilder[int]().AddTimeoutWithOptions(TimeoutOptions{Timeout: -1}).Build(); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("invalid options: err = %v", err)
+	}
+}
