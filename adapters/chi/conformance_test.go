@@ -26,7 +26,7 @@ func chiHarness() conformance.Harness {
 				r.Use(mw.Handler)
 				r.Handle("/*", cfg.Handler)
 			})
-			return conformance.NewHTTPServer(r, conformance.StatsFrom(mw.Inbound()))
+			return conformance.NewHTTPServer(r, mw.Inbound().Stats)
 		},
 	}
 }

@@ -42,8 +42,7 @@ func (m *Middleware) initAdaptive(name string) error {
 }
 
 // AdaptiveLimiter returns the limiter built from Options.Adaptive (its
-// Stats is a resilience.LimitProvider for dashboards and health checks),
-// or nil.
+// Stats reads the live limit for dashboards and health checks), or nil.
 func (m *Middleware) AdaptiveLimiter() *resilience.AdaptiveLimiter { return m.adaptive }
 
 // acquireAdaptive takes an adaptive permit, emitting the limiter's

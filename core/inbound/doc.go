@@ -118,7 +118,7 @@
 // the HTTPRequest property. The client IP is the connection's peer unless
 // the peer is in ClientIPOptions.TrustedProxies; then X-Forwarded-For is
 // walked from the right past trusted hops (ResolveClientIP). KeyByClientIP
-// (the default key) and KeyByHeader are ready-made key functions; IPv6
+// and KeyByHeader are ready-made key functions; IPv6
 // clients can be grouped by prefix.
 //
 // # Adapters

@@ -68,11 +68,7 @@ func New(opts Options) (*Middleware, error) {
 		return nil, err
 	}
 	if opts.RateLimit != nil {
-		ro := *opts.RateLimit
-		if ro.Key == nil {
-			ro.Key = KeyByClientIP
-		}
-		rl, err := resilience.NewRateLimiter(ro)
+		rl, err := resilience.NewRateLimiter(*opts.RateLimit)
 		if err != nil {
 			return nil, err
 		}
