@@ -137,11 +137,11 @@ func (m *Middleware) runFn(ctx context.Context, c *call) error {
 		tctx, cancel = context.WithTimeoutCause(ctx, m.timeout, m.timeoutErr)
 		defer cancel()
 	}
-	if c.timed != nil && tctx.Done() != nil {
+	if tc := c.timed; tc != nil && tctx.Done() != nil {
 		// A timeout here, a custom pipeline's, or an upstream deadline.
 		stop := context.AfterFunc(tctx, func() {
 			cause := context.Cause(tctx)
-			if isTimeout(cause) && c.timed.expire(cause) && cause == error(m.timeoutErr) {
+			if isTimeout(cause) && tc.expire(cause) && cause == error(m.timeoutErr) {
 				m.timeoutTel.Emit(ctx, resilience.Event{Name: resilience.EventTimeout, Duration: m.timeout, Err: m.timeoutErr})
 			}
 		})
