@@ -62,7 +62,7 @@ func (v *viewRecorder) record(ctx context.Context) {
 }
 
 func (v *viewRecorder) priority(ctx context.Context) int { v.record(ctx); return 0 }
-func (v *viewRecorder) key(ctx context.Context) string  { v.record(ctx); return "k" }
+func (v *viewRecorder) key(ctx context.Context) string   { v.record(ctx); return "k" }
 
 func (v *viewRecorder) get(header string) (viewSeen, bool) {
 	v.mu.Lock()
