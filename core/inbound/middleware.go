@@ -96,11 +96,7 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 		m.priority = true
 	}
 	if opts.RateLimit != nil {
-		ro := *opts.RateLimit
-		if ro.Key == nil {
-			ro.Key = KeyByClientIP
-		}
-		rl, err := resilience.NewRateLimiter(ro)
+		rl, err := resilience.NewRateLimiter(*opts.RateLimit)
 		if err != nil {
 			return nil, err
 		}
