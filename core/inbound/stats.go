@@ -25,13 +25,10 @@ type Stats struct {
 // are read one after the other, not as one atomic snapshot.
 func (m *Middleware) Stats() Stats {
 	var s Stats
-	switch {
-	case m.limiter != nil:
-		s.LimiterStats = m.limiter.Stats()
-	case m.adaptive != nil:
-		s.LimiterStats = m.adaptive.Stats()
-	case m.opts.LimiterStats != nil:
-		s.LimiterStats = m.opts.LimiterStats()
+	if m.gate != nil {
+		if ls, ok := m.gate.stats(); ok {
+			s.LimiterStats = ls
+		}
 	}
 	s.Late = m.late.Load()
 	s.LateTotal = m.lateTotal.Load()
