@@ -79,25 +79,20 @@ type ConcurrencyLimiterOptions struct {
 // and Release.
 //
 // A released permit is handed straight to the best waiter, so a newcomer
-// never overtakes the queue. Each queued waiter leaves the queue exactly
-// once, under the limiter's mutex, as granted, evicted, cancelled or timed
-// out, so a cancellation, queue timeout or eviction racing a grant never
-// loses or duplicates a permit. When a waiter's context ends at the same
-// moment it is granted, the waiter passes the permit on to the next waiter
-// (or frees it) and returns the context's error, so work whose caller has
-// already given up does not take a turn. When its queue timeout fires at the
-// same moment it is granted, the grant wins and it runs, since the permit is
-// already in hand.
-//
-// Memory is bounded by QueueLimit: at most that many waiters exist, each a
-// small struct and channel; the fast path (a free permit and nobody waiting)
-// allocates nothing.
+// never overtakes the queue. A waiter whose context ends as it is granted
+// passes the permit on and returns the context's error; one whose queue
+// timeout fires as it is granted runs. Memory is bounded by QueueLimit,
+// and the fast path (a free permit and nobody waiting) allocates nothing.
 //
 // Safe for concurrent use; pipelines that share one share its permits.
 // Create it with NewConcurrencyLimiter; the zero value rejects every
 // execution with ReasonFull. A rejection, cancellation or panic returns
 // the permit and queue place. It must not be copied after first use.
 type ConcurrencyLimiter struct {
+	// Each queued waiter leaves the queue exactly once, under the
+	// limiter's mutex, as granted, evicted, cancelled or timed out, so a
+	// cancellation, queue timeout or eviction racing a grant never loses or
+	// duplicates a permit (see waiterState).
 	name string
 	opts ConcurrencyLimiterOptions // as given, for validate
 	permitEngine
