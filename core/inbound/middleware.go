@@ -132,8 +132,10 @@ func (m *Middleware) RateLimiter() *resilience.RateLimiter { return m.rate }
 
 // Handler returns next wrapped in the inbound pipeline, for plain
 // net/http: the view's Raw is the *http.Request and its Route comes from
-// the Framework's RouteFunc (PatternRoute by default). See the package
-// documentation for what the wrapped handler guarantees.
+// the Framework's RouteFunc (PatternRoute by default, which needs the
+// middleware inside the ServeMux, around each registered handler, where
+// the request's Pattern is set). See the package documentation for what
+// the wrapped handler guarantees.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return &handler{m: m, next: next}
 }
