@@ -93,7 +93,9 @@
 // EventCircuitHalfOpened, EventFallback, EventHedging and, per attempt of
 // a retry or hedging strategy, EventExecutionAttempt with its duration.
 // Package outbound, in this module, runs such a pipeline inside an
-// http.RoundTripper.
+// http.RoundTripper; there the per-attempt timeout is
+// outbound.Options.AttemptTimeout, since a Timeout strategy would also end
+// the returned response's body.
 //
 // # Composition
 //

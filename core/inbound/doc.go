@@ -126,8 +126,9 @@
 //
 // The client IP is the connection's peer unless the peer is in
 // ClientIPOptions.TrustedProxies; then X-Forwarded-For is walked from the
-// right past trusted hops (ResolveClientIP). KeyByClientIP (the default
-// key) and KeyByHeader are ready-made key functions; IPv6 clients can be
+// right past trusted hops (ResolveClientIP). KeyByClientIP and
+// KeyByHeader are ready-made key functions (a nil key is one limit shared
+// by every request, as in core); IPv6 clients can be
 // grouped by prefix. To test a priority or key function without a server,
 // put a view in a context with NewContext.
 //

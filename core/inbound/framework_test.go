@@ -114,10 +114,9 @@ func TestRouteResolvedOnceAndOnlyWhenRead(t *testing.T) {
 // ginLike stands for a framework built on net/http with its own context
 // object, which it passes down its chain.
 type ginLike struct {
-	w       http.ResponseWriter
-	r       *http.Request
-	aborted bool
-	next    http.Handler
+	w    http.ResponseWriter
+	r    *http.Request
+	next http.Handler
 }
 
 func continueGinLike(w http.ResponseWriter, r *http.Request, raw any) {

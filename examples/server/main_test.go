@@ -80,7 +80,6 @@ func TestRunRejectsInvalidFlags(t *testing.T) {
 		{[]string{"-queue-timeout", "-1ms"}, "-queue-timeout"},
 		{[]string{"-queue-timeout", "1000000h"}, "-queue-timeout"},
 		{[]string{"-overflow", "drop-newest"}, "-overflow"},
-		{[]string{"-overflow", ""}, "-overflow"},
 		{[]string{"-rate-limit", "-1"}, "-rate-limit"},
 		{[]string{"-rate-limit", "1.5"}, "-rate-limit"},
 		{[]string{"-rate-limit", "5", "-rate-window", "0"}, "-rate-window"},
