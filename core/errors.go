@@ -106,6 +106,31 @@ func (e *RateLimitRejectedError) Is(target error) bool {
 	return target == ErrRateLimitRejected || target == ErrRejected
 }
 
+// Hook names in HookPanicError.Hook and the Reason of EventHookPanic.
+const (
+	// HookLimitAlgorithm is LimitAlgorithm.Update, run by the release that
+	// closes an adaptive limiter's sampling window.
+	HookLimitAlgorithm = "LimitAlgorithm.Update"
+	// HookRender is inbound.Options.Render, when it renders the 504 at the
+	// deadline (on the timer's goroutine, not the request's).
+	HookRender = "Options.Render"
+)
+
+// HookPanicError reports a panic in a function supplied by the user that
+// was contained instead of failing an execution it did not belong to: the
+// LimitAlgorithm (the previous limit stands) or inbound's Render for the
+// 504 at the deadline (the default 504 is sent). It is the Err of an
+// EventHookPanic. Value is what the hook panicked with. Never sent to
+// clients; safe to read from any goroutine once returned.
+type HookPanicError struct {
+	Hook  string
+	Value any
+}
+
+func (e *HookPanicError) Error() string {
+	return fmt.Sprintf("resilience: %s panicked: %v", e.Hook, e.Value)
+}
+
 // ConfigError reports an invalid option. Field names the option as
 // Type.Field (for example "ConcurrencyLimiterOptions.PermitLimit"); Problem
 // says what is wrong with it. Builders and constructors return it; nothing

@@ -94,7 +94,7 @@ func (m *Middleware) serveAdaptive(w http.ResponseWriter, r *http.Request, ctx c
 		return
 	}
 	var res timedResult // stays zero (ignored) if next panics
-	defer func() { p.Release(res.outcome()) }()
+	defer func() { m.releaseAdaptive(ctx, p, res.outcome()) }()
 	if m.timeout > 0 {
 		m.serveTimed(w, r, ctx, next, false, &res)
 		return
@@ -128,7 +128,7 @@ func (m *Middleware) executeAdaptive(ctx context.Context, fn func(ctx context.Co
 		return err
 	}
 	outcome := resilience.LimitIgnored // if fn panics
-	defer func() { p.Release(outcome) }()
+	defer func() { m.releaseAdaptive(ctx, p, outcome) }()
 	err = m.runTimeout(ctx, fn)
 	classify := m.opts.Adaptive.Classify
 	if classify == nil {
@@ -136,6 +136,15 @@ func (m *Middleware) executeAdaptive(ctx context.Context, fn func(ctx context.Co
 	}
 	outcome = classify(ctx, err)
 	return err
+}
+
+// releaseAdaptive returns an adaptive permit, reporting a LimitAlgorithm
+// that panicked when this release closed its window (contained by the
+// limiter, so it does not fail this unrelated request).
+func (m *Middleware) releaseAdaptive(ctx context.Context, p resilience.AdaptivePermit, o resilience.LimitOutcome) {
+	if err := p.Release(o); err != nil {
+		m.limTel.Emit(ctx, resilience.Event{Name: resilience.EventHookPanic, Reason: resilience.HookLimitAlgorithm, Err: err})
+	}
 }
 
 // statusWriter records the response status for the adaptive limiter when

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
@@ -114,6 +115,25 @@ func (t *timedRequest) expireLocked() bool {
 	t.m.lateTotal.Add(1)
 	t.tw.expireLocked()
 	return true
+}
+
+// timeoutResponse is the 504 sent at the deadline, rendered like every
+// other rejection, with its Content-Length value. Without a Render hook it
+// is the constant default and allocates nothing.
+func (t *timedRequest) timeoutResponse() (Response, []string) {
+	m := t.m
+	if m.opts.Render == nil {
+		return respTimeout, timeoutContentLengthValue
+	}
+	cause := error(m.timeoutErr)
+	if t.ctx.Err() != nil {
+		cause = context.Cause(t.ctx) // a custom pipeline's timeout, an upstream deadline
+	}
+	resp, ok := m.Render(cause)
+	if !ok {
+		resp = respTimeout
+	}
+	return resp, []string{strconv.Itoa(len(resp.Body))}
 }
 
 // stopTimer takes t off the deadline list, or stops its own timer. If the

@@ -33,6 +33,7 @@ type Middleware struct {
 	timeoutErr *resilience.TimeoutRejectedError // shared: constant per middleware
 
 	limTel, rateTel, timeoutTel resilience.Telemetry
+	hookTel                     resilience.Telemetry // EventHookPanic of Options.Render
 
 	policyValue []string // RateLimit-Policy, constant per middleware
 	policyName  string   // the policy name as a structured-field string
@@ -55,6 +56,7 @@ func New(opts Options) (*Middleware, error) {
 		name = "inbound"
 	}
 	m := &Middleware{opts: opts, pipeline: opts.Pipeline, timeout: opts.Timeout}
+	m.hookTel = resilience.NewTelemetry(name, "Render", opts.Listener)
 	if c := opts.Concurrency; c != nil {
 		l, err := resilience.NewConcurrencyLimiter(*c)
 		if err != nil {
