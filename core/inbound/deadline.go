@@ -26,6 +26,8 @@ type timedRequest struct {
 	budget time.Duration    // from the start to the deadline (ours, or an earlier upstream one)
 	stop   func() bool      // context.AfterFunc registration (custom pipeline)
 	node   deadline.Node    // on the middleware's deadline list
+
+	detached *detachedWriter // HTTP/2: told when the 504 is out; nil otherwise
 }
 
 // isTimeout reports whether a context ended because time ran out (ours, a
@@ -50,6 +52,7 @@ func (m *Middleware) serveTimed(w http.ResponseWriter, r *http.Request, ctx cont
 	t.tw.w = w
 	t.tw.owner = t
 	t.tw.h1 = r.ProtoMajor < 2
+	t.detached, _ = w.(*detachedWriter)
 	t.ctx = ctx
 	if m.timeout > 0 {
 		now := time.Now()
@@ -114,6 +117,10 @@ func (t *timedRequest) expireLocked() bool {
 	t.m.late.Add(1)
 	t.m.lateTotal.Add(1)
 	t.tw.expireLocked()
+	if t.detached != nil && t.tw.state == stateTimedOut {
+		// The 504 is whole: ServeHTTP returns, and HTTP/2 ends the stream.
+		t.detached.signalTimedOut()
+	}
 	return true
 }
 

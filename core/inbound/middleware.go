@@ -123,6 +123,14 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor >= 2 && h.m.timedResponses() {
+		h.serveDetached(w, r)
+		return
+	}
+	h.serveHTTP(w, r)
+}
+
+func (h *handler) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	m := h.m
 	ctx := r.Context()
 	var view *Request

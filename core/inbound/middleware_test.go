@@ -472,6 +472,25 @@ func BenchmarkMiddlewareLimiterTimeout(b *testing.B) {
 	}).Handler(trivial))
 }
 
+// An HTTP/2 request under a timeout runs on its own goroutine (see
+// detach.go); this is its cost next to BenchmarkMiddlewareLimiterTimeout.
+func BenchmarkMiddlewareLimiterTimeoutHTTP2(b *testing.B) {
+	h := mustNew(b, Options{
+		Timeout:     5 * time.Second,
+		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 100, QueueLimit: 100, QueueTimeout: time.Second},
+	}).Handler(trivial)
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/2.0", 2, 0
+	b.ReportAllocs()
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != 200 {
+			b.Fatalf("status %d", w.Code)
+		}
+	}
+}
+
 func BenchmarkMiddlewareFull(b *testing.B) {
 	benchServe(b, mustNew(b, Options{
 		Timeout:     5 * time.Second,

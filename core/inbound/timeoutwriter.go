@@ -331,12 +331,8 @@ func (tw *timeoutWriter) expireLocked() bool {
 		tw.w.WriteHeader(resp.Status)
 		tw.w.Write(resp.Body) //nolint:errcheck // the client may be gone
 		_ = flushUnderlying(tw.w)
-		if !tw.h1 {
-			// HTTP/2 ends a stream only when the handler returns: reset
-			// it now, after the 504 went out, so the client is not held
-			// until then. The connection and its other streams go on.
-			_ = http.NewResponseController(tw.w).SetWriteDeadline(time.Now())
-		}
+		// HTTP/2 ends the stream when ServeHTTP returns, which a detached
+		// request does as soon as this 504 is out (see detach.go).
 		tw.state = stateTimedOut
 	case stateCommitted:
 		tw.state = stateAborted
