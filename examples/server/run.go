@@ -46,11 +46,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg.framework, cfg.timeout, cfg.permitLimit, cfg.queueLimit, cfg.queueTimeout, cfg.overflow, rateSummary(cfg))
 	fmt.Fprint(stdout, routeSummary(cfg, base))
 
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          log.New(stderr, "server: http: ", 0),
-	}
+	srv := httpServer(handler, stderr)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
@@ -81,4 +77,22 @@ func rateSummary(cfg config) string {
 		return "no rate limit"
 	}
 	return fmt.Sprintf("rate limit %d per %v by %s", cfg.rateLimit, cfg.rateWindow, cfg.rateKey)
+}
+
+// httpServer is the reference server's http.Server: every timeout a
+// public server needs, so that slow or idle clients cannot hold
+// connections and goroutines.
+func httpServer(handler http.Handler, stderr io.Writer) *http.Server {
+	return &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		// ReadTimeout bounds reading a whole request, body included, so a
+		// client that trickles its body cannot hold a connection; it does
+		// not limit the handler (Options.Timeout does).
+		ReadTimeout: 30 * time.Second,
+		// IdleTimeout closes keep-alive connections that sit idle, so
+		// idle clients do not pile up connections and goroutines.
+		IdleTimeout: 60 * time.Second,
+		ErrorLog:    log.New(stderr, "server: http: ", 0),
+	}
 }
