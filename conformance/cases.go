@@ -10,6 +10,7 @@ var allCases = concatCases(
 	disconnectCases,
 	panicCases,
 	streamingCases,
+	renderCases,
 	stressCases,
 	overloadCases,
 	adaptiveCases,

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -49,5 +50,31 @@ func TestCasesIsACopy(t *testing.T) {
 	cs[0].Name = "changed"
 	if Cases()[0].Name == "changed" {
 		t.Error("Cases returned the suite's own slice")
+	}
+}
+
+// The package documentation lists every case, in the order Run runs them,
+// so KnownFailing can be written from go doc.
+func TestDocListsEveryCase(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, line := range strings.Split(string(doc), "\n") {
+		if f := strings.Fields(strings.TrimPrefix(line, "//\t")); strings.HasPrefix(line, "//\t") && len(f) > 1 {
+			for _, c := range Cases() {
+				if f[0] == c.Name {
+					listed = append(listed, f[0])
+				}
+			}
+		}
+	}
+	var want []string
+	for _, c := range Cases() {
+		want = append(want, c.Name)
+	}
+	if strings.Join(listed, " ") != strings.Join(want, " ") {
+		t.Errorf("doc.go lists\n  %v\nwant every case in Run's order\n  %v", listed, want)
 	}
 }

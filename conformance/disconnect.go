@@ -61,7 +61,7 @@ func caseDisconnectQueued(t *T, e *env, pinned bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b := s.send(req{path: "/held?id=b", ctx: ctx})
-	s.waitStats("request b queued", func(st Stats) bool { return st.Queued == 1 })
+	s.waitQueued("b", 1)
 	cancel()
 	if r := s.await("request b", b); r.err == nil {
 		t.Errorf("request b after its client gave up: got %v, want a client-side error", r)
