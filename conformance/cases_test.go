@@ -1,7 +1,9 @@
 package conformance
 
 import (
+	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -77,4 +79,33 @@ func TestDocListsEveryCase(t *testing.T) {
 	if strings.Join(listed, " ") != strings.Join(want, " ") {
 		t.Errorf("doc.go lists\n  %v\nwant every case in Run's order\n  %v", listed, want)
 	}
+}
+
+// A failure names the line that found it: a helper's failure the line that
+// called the helper, a cleanup's the cleanup's own line (not the runtime's
+// panic.go, from which deferred cleanups run).
+func TestFailuresNameTheSuiteLine(t *testing.T) {
+	ct := &T{t: t}
+	var caseLine, cleanupLine int
+	ct.execute(func(ct *T) {
+		ct.Cleanup(func() {
+			_, _, cleanupLine, _ = runtime.Caller(0)
+			ct.Errorf("from a cleanup")
+		})
+		_, _, caseLine, _ = runtime.Caller(0)
+		failingHelper(ct)
+	})
+	got := ct.Failures()
+	want := []string{
+		fmt.Sprintf("cases_test.go:%d: from a helper", caseLine+1),
+		fmt.Sprintf("cases_test.go:%d: from a cleanup", cleanupLine+1),
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("failures\n  %q\nwant\n  %q", got, want)
+	}
+}
+
+func failingHelper(t *T) {
+	t.Helper()
+	t.Fatalf("from a helper")
 }
