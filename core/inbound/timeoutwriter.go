@@ -331,8 +331,14 @@ func (tw *timeoutWriter) expireLocked() bool {
 		tw.w.WriteHeader(resp.Status)
 		tw.w.Write(resp.Body) //nolint:errcheck // the client may be gone
 		_ = flushUnderlying(tw.w)
-		// HTTP/2 ends the stream when ServeHTTP returns, which a detached
-		// request does as soon as this 504 is out (see detach.go).
+		if !tw.h1 && tw.owner.detached == nil {
+			// HTTP/2 ends a stream only when ServeHTTP returns. Handler
+			// detaches the request and returns once this 504 is out (see
+			// detach.go); under Serve the framework owns the call, so the
+			// stream is reset instead, and the client is not held until
+			// the handler returns. The connection's other streams go on.
+			_ = http.NewResponseController(tw.w).SetWriteDeadline(time.Now())
+		}
 		tw.state = stateTimedOut
 	case stateCommitted:
 		tw.state = stateAborted
