@@ -396,12 +396,17 @@ func (a *AdaptiveLimiter) Acquire(ctx context.Context) (AdaptivePermit, error) {
 	return p, err
 }
 
+// Close stops admission for good, as ConcurrencyLimiter.Close does:
+// queued and later executions are rejected with ReasonShuttingDown, and
+// running ones release their permits as usual.
+func (a *AdaptiveLimiter) Close() { a.close() }
+
 // TryAcquire takes a permit if one is free and nobody is waiting; it never
 // queues.
 func (a *AdaptiveLimiter) TryAcquire() (AdaptivePermit, bool) {
 	a.mu.Lock()
 	// inFlight < limit implies an empty queue (see permitEngine.tryAcquire).
-	if a.inFlight >= a.limit {
+	if a.inFlight >= a.limit || a.closed {
 		a.mu.Unlock()
 		return AdaptivePermit{}, false
 	}
@@ -419,7 +424,7 @@ func (a *AdaptiveLimiter) begin(ctx context.Context) (AdaptivePermit, time.Durat
 		return AdaptivePermit{}, 0, context.Cause(ctx)
 	}
 	a.mu.Lock()
-	if a.inFlight < a.limit {
+	if a.inFlight < a.limit && !a.closed {
 		a.inFlight++
 		weight := a.timingLocked()
 		a.mu.Unlock()

@@ -40,6 +40,11 @@ const (
 	// ReasonDropped: the execution was queued and later evicted by the
 	// overflow policy to make room for another.
 	ReasonDropped RejectReason = "dropped"
+	// ReasonShuttingDown: the limiter was closed for shutdown (Close)
+	// while the execution was queued or before it arrived. The inbound
+	// middleware also answers with it a request whose context the server
+	// ended before it was served.
+	ReasonShuttingDown RejectReason = "shutting-down"
 )
 
 // BulkheadRejectedError is returned when a concurrency limiter rejects an
