@@ -38,7 +38,7 @@ func isTimeout(cause error) bool {
 
 // clientGone reports whether the request's own context ended for a reason
 // other than time: the client disconnected or the server is shutting down.
-// Then nothing is written.
+// Then no 504 is written (finish decides between an abort and a 503).
 func (t *timedRequest) clientGone() bool {
 	return t.client.Err() != nil && !isTimeout(context.Cause(t.client))
 }
@@ -180,9 +180,30 @@ func (t *timedRequest) finish(completed bool, res *result) {
 	// callback answered (an upstream deadline, or a pipeline timeout whose
 	// callback has not run yet): then the 504 is sent here.
 	expired := completed && t.ctx.Err() != nil && isTimeout(context.Cause(t.ctx)) && !t.clientGone()
+	// A handler that returned without a word after the request's own
+	// context ended must not leave net/http to send an empty 200: the
+	// connection is aborted if the client left, and the server's
+	// cancellation (shutdown) is answered with a 503.
+	ended := completed && !expired && t.clientGone()
+	left := ended && clientGone(t.tw.w, !t.tw.h1)
 	tw := &t.tw
 	tw.mu.Lock()
-	before := tw.finishLocked(completed, expired)
+	var before writerState
+	abort := false
+	if ended && tw.state == stateOpen && tw.code == 0 && tw.body == nil {
+		before = stateOpen
+		if left {
+			abort = true
+			tw.state = stateDone
+		} else {
+			resp, _ := t.m.Render(errShuttingDown)
+			tw.state = stateDone
+			tw.status = int16(resp.Status)
+			writeResponse(tw.w, resp)
+		}
+	} else {
+		before = tw.finishLocked(completed, expired)
+	}
 	if res != nil {
 		*res = result{completed: completed, state: before, status: int(tw.status), clientGone: t.clientGone()}
 	}
@@ -194,7 +215,7 @@ func (t *timedRequest) finish(completed bool, res *result) {
 	if t.timed {
 		t.dctx.End(context.Canceled, nil)
 	}
-	if completed && before == stateAborted {
+	if abort || (completed && before == stateAborted) {
 		// The response was committed and cut at the deadline: make
 		// net/http drop the connection rather than end the response as if
 		// it were whole. A panic in the handler propagates as itself.

@@ -263,6 +263,9 @@ func (x *exchange) run(ctx context.Context) error {
 // before the handler ran, for the entry point to render, or fn's error;
 // after a net/http handler ran it returns nil (the response is sent).
 func (m *Middleware) dispatch(c *call) error {
+	if m.draining.Load() {
+		return errShuttingDown
+	}
 	var x *exchange // set once the request needs more than the fast path
 	if m.rate != nil {
 		x = m.newExchange(c, true)

@@ -16,7 +16,9 @@
 //	waited 500 ms without a slot               503, BULKHEAD_FULL, reason queue-timeout
 //	evicted from the queue by overflow policy  503, BULKHEAD_FULL, reason dropped
 //	handler runs past 5 s                      504, code TIMEOUT; the request's context ends (DeadlineExceeded; its cause a *resilience.TimeoutRejectedError)
-//	client disconnects (queued or running)     context cancelled; nothing is sent; permit or queue place freed
+//	client disconnects (queued or running)     context cancelled; connection aborted, nothing sent; permit or queue place freed
+//	server ends the context (queued)           503, BULKHEAD_FULL, reason shutting-down (a BaseContext cancelled at shutdown)
+//	Middleware.Drain called (queued or new)    503, BULKHEAD_FULL, reason shutting-down; running handlers finish
 //	per-key rate limit exceeded                429, code RATE_LIMITED, Retry-After and RateLimit-* fields
 //
 // Rejection bodies are JSON (Content-Type: application/json), rendered
@@ -78,8 +80,18 @@
 //     reports the deadline.
 //   - When the client disconnects, net/http cancels the request's
 //     context; a queued request leaves the queue, a running one sees its
-//     context end, nothing is written, and the permit or queue place is
-//     freed.
+//     context end, and the permit or queue place is freed. A request that
+//     has no response then (it was queued, or its timed handler returned
+//     without writing) is never left to net/http's implicit empty 200:
+//     the middleware panics with http.ErrAbortHandler, after everything
+//     is released, so the connection is dropped with nothing written.
+//     When the server ended the context instead (a BaseContext cancelled
+//     at shutdown) and the client is still there, such a request gets 503
+//     BULKHEAD_FULL, reason shutting-down. net/http's close notification
+//     tells the two apart. A 2xx is only ever the handler's own.
+//   - Drain, called before http.Server.Shutdown, answers every queued
+//     request and every new arrival with that 503 at once, and returns
+//     when the running handlers have finished or its context ends.
 //
 // The middleware chooses its own writer state machine over
 // http.TimeoutHandler because the latter buffers the whole response,

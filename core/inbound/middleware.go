@@ -49,6 +49,8 @@ type Middleware struct {
 
 	late      atomic.Int64
 	lateTotal atomic.Uint64
+
+	draining atomic.Bool // Drain was called: every arrival is refused
 }
 
 // New validates opts and returns the middleware for plain net/http (or a
@@ -159,7 +161,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *handler) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	c := call{ctx: r.Context(), raw: r, w: w, r: r, next: h.next}
 	if err := h.m.dispatch(&c); err != nil {
-		h.m.reject(w, err)
+		h.m.rejectHTTP(w, r, err)
 	}
 }
 
@@ -192,7 +194,8 @@ func (m *Middleware) Serve(w http.ResponseWriter, r *http.Request, raw any, next
 	return m.dispatch(&c)
 }
 
-// reject renders err on w, or writes nothing if the client went away.
+// reject renders err on w, or writes nothing if the client went away
+// (rejectHTTP, for net/http, aborts the connection instead).
 func (m *Middleware) reject(w http.ResponseWriter, err error) {
 	if resp, ok := m.Render(err); ok {
 		writeResponse(w, resp)

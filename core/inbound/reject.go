@@ -58,6 +58,7 @@ var (
 	respFull         = staticResponse(503, CodeBulkheadFull, "The server is at capacity; retry later.", resilience.ReasonFull)
 	respQueueTimeout = staticResponse(503, CodeBulkheadFull, "The server is at capacity; retry later.", resilience.ReasonQueueTimeout)
 	respDropped      = staticResponse(503, CodeBulkheadFull, "The server is at capacity; retry later.", resilience.ReasonDropped)
+	respShuttingDown = staticResponse(503, CodeBulkheadFull, "The server is shutting down; retry later.", resilience.ReasonShuttingDown)
 	respTimeout      = staticResponse(504, CodeTimeout, "The request took too long to process.", "")
 	respRejected     = staticResponse(503, CodeRejected, "The request was rejected; retry later.", "")
 	respInternal     = staticResponse(500, CodeInternal, "The request could not be processed.", "")
@@ -93,6 +94,8 @@ func (m *Middleware) renderDefault(err error) (Response, bool) {
 			return respQueueTimeout, true
 		case resilience.ReasonDropped:
 			return respDropped, true
+		case resilience.ReasonShuttingDown:
+			return respShuttingDown, true
 		}
 		return respFull, true
 	case errors.Is(err, resilience.ErrTimeoutRejected), errors.Is(err, context.DeadlineExceeded):
