@@ -11,9 +11,10 @@ import (
 	"time"
 )
 
-// shutdownGrace bounds how long a shutdown waits for running requests. A
-// /work request ignores its context, so it can outlive this; the server then
-// closes its connections rather than hang.
+// shutdownGrace bounds how long a shutdown (Drain, then Server.Shutdown)
+// waits for running requests. A /work request ignores its context, so it
+// can outlive this; the server then closes its connections rather than
+// hang.
 const shutdownGrace = 5 * time.Second
 
 // run is the whole program: parse args, listen, print where, serve until
@@ -30,7 +31,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "server:", err)
 		return 2
 	}
-	handler, _, err := newServer(cfg)
+	handler, mw, err := newServer(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "server:", err)
 		return 2
@@ -60,6 +61,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	code := 0
+	// Drain first: queued requests and new arrivals are answered 503
+	// shutting-down at once, instead of being admitted during the grace
+	// or cut off at its end; then Shutdown closes the idle connections
+	// and waits for the rest.
+	if err := mw.Drain(sctx); err != nil {
+		fmt.Fprintln(stderr, "server: drain:", err)
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		fmt.Fprintln(stderr, "server: shutdown:", err)
 		srv.Close()
