@@ -9,6 +9,7 @@ var allCases = concatCases(
 	rateLimitCases,
 	timeoutCases,
 	disconnectCases,
+	goneCases,
 	panicCases,
 	streamingCases,
 	renderCases,

@@ -60,6 +60,7 @@
 //	disconnect-while-queued        a client gone while queued frees its queue place at once
 //	disconnect-while-running       a client gone while its handler runs cancels its context
 //	disconnect-unread-post-body    net/http gap, pinned: a disconnect is noticed once the body is read
+//	gone-client-never-200          a client gone while queued or before a silent handler returns never reads a 2xx
 //	panic-frees-permit             a panicking handler gives no 200 and frees its permit
 //	panic-abort-handler            http.ErrAbortHandler aborts the connection and frees the permit
 //	panic-after-timeout            a panic after the 504 neither crashes the server nor keeps the permit
