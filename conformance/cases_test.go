@@ -85,9 +85,9 @@ func TestDocListsEveryCase(t *testing.T) {
 // called the helper, a cleanup's the cleanup's own line (not the runtime's
 // panic.go, from which deferred cleanups run).
 func TestFailuresNameTheSuiteLine(t *testing.T) {
-	ct := &T{t: t}
+	ct := &caseT{t: t}
 	var caseLine, cleanupLine int
-	ct.execute(func(ct *T) {
+	ct.execute(func(ct *caseT) {
 		ct.Cleanup(func() {
 			_, _, cleanupLine, _ = runtime.Caller(0)
 			ct.Errorf("from a cleanup")
@@ -105,7 +105,7 @@ func TestFailuresNameTheSuiteLine(t *testing.T) {
 	}
 }
 
-func failingHelper(t *T) {
+func failingHelper(t *caseT) {
 	t.Helper()
 	t.Fatalf("from a helper")
 }

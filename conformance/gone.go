@@ -9,6 +9,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 var goneCases = []Case{
@@ -45,7 +46,7 @@ func (s silent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // halfClosed sends GET path on a raw connection, runs sent, half-closes
 // the connection's write side and returns the status line it then reads
 // ("" when the connection ends with nothing written).
-func halfClosed(t *T, url, path string, sent func()) string {
+func halfClosed(t *caseT, url, path string, sent func()) string {
 	t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
 	if err != nil {
@@ -69,19 +70,19 @@ func is2xx(statusLine string) bool {
 	return len(f) > 1 && strings.HasPrefix(f[1], "2")
 }
 
-func caseGoneClientNever200(t *T, e *env) {
+func caseGoneClientNever200(t *caseT, e *env) {
 	g := e.gate()
 	const qt, timeout = 500 * time.Millisecond, time.Second
 	s := e.start(limited(timeout, resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, QueueTimeout: qt}), silent{g})
 	held := s.send(req{path: "/held?id=held"})
-	s.waitStats("the permit held", func(st Stats) bool { return st.InFlight == 1 })
+	s.waitStats("the permit held", func(st inbound.Stats) bool { return st.InFlight == 1 })
 	got := halfClosed(t, s.URL, "/ok", func() {
-		s.waitStats("the half-closed request queued", func(st Stats) bool { return st.Queued == 1 })
+		s.waitStats("the half-closed request queued", func(st inbound.Stats) bool { return st.Queued == 1 })
 	})
 	if is2xx(got) {
 		t.Errorf("queued client that half-closed read %q, want nothing (aborted) or a non-2xx", got)
 	}
-	s.waitStats("the queue place freed", func(st Stats) bool { return st.Queued == 0 })
+	s.waitStats("the queue place freed", func(st inbound.Stats) bool { return st.Queued == 0 })
 	g.open()
 	expectOK(t, "the held request", s.await("the held request", held), "done")
 	s.waitIdle("after the queued client left")
@@ -89,7 +90,7 @@ func caseGoneClientNever200(t *T, e *env) {
 	g2 := e.gate()
 	s2 := e.start(limited(timeout, resilience.ConcurrencyLimiterOptions{PermitLimit: 1}), silent{g2})
 	got = halfClosed(t, s2.URL, "/quiet", func() {
-		s2.waitStats("the half-closed request running", func(st Stats) bool { return st.InFlight == 1 })
+		s2.waitStats("the half-closed request running", func(st inbound.Stats) bool { return st.InFlight == 1 })
 	})
 	if is2xx(got) {
 		t.Errorf("running client that half-closed, whose handler wrote nothing, read %q, want nothing (aborted) or a non-2xx", got)

@@ -75,7 +75,7 @@ func enqueue(s *server, id string, p, n int) <-chan result {
 
 // drain releases the running request and then each request in want in
 // turn, checking that they enter the handler in exactly that order.
-func drain(t *T, s *server, h *holder, run <-chan result, want []string, queued map[string]<-chan result) {
+func drain(t *caseT, s *server, h *holder, run <-chan result, want []string, queued map[string]<-chan result) {
 	t.Helper()
 	h.release("run")
 	expectOK(t, "request run", s.await("request run", run), "done run")
@@ -90,7 +90,7 @@ func drain(t *T, s *server, h *holder, run <-chan result, want []string, queued 
 	s.waitIdle("after the queue drained")
 }
 
-func casePriorityOrder(t *T, e *env) {
+func casePriorityOrder(t *caseT, e *env) {
 	s, h, run := queueSetup(e, 4, resilience.OverflowRejectNew)
 	q := map[string]<-chan result{}
 	q["p5"] = enqueue(s, "p5", 5, 1)
@@ -100,7 +100,7 @@ func casePriorityOrder(t *T, e *env) {
 	drain(t, s, h, run, []string{"p1a", "p1b", "p3", "p5"}, q)
 }
 
-func caseOverflowRejectNew(t *T, e *env) {
+func caseOverflowRejectNew(t *caseT, e *env) {
 	s, h, run := queueSetup(e, 2, resilience.OverflowRejectNew)
 	q := map[string]<-chan result{}
 	q["a"] = enqueue(s, "a", 5, 1)
@@ -113,7 +113,7 @@ func caseOverflowRejectNew(t *T, e *env) {
 	drain(t, s, h, run, []string{"a", "b"}, q)
 }
 
-func caseOverflowDropOldest(t *T, e *env) {
+func caseOverflowDropOldest(t *caseT, e *env) {
 	s, h, run := queueSetup(e, 2, resilience.OverflowDropOldest)
 	q := map[string]<-chan result{}
 	a := enqueue(s, "a", 0, 1)
@@ -124,7 +124,7 @@ func caseOverflowDropOldest(t *T, e *env) {
 	drain(t, s, h, run, []string{"b", "c"}, q)
 }
 
-func caseOverflowDropLowest(t *T, e *env) {
+func caseOverflowDropLowest(t *caseT, e *env) {
 	s, h, run := queueSetup(e, 2, resilience.OverflowDropLowestPriority)
 	q := map[string]<-chan result{}
 	q["mid"] = enqueue(s, "mid", 3, 1)
@@ -139,7 +139,7 @@ func caseOverflowDropLowest(t *T, e *env) {
 	drain(t, s, h, run, []string{"high", "mid"}, q)
 }
 
-func caseRunningNeverInterrupted(t *T, e *env) {
+func caseRunningNeverInterrupted(t *caseT, e *env) {
 	// run has priority 9, the lowest; everything after outranks it.
 	s, h, run := queueSetup(e, 1, resilience.OverflowDropLowestPriority)
 	q := map[string]<-chan result{}

@@ -44,7 +44,7 @@ func problemBody(status int, reason string) string {
 }
 
 // expectRendered checks that r is problemRender's response.
-func expectRendered(t *T, what string, r result, status int, reason string) {
+func expectRendered(t *caseT, what string, r result, status int, reason string) {
 	t.Helper()
 	if r.err != nil || r.status != status {
 		t.Errorf("%s: want the rendered %d, got %v", what, status, r)
@@ -61,7 +61,7 @@ func expectRendered(t *T, what string, r result, status int, reason string) {
 	}
 }
 
-func caseRenderEveryRejection(t *T, e *env) {
+func caseRenderEveryRejection(t *caseT, e *env) {
 	// 429, full and dropped, with a limiter that never times out.
 	h := e.holder(false)
 	opts := inbound.Options{

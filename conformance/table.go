@@ -7,6 +7,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 // Cases for the rows of the inbound behaviour table (docs/DESIGN.md). The
@@ -55,7 +56,7 @@ var tableCases = []Case{
 	},
 }
 
-func caseAdmitBelowLimit(t *T, e *env) {
+func caseAdmitBelowLimit(t *caseT, e *env) {
 	h := e.holder(false)
 	s := e.start(limited(long, resilience.ConcurrencyLimiterOptions{PermitLimit: 2}), h)
 	a := s.send(req{path: "/held?id=a"})
@@ -75,7 +76,7 @@ func caseAdmitBelowLimit(t *T, e *env) {
 	s.waitIdle("after both finished")
 }
 
-func caseQueueWaitsForSlot(t *T, e *env) {
+func caseQueueWaitsForSlot(t *caseT, e *env) {
 	h := e.holder(false)
 	s := e.start(limited(long, resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, QueueTimeout: long}), h)
 	a := s.send(req{path: "/held?id=a"})
@@ -92,7 +93,7 @@ func caseQueueWaitsForSlot(t *T, e *env) {
 	s.waitIdle("after both finished")
 }
 
-func caseQueueFull(t *T, e *env) {
+func caseQueueFull(t *caseT, e *env) {
 	h := e.holder(false)
 	s := e.start(limited(long, resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, QueueTimeout: long}), h)
 	a := s.send(req{path: "/held?id=a"})
@@ -114,7 +115,7 @@ func caseQueueFull(t *T, e *env) {
 	s.waitIdle("after the rejection")
 }
 
-func caseQueueTimeout(t *T, e *env) {
+func caseQueueTimeout(t *caseT, e *env) {
 	h := e.holder(false)
 	const qt = 150 * time.Millisecond
 	s := e.start(limited(long, resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, QueueTimeout: qt}), h)
@@ -126,7 +127,7 @@ func caseQueueTimeout(t *T, e *env) {
 	if b.elapsed < qt {
 		t.Errorf("request b answered after %v, before its queue timeout %v", b.elapsed, qt)
 	}
-	s.waitStats("request b leaving the queue", func(st Stats) bool { return st.Queued == 0 })
+	s.waitStats("request b leaving the queue", func(st inbound.Stats) bool { return st.Queued == 0 })
 	s.pending("request a", a)
 	h.release("a")
 	expectOK(t, "request a", s.await("request a", a), "done a")
@@ -134,7 +135,7 @@ func caseQueueTimeout(t *T, e *env) {
 	s.waitIdle("after the queue timeout")
 }
 
-func caseTimeout504(t *T, e *env) {
+func caseTimeout504(t *caseT, e *env) {
 	h := e.holder(true)
 	const timeout = 200 * time.Millisecond
 	s := e.start(limited(timeout, resilience.ConcurrencyLimiterOptions{PermitLimit: 1}), h)
@@ -150,7 +151,7 @@ func caseTimeout504(t *T, e *env) {
 	s.waitIdle("after the 504")
 }
 
-func caseHealth(t *T, e *env) {
+func caseHealth(t *caseT, e *env) {
 	h := e.holder(false)
 	opts := limited(long, resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, QueueTimeout: long})
 	opts.RateLimit = perClientRateLimit(1)
