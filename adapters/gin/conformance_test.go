@@ -35,6 +35,7 @@ func ginHarness(fallback bool) conformance.Harness {
 			g.Any("/", h)
 			g.Any("/:first", h)
 			g.Any("/:first/*rest", h)
+			g.Any("/route/:id", h) // conformance.RoutePattern
 			return conformance.NewHTTPServer(e, conformance.StatsFrom(mw.Inbound()))
 		},
 	}

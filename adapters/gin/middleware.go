@@ -1,8 +1,8 @@
 package resiliencegin
 
 import (
-	"context"
 	"net/http"
+	"strconv"
 
 	"github.com/gin-gonic/gin"
 
@@ -10,30 +10,24 @@ import (
 )
 
 // Middleware is the inbound pipeline as gin middleware: r.Use(mw.Handler)
-// on a router or a group. A Middleware is safe for concurrent use; all the
-// routes behind it share its limits (one concurrency cap, one rate limit).
-// Build it with New: the zero value is not usable. A rejected, timed-out
-// or panicking request leaves nothing behind (permit and queue place
-// returned), as in inbound.Middleware.
+// on an engine or a group. A Middleware is safe for concurrent use; all
+// the routes behind it share its limits (one concurrency cap, one rate
+// limit). Build it with New: the zero value is not usable. A rejected,
+// timed-out or panicking request leaves nothing behind (permit and queue
+// place returned), as in inbound.Middleware.
 type Middleware struct {
-	in   *inbound.Middleware
-	h    http.Handler
-	view bool // a function may read the request view
+	in *inbound.Middleware
 }
 
 // New validates opts and returns the middleware, or a
 // *resilience.ConfigError naming the first invalid field (errors.Is
 // resilience.ErrInvalidOptions).
 func New(opts inbound.Options) (*Middleware, error) {
-	in, err := inbound.New(opts)
+	in, err := inbound.NewFor(inbound.Framework{Route: route}, opts)
 	if err != nil {
 		return nil, err
 	}
-	m := &Middleware{in: in, view: opts.RateLimit != nil || opts.Pipeline != nil ||
-		(opts.Concurrency != nil && opts.Concurrency.Priority != nil) ||
-		(opts.Adaptive != nil && opts.Adaptive.Priority != nil)}
-	m.h = in.Handler(http.HandlerFunc(admitted))
-	return m, nil
+	return &Middleware{in: in}, nil
 }
 
 // NewMiddleware is New for code that only needs the handler function:
@@ -55,51 +49,45 @@ func (m *Middleware) Inbound() *inbound.Middleware { return m.in }
 // Stats returns the middleware's current load (see inbound.Stats).
 func (m *Middleware) Stats() inbound.Stats { return m.in.Stats() }
 
-// call carries one request from Handler to admitted through the inbound
-// middleware.
-type call struct {
-	c   *gin.Context
-	ran bool
+// route is the inbound RouteFunc: gin has routed before its middleware
+// runs, so the pattern is c.FullPath(), in the route format chi gives.
+func route(raw any) string {
+	if c, ok := raw.(*gin.Context); ok {
+		return inbound.ColonRoute(c.FullPath())
+	}
+	return ""
 }
 
-type callKey struct{}
-
-// Handler is the gin middleware: it runs the rest of c's chain through
-// the inbound pipeline, or answers a rejection and aborts the chain.
+// Handler is the gin middleware: it runs the rest of c's chain through the
+// inbound pipeline, or answers a rejection (429, 503) and aborts the
+// chain, recording the rejection in c.Errors.
 func (m *Middleware) Handler(c *gin.Context) {
-	orig, req := c.Writer, c.Request
+	req := c.Request
 	// The wrapper waits in c.Writer for admitted, which finds it there;
-	// finish takes it out again whatever happens.
+	// finish takes it out again, whatever happens.
 	rw := writers.Get().(*responseWriter)
-	rw.install(c)
+	orig := rw.install(c)
 	completed := false
 	defer func() {
-		if !completed {
+		if !completed { // a panic from the chain, on its way out
 			c.Request = req
 			rw.finish(c, false)
 		}
 	}()
-	cl := &call{c: c}
-	r := req.WithContext(context.WithValue(req.Context(), callKey{}, cl))
-	if m.view {
-		r.Pattern = colonRoute(c.FullPath())
-	}
-	m.h.ServeHTTP(orig, r)
+	err := m.in.Serve(orig, req, c, admitted)
 	completed = true
 	c.Request = req
 	rw.finish(c, true)
-	if !cl.ran {
-		c.Abort()
+	if err != nil {
+		m.reject(c, err)
 	}
 }
 
-// admitted continues the chain once the inbound middleware admitted the
+// admitted continues c's chain once the inbound middleware admitted the
 // request: c.Writer writes through w (unless w is gin's writer itself),
 // and c.Request carries the pipeline's context, with its deadline.
-func admitted(w http.ResponseWriter, r *http.Request) {
-	cl := r.Context().Value(callKey{}).(*call)
-	cl.ran = true
-	c := cl.c
+func admitted(w http.ResponseWriter, r *http.Request, raw any) {
+	c := raw.(*gin.Context)
 	c.Request = r
 	if rw, ok := c.Writer.(*responseWriter); ok && rw.w == nil {
 		if w == http.ResponseWriter(rw.orig) {
@@ -109,4 +97,24 @@ func admitted(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	c.Next()
+}
+
+// reject answers a rejection on gin's writer and stops the chain: the
+// rendered status, fields and body, byte for byte what the net/http
+// middleware sends, and the error in c.Errors for gin's logger and error
+// middleware. A client that left gets nothing.
+func (m *Middleware) reject(c *gin.Context, err error) {
+	_ = c.Error(err) // ErrorTypePrivate: logged, never rendered by gin
+	c.Abort()
+	resp, ok := m.in.Render(err)
+	if !ok {
+		return
+	}
+	h := c.Writer.Header()
+	for k, v := range resp.Header {
+		h[k] = v
+	}
+	h["Content-Length"] = []string{strconv.Itoa(len(resp.Body))}
+	c.Writer.WriteHeader(resp.Status)
+	_, _ = c.Writer.Write(resp.Body)
 }

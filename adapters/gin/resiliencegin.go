@@ -6,13 +6,20 @@ import (
 	"context"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
-// Context returns the *gin.Context of the request whose priority or key
-// function (or custom pipeline strategy) runs with ctx.
+// Context returns the *gin.Context of the request that a priority
+// function, a rate-limit key function or a custom pipeline's strategy is
+// running for, from the ctx it was given. Use it on that call's goroutine
+// only, while the call runs: gin recycles the *gin.Context once the
+// request ends.
 func Context(ctx context.Context) (*gin.Context, bool) {
-	if cl, ok := ctx.Value(callKey{}).(*call); ok {
-		return cl.c, true
+	r, ok := inbound.RequestFrom(ctx)
+	if !ok {
+		return nil, false
 	}
-	return nil, false
+	c, ok := r.Raw.(*gin.Context)
+	return c, ok
 }

@@ -152,10 +152,12 @@ func (w *responseWriter) answered() bool {
 // install puts w in c.Writer, in front of gin's writer, before the
 // inbound middleware runs. gin's writer is read here, while no deadline is
 // armed that could write to it.
-func (w *responseWriter) install(c *gin.Context) {
+// It returns gin's writer.
+func (w *responseWriter) install(c *gin.Context) gin.ResponseWriter {
 	w.orig = c.Writer
 	w.status, w.size = w.orig.Status(), noWritten
 	c.Writer = w
+	return w.orig
 }
 
 // start makes iw the writer the chain writes through.
