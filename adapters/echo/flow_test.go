@@ -345,7 +345,11 @@ func TestAfterThe504(t *testing.T) {
 // handler's context error becomes ContextTimeout's 503, returned through
 // the adapter to echo's error handler.
 func TestContextTimeoutInChain(t *testing.T) {
-	ignore := func(c echo.Context) error { <-c.Request().Context().Done(); time.Sleep(5 * time.Millisecond); return nil }
+	ignore := func(c echo.Context) error {
+		<-c.Request().Context().Done()
+		time.Sleep(5 * time.Millisecond)
+		return nil
+	}
 	watch := func(c echo.Context) error { <-c.Request().Context().Done(); return c.Request().Context().Err() }
 	opts := inbound.Options{Timeout: 10 * time.Second, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 4}}
 
