@@ -9,8 +9,10 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/go-chi/chi/v5"
+	"github.com/labstack/echo/v4"
 
 	resiliencechi "github.com/ylcnfrht/resilience/adapters/chi"
+	resilienceecho "github.com/ylcnfrht/resilience/adapters/echo"
 	resiliencegin "github.com/ylcnfrht/resilience/adapters/gin"
 	"github.com/ylcnfrht/resilience/core/inbound"
 )
@@ -62,6 +64,18 @@ var frameworks = []framework{
 		}
 		r.GET("/work", gin.WrapH(trivial))
 		return r, nil
+	}},
+	{"echo", func(opts *inbound.Options) (http.Handler, error) {
+		e := echo.New()
+		if opts != nil {
+			mw, err := resilienceecho.New(*opts)
+			if err != nil {
+				return nil, err
+			}
+			e.Use(mw.Handler)
+		}
+		e.GET("/work", echo.WrapHandler(trivial))
+		return e, nil
 	}},
 }
 

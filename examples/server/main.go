@@ -11,7 +11,7 @@
 // SIGINT or SIGTERM shuts it down cleanly: running requests get up to 5 s
 // to finish.
 //
-// Flags: -framework chi or gin (each adapter registers itself in
+// Flags: -framework chi, echo or gin (each adapter registers itself in
 // framework_NAME.go); -addr; -timeout (5s); -permit-limit (200);
 // -queue-limit (100); -queue-timeout (500ms);
 // -overflow reject-new|drop-oldest|drop-lowest-priority; -rate-limit N
