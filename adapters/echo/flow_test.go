@@ -551,3 +551,23 @@ func TestNoRaceOnEchoContext(t *testing.T) {
 	wg.Wait()
 	waitIdle(t, mw)
 }
+
+// TestUpstreamDeadlineWithoutTimeout: without Options.Timeout nothing in
+// the adapter answers a deadline, so when an outer ContextTimeout's
+// deadline passes, the handler's own answer stands: here its context
+// error, which ContextTimeout turns into its 503.
+func TestUpstreamDeadlineWithoutTimeout(t *testing.T) {
+	e, _ := newEcho()
+	mw, err := resilienceecho.New(inbound.Options{Adaptive: &resilience.AdaptiveLimiterOptions{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Use(middleware.ContextTimeout(30 * time.Millisecond))
+	e.Use(mw.Handler)
+	e.GET("/", func(c echo.Context) error { <-c.Request().Context().Done(); return c.Request().Context().Err() })
+	ts := serve(t, e)
+	if code, body, _ := ts.get(t, "/"); code != 503 || body != "{\"message\":\"Service Unavailable\"}\n" {
+		t.Errorf("got %d %q, want ContextTimeout's 503", code, body)
+	}
+	waitIdle(t, mw)
+}

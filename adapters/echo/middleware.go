@@ -23,6 +23,10 @@ type Middleware struct {
 	in *inbound.Middleware
 	// customRender: Options.Render may render a body that is not JSON.
 	customRender bool
+	// timed: the handler gets the timed writer (a timeout or a custom
+	// pipeline), which answers its deadline; otherwise a deadline passing
+	// is the handler's to answer.
+	timed bool
 	// timeoutSize is the length of the 504 body the timed writer sends.
 	timeoutSize int64
 }
@@ -35,7 +39,7 @@ func New(opts inbound.Options) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Middleware{in: in, customRender: opts.Render != nil}
+	m := &Middleware{in: in, customRender: opts.Render != nil, timed: opts.Timeout > 0 || opts.Pipeline != nil}
 	if resp, ok := in.Render(&resilience.TimeoutRejectedError{Timeout: opts.Timeout}); ok {
 		m.timeoutSize = int64(len(resp.Body))
 	}
@@ -138,7 +142,7 @@ func (m *Middleware) finish(c echo.Context, cl *call, orig http.ResponseWriter, 
 	res := c.Response()
 	res.Writer = orig
 	c.SetRequest(req)
-	err, answered := cl.err, cl.ctx != nil && deadlinePassed(cl.ctx)
+	err, answered := cl.err, m.timed && cl.ctx != nil && deadlinePassed(cl.ctx)
 	*cl = call{}
 	calls.Put(cl)
 	if answered {

@@ -247,3 +247,37 @@ func TestNoRaceOnGinContext(t *testing.T) {
 		_ = http.StatusOK
 	})
 }
+
+// TestUpstreamDeadlineWithoutTimeout: without Options.Timeout nothing in
+// the adapter answers a deadline, so when a deadline set further out
+// passes, the chain's own answer stands: here an error middleware's,
+// rendered because nothing was written.
+func TestUpstreamDeadlineWithoutTimeout(t *testing.T) {
+	forFallback(t, func(t *testing.T, fallback bool) {
+		mw, err := resiliencegin.New(inbound.Options{Adaptive: &resilience.AdaptiveLimiterOptions{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := gin.New()
+		e.ContextWithFallback = fallback
+		e.Use(func(c *gin.Context) {
+			ctx, cancel := context.WithTimeout(c.Request.Context(), 30*time.Millisecond)
+			defer cancel()
+			c.Request = c.Request.WithContext(ctx)
+			c.Next()
+			if len(c.Errors) > 0 && !c.Writer.Written() {
+				c.String(503, "upstream deadline")
+			}
+		})
+		e.Use(mw.Handler)
+		e.GET("/", func(c *gin.Context) {
+			<-c.Request.Context().Done()
+			_ = c.Error(c.Request.Context().Err())
+		})
+		ts := serveGin(t, e)
+		if code, body, _ := ts.get(t, "/"); code != 503 || body != "upstream deadline" {
+			t.Errorf("got %d %q, want the error middleware's 503", code, body)
+		}
+		waitIdle(t, mw)
+	})
+}

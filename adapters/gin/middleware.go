@@ -16,7 +16,8 @@ import (
 // timed-out or panicking request leaves nothing behind (permit and queue
 // place returned), as in inbound.Middleware.
 type Middleware struct {
-	in *inbound.Middleware
+	in    *inbound.Middleware
+	timed bool // the chain gets the timed writer
 }
 
 // New validates opts and returns the middleware, or a
@@ -27,7 +28,7 @@ func New(opts inbound.Options) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Middleware{in: in}, nil
+	return &Middleware{in: in, timed: opts.Timeout > 0 || opts.Pipeline != nil}, nil
 }
 
 // NewMiddleware is New for code that only needs the handler function:
@@ -66,7 +67,7 @@ func (m *Middleware) Handler(c *gin.Context) {
 	// The wrapper waits in c.Writer for admitted, which finds it there;
 	// finish takes it out again, whatever happens.
 	rw := writers.Get().(*responseWriter)
-	orig := rw.install(c)
+	orig := rw.install(c, m.timed)
 	completed := false
 	defer func() {
 		if !completed { // a panic from the chain, on its way out

@@ -31,7 +31,8 @@ type responseWriter struct {
 	ctx  context.Context     // the handler's context, to see whether its deadline was answered
 
 	status int
-	size   int // -1: nothing written, as gin counts
+	size   int  // -1: nothing written, as gin counts
+	timed  bool // w is the inbound middleware's timed writer, which answers deadlines
 	sealed bool
 }
 
@@ -142,7 +143,7 @@ func (w *responseWriter) Unwrap() http.ResponseWriter { return w.w }
 // response was open or committed: the inbound writer then sent the 504 (or
 // cut the committed response), and nothing may be written any more.
 func (w *responseWriter) answered() bool {
-	if w.ctx.Err() == nil {
+	if !w.timed || w.ctx.Err() == nil {
 		return false
 	}
 	cause := context.Cause(w.ctx)
@@ -152,9 +153,11 @@ func (w *responseWriter) answered() bool {
 // install puts w in c.Writer, in front of gin's writer, before the
 // inbound middleware runs. gin's writer is read here, while no deadline is
 // armed that could write to it.
-// It returns gin's writer.
-func (w *responseWriter) install(c *gin.Context) gin.ResponseWriter {
-	w.orig = c.Writer
+// It returns gin's writer. timed says whether the inbound middleware will
+// give the chain its timed writer (with a timeout or a custom pipeline);
+// otherwise a deadline passing is the handler's to answer.
+func (w *responseWriter) install(c *gin.Context, timed bool) gin.ResponseWriter {
+	w.orig, w.timed = c.Writer, timed
 	w.status, w.size = w.orig.Status(), noWritten
 	c.Writer = w
 	return w.orig
