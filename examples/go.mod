@@ -6,7 +6,7 @@ require (
 	github.com/gin-gonic/gin v1.12.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/labstack/echo/v4 v4.16.5
-	github.com/ylcnfrht/resilience/adapters/chi v0.0.0-00010101000000-000000000000
+	github.com/ylcnfrht/resilience/adapters/chi v0.1.0
 	github.com/ylcnfrht/resilience/adapters/echo v0.1.0
 	github.com/ylcnfrht/resilience/adapters/gin v0.1.0
 	github.com/ylcnfrht/resilience/core v0.1.0

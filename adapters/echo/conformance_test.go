@@ -27,7 +27,7 @@ func echoHarness() conformance.Harness {
 			h := echo.WrapHandler(cfg.Handler)
 			g.Any("/*", h)
 			g.Any("/route/:id", h) // conformance.RoutePattern
-			return conformance.NewHTTPServer(e, conformance.StatsFrom(mw.Inbound()))
+			return conformance.NewHTTPServer(e, mw.Inbound().Stats)
 		},
 	}
 }

@@ -36,7 +36,7 @@ func ginHarness(fallback bool) conformance.Harness {
 			g.Any("/:first", h)
 			g.Any("/:first/*rest", h)
 			g.Any("/route/:id", h) // conformance.RoutePattern
-			return conformance.NewHTTPServer(e, conformance.StatsFrom(mw.Inbound()))
+			return conformance.NewHTTPServer(e, mw.Inbound().Stats)
 		},
 	}
 }
