@@ -109,7 +109,7 @@ func (m *Middleware) serve(c echo.Context, next echo.HandlerFunc) error {
 	handlerErr, answered := m.finish(c, cl, orig, req, true)
 	switch {
 	case err != nil:
-		return m.reject(c, err)
+		return m.reject(c, orig, req, err)
 	case answered:
 		return nil // the 504 is the response; the late handler's error has no one to go to
 	}
@@ -169,12 +169,13 @@ func deadlinePassed(ctx context.Context) bool {
 // reject turns a rejection into echo's error flow: the rendered fields
 // (Content-Type, Retry-After, RateLimit-*) set on the response first, and
 // an *echo.HTTPError with the rendered status, the body as its Message and
-// the typed rejection as its Internal error. A client that left gets
-// nothing.
-func (m *Middleware) reject(c echo.Context, err error) error {
-	resp, ok := m.in.Render(err)
+// the typed rejection as its Internal error. A client that left while
+// queued gets nothing: the connection is dropped (http.ErrAbortHandler,
+// which echo's Recover passes on), never left to an implicit empty 200.
+func (m *Middleware) reject(c echo.Context, w http.ResponseWriter, req *http.Request, err error) error {
+	resp, ok := m.in.RenderServe(w, req, err)
 	if !ok {
-		return nil
+		panic(http.ErrAbortHandler)
 	}
 	res := c.Response()
 	h := res.Header()

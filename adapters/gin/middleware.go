@@ -80,7 +80,7 @@ func (m *Middleware) Handler(c *gin.Context) {
 	c.Request = req
 	rw.finish(c, true)
 	if err != nil {
-		m.reject(c, err)
+		m.reject(c, req, err)
 	}
 }
 
@@ -103,12 +103,14 @@ func admitted(w http.ResponseWriter, r *http.Request, raw any) {
 // reject answers a rejection on gin's writer and stops the chain: the
 // rendered status, fields and body, byte for byte what the net/http
 // middleware sends, and the error in c.Errors for gin's logger and error
-// middleware. A client that left gets nothing.
-func (m *Middleware) reject(c *gin.Context, err error) {
+// middleware. A client that left while queued gets nothing: its connection
+// is dropped, never left to gin's implicit empty 200.
+func (m *Middleware) reject(c *gin.Context, req *http.Request, err error) {
 	_ = c.Error(err) // ErrorTypePrivate: logged, never rendered by gin
 	c.Abort()
-	resp, ok := m.in.Render(err)
+	resp, ok := m.in.RenderServe(c.Writer, req, err)
 	if !ok {
+		dropConnection(c, req)
 		return
 	}
 	h := c.Writer.Header()
@@ -118,4 +120,18 @@ func (m *Middleware) reject(c *gin.Context, err error) {
 	h["Content-Length"] = []string{strconv.Itoa(len(resp.Body))}
 	c.Writer.WriteHeader(resp.Status)
 	_, _ = c.Writer.Write(resp.Body)
+}
+
+// dropConnection ends a request whose client left with nothing written.
+// On HTTP/1 the connection is hijacked and closed: gin's Recovery swallows
+// http.ErrAbortHandler and gin would then send its pending 200. On HTTP/2,
+// which cannot be hijacked, the stream is reset by the panic.
+func dropConnection(c *gin.Context, req *http.Request) {
+	if req.ProtoMajor < 2 {
+		if conn, _, err := c.Writer.Hijack(); err == nil {
+			_ = conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
 }
