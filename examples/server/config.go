@@ -12,10 +12,10 @@ import (
 	resilience "github.com/ylcnfrht/resilience/core"
 )
 
-// frameworks lists the -framework values this binary knows. Other frameworks
-// join as their adapters land; anything else is an error, never a silent
+// frameworks lists the -framework values this binary knows, sorted; each
+// joins through register. Anything else is an error, never a silent
 // fallback to chi.
-var frameworks = []string{"chi"}
+var frameworks []string
 
 // config is the validated command line.
 type config struct {

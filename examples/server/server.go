@@ -22,16 +22,11 @@ import (
 // may read. An invalid configuration that slipped past parseConfig is a
 // *flagError.
 func newServer(cfg config) (http.Handler, *inbound.Middleware, error) {
-	switch cfg.framework {
-	case "chi":
-		mw, err := resiliencechi.New(inboundOptions(cfg))
-		if err != nil {
-			return nil, nil, asFlagError(err)
-		}
-		return chiRoutes(mw), mw.Inbound(), nil
-	default:
+	build, ok := builders[cfg.framework]
+	if !ok {
 		return nil, nil, &flagError{"framework", "unknown framework " + cfg.framework}
 	}
+	return build(cfg)
 }
 
 // inboundOptions translates the flags into the middleware's options.

@@ -22,7 +22,7 @@ type testServer struct {
 
 func startServer(t *testing.T, args ...string) *testServer {
 	t.Helper()
-	cfg, err := parseConfig(args, io.Discard)
+	cfg, err := parseConfig(append([]string{"-framework", serverFramework}, args...), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
