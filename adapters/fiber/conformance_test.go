@@ -1,0 +1,75 @@
+package resiliencefiber_test
+
+import (
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/recover"
+
+	resiliencefiber "github.com/ylcnfrht/resilience/adapters/fiber"
+	"github.com/ylcnfrht/resilience/conformance"
+)
+
+// Capabilities fasthttp does not have, with the reasons users read in the
+// package documentation.
+var missing = map[conformance.Capability]string{
+	conformance.CapDisconnect: "fasthttp does not watch the connection while a handler runs, so a client that leaves is not noticed until the response is written",
+	conformance.CapStreaming:  "fasthttp sends the response when the handler returns; a net/http handler mounted with the adaptor writes to a buffer and its Flush does nothing",
+}
+
+// fiberHarness serves the suite the way a fiber user would: fiber's
+// recover middleware first, the health route, then the middleware in front
+// of every other route, net/http handlers mounted through the adaptor, the
+// 504 on time through ServeOnTime, on fiber's own listener.
+func fiberHarness() conformance.Harness {
+	return conformance.Harness{
+		Name:    "fiber",
+		Missing: missing,
+		Start: func(cfg conformance.Config) (*conformance.Server, error) {
+			mw, err := resiliencefiber.New(cfg.Options)
+			if err != nil {
+				return nil, err
+			}
+			app := fiber.New(fiber.Config{DisableStartupMessage: true})
+			app.Use(recover.New())
+			app.Get(conformance.HealthPath, resiliencefiber.HTTPHandler(cfg.Health))
+			app.Use(mw.Handler)
+			app.All("/*", resiliencefiber.HTTPHandler(cfg.Handler))
+			resiliencefiber.ServeOnTime(app)
+			return listen(app, conformance.StatsFrom(mw.Inbound()))
+		},
+	}
+}
+
+// listen serves app with fiber's own server on a loopback listener.
+func listen(app *fiber.App, stats func() conformance.Stats) (*conformance.Server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	// fasthttp's worker pool checks for its stop only between sleeps of
+	// MaxIdleWorkerDuration (10 s by default), so its cleaner outlives
+	// Shutdown by up to that long; a short one lets goleak see it end.
+	app.Server().MaxIdleWorkerDuration = 50 * time.Millisecond
+	served := make(chan error, 1)
+	go func() { served <- app.Listener(ln) }()
+	return &conformance.Server{
+		URL:   "http://" + ln.Addr().String(),
+		Stats: stats,
+		Close: func() {
+			_ = app.Shutdown()
+			if err := <-served; err != nil && !errors.Is(err, net.ErrClosed) {
+				panic(err)
+			}
+		},
+	}, nil
+}
+
+// TestConformance: the fiber adapter, with the 504 on time, behaves as the
+// inbound table specifies, its missing capabilities pinned.
+func TestConformance(t *testing.T) {
+	conformance.Run(t, fiberHarness())
+}

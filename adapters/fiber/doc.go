@@ -1,0 +1,3 @@
+// Package resiliencefiber puts the inbound pipeline in front of fiber v2
+// handlers.
+package resiliencefiber
