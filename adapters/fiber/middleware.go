@@ -24,8 +24,9 @@ type Middleware struct {
 	in *inbound.Middleware
 	// view says whether a priority or key function or a custom pipeline
 	// may read the request view; only then is it built.
-	view  bool
-	timed bool
+	view   bool
+	timed  bool
+	routes routeCache
 }
 
 // New validates opts and returns the middleware, or a
@@ -86,7 +87,7 @@ func (m *Middleware) Handler(c *fiber.Ctx) error {
 	defer abortOnPanic(c)
 	var req *inbound.Request
 	if m.view {
-		req = newView(c)
+		req = m.newView(c)
 	}
 	var (
 		ran     bool
@@ -102,7 +103,7 @@ func (m *Middleware) Handler(c *fiber.Ctx) error {
 		m.in.RateLimitHeaders(req, c.Set)
 		if m.timed {
 			if s := slotOf(c); s != nil {
-				stop := context.AfterFunc(ctx, func() { m.expire(ctx, s) })
+				stop := context.AfterFunc(ctx, func() { m.expire(ctx, s, req) })
 				defer stop()
 			}
 		}
@@ -122,8 +123,10 @@ func (m *Middleware) Handler(c *fiber.Ctx) error {
 		// Past the deadline. fasthttp has sent nothing yet, so what the
 		// handler set must not leak into the 504.
 		c.Response().Reset()
-		m.in.RateLimitHeaders(req, c.Set)
 	}
+	// As in net/http, a request the rate limit admitted carries its
+	// fields whatever stage answered it.
+	m.in.RateLimitHeaders(req, c.Set)
 	return m.reject(c, err)
 }
 

@@ -123,7 +123,7 @@ func slotOf(c *fiber.Ctx) *slot {
 
 // expire runs when the context the handler got ends: at the inbound
 // deadline it hands the rendered 504 to OnTimeHandler.
-func (m *Middleware) expire(ctx context.Context, s *slot) {
+func (m *Middleware) expire(ctx context.Context, s *slot, req *inbound.Request) {
 	cause := context.Cause(ctx)
 	if !errors.Is(cause, resilience.ErrTimeoutRejected) {
 		return // cancelled (the request ended, or the client's context)
@@ -132,7 +132,9 @@ func (m *Middleware) expire(ctx context.Context, s *slot) {
 	if !ok {
 		return
 	}
-	s.expire(timeoutResponse(resp))
+	r := timeoutResponse(resp)
+	m.in.RateLimitHeaders(req, r.Header.Set)
+	s.expire(r)
 }
 
 // timeoutResponse is resp as a complete fasthttp response that closes the

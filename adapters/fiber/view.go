@@ -15,12 +15,12 @@ import (
 // the strings fiber returns once the request ends, and a key or priority
 // function may keep what it reads (the rate limiter keeps keys), so every
 // string in the view is a copy or a constant.
-func newView(c *fiber.Ctx) *inbound.Request {
+func (m *Middleware) newView(c *fiber.Ctx) *inbound.Request {
 	rc := c.Context()
 	return &inbound.Request{
 		Method:     method(c.Method()),
 		Path:       strings.Clone(c.Path()),
-		Route:      route(c),
+		Route:      m.route(c),
 		RemoteAddr: rc.RemoteAddr().String(),
 		Header:     headers{h: &rc.Request.Header},
 		Raw:        c,
@@ -47,18 +47,6 @@ func method(m string) string {
 		return http.MethodOptions
 	}
 	return strings.Clone(m)
-}
-
-// route is the pattern of the route the middleware runs in, in the
-// neutral format ("/users/{id}"). Registered with app.Use or a Group, the
-// middleware runs in a prefix route and fiber has not chosen the final
-// route yet: that gives "".
-func route(c *fiber.Ctx) string {
-	r := c.Route()
-	if r == nil || r.Method == "USE" {
-		return ""
-	}
-	return colonRoute(r.Path)
 }
 
 // headers reads the request's header fields as copies: fasthttp's values
@@ -88,42 +76,4 @@ func CtxFrom(ctx context.Context) (*fiber.Ctx, bool) {
 	}
 	c, ok := r.Raw.(*fiber.Ctx)
 	return c, ok
-}
-
-// colonRoute converts fiber's route syntax to the neutral one: ":name"
-// (with fiber's "?" and "<constraint>") becomes "{name}", a wildcard
-// ("*", "+") becomes "*".
-func colonRoute(p string) string {
-	if !strings.ContainsAny(p, ":*+") {
-		return p
-	}
-	var b strings.Builder
-	for i := 0; i < len(p); {
-		c := p[i]
-		switch {
-		case c == ':' && (i == 0 || p[i-1] == '/'):
-			j := i + 1
-			for j < len(p) && p[j] != '/' && p[j] != '<' && p[j] != '?' && p[j] != '.' && p[j] != '-' {
-				j++
-			}
-			b.WriteString("{" + p[i+1:j] + "}")
-			if j < len(p) && p[j] == '<' {
-				if k := strings.IndexByte(p[j:], '>'); k >= 0 {
-					j += k + 1
-				}
-			}
-			if j < len(p) && p[j] == '?' {
-				j++
-			}
-			i = j
-		case (c == '*' || c == '+') && (i == 0 || p[i-1] == '/'):
-			b.WriteByte('*')
-			for i++; i < len(p) && p[i] != '/'; i++ {
-			}
-		default:
-			b.WriteByte(c)
-			i++
-		}
-	}
-	return b.String()
 }
