@@ -11,7 +11,7 @@
 // SIGINT or SIGTERM shuts it down cleanly: running requests get up to 5 s
 // to finish.
 //
-// Flags: -framework chi; -addr; -timeout (5s); -permit-limit (200);
+// Flags: -framework chi or fiber; -addr; -timeout (5s); -permit-limit (200);
 // -queue-limit (100); -queue-timeout (500ms);
 // -overflow reject-new|drop-oldest|drop-lowest-priority; -rate-limit N
 // (0, none) with -rate-window (1s) and -rate-key ip|header:NAME.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"time"
@@ -30,7 +29,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "server:", err)
 		return 2
 	}
-	handler, _, err := newServer(cfg)
+	srv, err := buildServer(cfg, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "server:", err)
 		return 2
@@ -46,11 +45,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg.framework, cfg.timeout, cfg.permitLimit, cfg.queueLimit, cfg.queueTimeout, cfg.overflow, rateSummary(cfg))
 	fmt.Fprint(stdout, routeSummary(cfg, base))
 
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          log.New(stderr, "server: http: ", 0),
-	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
@@ -69,7 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		srv.Close()
 		code = 1
 	}
-	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
+	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintln(stderr, "server:", err)
 		code = 1
 	}
