@@ -13,20 +13,35 @@ import (
 	"github.com/ylcnfrht/resilience/conformance"
 )
 
-// Capabilities fasthttp does not have, with the reasons users read in the
+// The capabilities fasthttp lacks, with the reasons users read in the
 // package documentation.
-var missing = map[conformance.Capability]string{
-	conformance.CapDisconnect: "fasthttp does not watch the connection while a handler runs, so a client that leaves is not noticed until the response is written",
-	conformance.CapStreaming:  "fasthttp sends the response when the handler returns; a net/http handler mounted with the adaptor writes to a buffer and its Flush does nothing",
-}
+const (
+	disconnectMissing = "fasthttp does not watch the connection while a handler runs, so a client that leaves is not noticed " +
+		"until the response is written"
+	streamingMissing = "fasthttp sends the response when the handler returns; a net/http handler mounted through the adaptor " +
+		"writes to a buffer and its Flush does nothing"
+)
+
+// routeMissing is why, with app.Use or a Group, key and priority
+// functions see no route.
+const routeMissing = "fiber chooses the endpoint only when the chain reaches it: middleware registered with app.Use or a Group " +
+	"runs in a prefix route, so Route is \"\"; put the middleware in the route (app.Get(path, mw.Handler, h)) to know it"
 
 // fiberHarness serves the suite the way a fiber user would: fiber's
-// recover middleware first, the health route, then the middleware in front
-// of every other route, net/http handlers mounted through the adaptor, the
-// 504 on time through ServeOnTime, on fiber's own listener.
-func fiberHarness() conformance.Harness {
+// recover middleware first, the health route, then the middleware in
+// front of every other route (in each route's handlers, or with app.Use
+// when use is set), net/http handlers mounted with HTTPHandler, the 504
+// on time through ServeOnTime, on fiber's own listener.
+func fiberHarness(name string, use bool) conformance.Harness {
+	missing := map[conformance.Capability]string{
+		conformance.CapDisconnect: disconnectMissing,
+		conformance.CapStreaming:  streamingMissing,
+	}
+	if use {
+		missing[conformance.CapRoute] = routeMissing
+	}
 	return conformance.Harness{
-		Name:    "fiber",
+		Name:    name,
 		Missing: missing,
 		Start: func(cfg conformance.Config) (*conformance.Server, error) {
 			mw, err := resiliencefiber.New(cfg.Options)
@@ -36,8 +51,15 @@ func fiberHarness() conformance.Harness {
 			app := fiber.New(fiber.Config{DisableStartupMessage: true})
 			app.Use(recover.New())
 			app.Get(conformance.HealthPath, resiliencefiber.HTTPHandler(cfg.Health))
-			app.Use(mw.Handler)
-			app.All("/*", resiliencefiber.HTTPHandler(cfg.Handler))
+			h := resiliencefiber.HTTPHandler(cfg.Handler)
+			if use {
+				app.Use(mw.Handler)
+				app.All("/route/:id", h) // conformance.RoutePattern
+				app.All("/*", h)
+			} else {
+				app.All("/route/:id", mw.Handler, h)
+				app.All("/*", mw.Handler, h)
+			}
 			resiliencefiber.ServeOnTime(app)
 			return listen(app, conformance.StatsFrom(mw.Inbound()))
 		},
@@ -69,7 +91,12 @@ func listen(app *fiber.App, stats func() conformance.Stats) (*conformance.Server
 }
 
 // TestConformance: the fiber adapter, with the 504 on time, behaves as the
-// inbound table specifies, its missing capabilities pinned.
+// inbound table specifies, its missing capabilities pinned, with the
+// middleware in each route and with app.Use.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, fiberHarness())
+	conformance.Run(t, fiberHarness("fiber", false))
+}
+
+func TestConformanceUse(t *testing.T) {
+	conformance.Run(t, fiberHarness("fiber (app.Use)", true))
 }

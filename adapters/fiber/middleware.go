@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -21,12 +22,11 @@ import (
 // panicking request leaves nothing behind (permit and queue place
 // returned), as in inbound.Middleware.
 type Middleware struct {
-	in *inbound.Middleware
-	// view says whether a priority or key function or a custom pipeline
-	// may read the request view; only then is it built.
-	view   bool
-	timed  bool
+	in     *inbound.Middleware
 	routes routeCache
+	// rateFields says whether admitted responses carry RateLimit fields,
+	// which a 504 built aside must repeat.
+	rateFields bool
 }
 
 // New validates opts and returns the middleware, or a
@@ -34,7 +34,7 @@ type Middleware struct {
 // resilience.ErrInvalidOptions).
 func New(opts inbound.Options) (*Middleware, error) {
 	if opts.RateLimit != nil && opts.RateLimit.Key != nil {
-		// The limiter keeps every key it is given, and a key function
+		// A store may keep the keys it is given, and a key function
 		// reading the request through fiber gets strings backed by
 		// fasthttp's buffers, which the next request on the connection
 		// overwrites. One copy here keeps every key function safe.
@@ -42,15 +42,17 @@ func New(opts inbound.Options) (*Middleware, error) {
 		ro.Key = keepKey(ro.Key)
 		opts.RateLimit = &ro
 	}
-	in, err := inbound.New(opts)
+	m := &Middleware{rateFields: opts.RateLimit != nil && opts.RateLimitHeaders != inbound.RateLimitHeadersOff}
+	in, err := inbound.NewFor(inbound.Framework{
+		Route:     func(raw any) string { return m.route(raw.(*fiber.Ctx)) },
+		View:      fillView,
+		SetHeader: func(raw any, name, value string) { raw.(*fiber.Ctx).Set(name, value) },
+	}, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &Middleware{
-		in:    in,
-		view:  opts.RateLimit != nil || opts.Pipeline != nil || (opts.Concurrency != nil && opts.Concurrency.Priority != nil) || (opts.Adaptive != nil && opts.Adaptive.Priority != nil),
-		timed: opts.Timeout > 0,
-	}, nil
+	m.in = in
+	return m, nil
 }
 
 // cloneKey copies a rate-limit key; a variable so a test can show what
@@ -80,53 +82,91 @@ func (m *Middleware) Inbound() *inbound.Middleware { return m.in }
 // Stats returns the middleware's current load (see inbound.Stats).
 func (m *Middleware) Stats() inbound.Stats { return m.in.Stats() }
 
+// call is one request through Handler. Its methods are bound once per
+// pooled value, so a request allocates no closure.
+type call struct {
+	m      *Middleware
+	c      *fiber.Ctx
+	parent context.Context // c.UserContext() before the middleware
+	ran    bool
+	err    error // what c.Next returned
+	slot   *slot // OnTimeHandler's, or nil
+	rate   []headerField
+
+	run     func(ctx context.Context) error
+	expired func(cause error)
+}
+
+// calls recycles the calls of requests without a slot: nothing holds one
+// once Execute returns. (With a slot, the deadline's callback may still be
+// running.)
+var calls = sync.Pool{New: func() any { return newCall() }}
+
+func newCall() *call {
+	x := new(call)
+	x.run = x.next
+	x.expired = x.expire
+	return x
+}
+
+// next runs the rest of fiber's chain with the pipeline's context as
+// c.UserContext.
+func (x *call) next(ctx context.Context) error {
+	x.ran = true
+	c := x.c
+	c.SetUserContext(ctx)
+	// Restored so that middleware before this one does not see a context
+	// that ended with the request.
+	defer c.SetUserContext(x.parent)
+	if x.slot != nil && x.m.rateFields {
+		x.rate = rateFields(c)
+	}
+	x.err = c.Next()
+	var fe *fiber.Error
+	if errors.As(x.err, &fe) && fe.Code < 500 {
+		// A client error the handler chose to answer (404, 400): not a
+		// failure of the service for an adaptive limiter or a pipeline.
+		return nil
+	}
+	return x.err
+}
+
 // Handler is the fiber handler: it runs the rest of the chain (c.Next)
 // through the inbound pipeline with c.UserContext ending at the deadline,
 // and answers rejections as described in the package documentation.
 func (m *Middleware) Handler(c *fiber.Ctx) error {
 	defer abortOnPanic(c)
-	var req *inbound.Request
-	if m.view {
-		req = m.newView(c)
+	var x *call
+	var err error
+	if s := slotOf(c); s != nil {
+		x = newCall()
+		x.m, x.c, x.parent, x.slot = m, c, c.UserContext(), s
+		err = m.in.ExecuteInPlace(x.parent, c, x.run, x.expired)
+	} else {
+		x = calls.Get().(*call)
+		x.m, x.c, x.parent = m, c, c.UserContext()
+		defer func() {
+			x.m, x.c, x.parent, x.ran, x.err, x.rate = nil, nil, nil, false, nil, nil
+			calls.Put(x)
+		}()
+		err = m.in.Execute(x.parent, c, x.run)
 	}
-	var (
-		ran     bool
-		nextErr error
-	)
-	parent := c.UserContext()
-	err := m.in.Execute(parent, req, func(ctx context.Context) error {
-		ran = true
-		c.SetUserContext(ctx)
-		// Restored so that middleware before this one does not see a
-		// context that ended with the request.
-		defer c.SetUserContext(parent)
-		m.in.RateLimitHeaders(req, c.Set)
-		if m.timed {
-			if s := slotOf(c); s != nil {
-				stop := context.AfterFunc(ctx, func() { m.expire(ctx, s, req) })
-				defer stop()
-			}
-		}
-		nextErr = c.Next()
-		return nextErr
-	})
 	switch {
 	case err == nil:
-		return nil
-	case ran && !errors.Is(err, resilience.ErrTimeoutRejected):
-		// The handler's own error (or nil, from a custom pipeline that
-		// reports something else): fiber's error flow takes it as it is.
-		if err == nextErr {
-			return err
-		}
-	case ran:
-		// Past the deadline. fasthttp has sent nothing yet, so what the
-		// handler set must not leak into the 504.
-		c.Response().Reset()
+		return x.err
+	case !x.ran:
+		return m.reject(c, err) // 429, 503, or the context ended while queued
+	case !errors.Is(err, resilience.ErrTimeoutRejected) && !errors.Is(err, context.DeadlineExceeded):
+		return x.err // the handler's own outcome stands
 	}
-	// As in net/http, a request the rate limit admitted carries its
-	// fields whatever stage answered it.
-	m.in.RateLimitHeaders(req, c.Set)
+	// Past the deadline. fasthttp has sent nothing yet, so what the
+	// handler set must not leak into the 504; the RateLimit fields stay,
+	// as in net/http.
+	rate := rateFields(c)
+	c.Response().Reset()
+	for _, f := range rate {
+		c.Set(f.name, f.value)
+	}
 	return m.reject(c, err)
 }
 
@@ -140,8 +180,7 @@ func (m *Middleware) reject(c *fiber.Ctx, err error) error {
 	}
 	rej := &Rejection{Response: resp, Err: err, fiber: &fiber.Error{Code: resp.Status, Message: http.StatusText(resp.Status)}}
 	if defaultErrorHandler(c.App()) {
-		rej.Send(c)
-		return nil
+		return rej.Send(c)
 	}
 	return rej
 }

@@ -200,7 +200,7 @@ func TestRoute(t *testing.T) {
 			Key: func(ctx context.Context) string {
 				v, _ := inbound.RequestFrom(ctx)
 				mu.Lock()
-				seen[v.Path] = v.Route
+				seen[v.Path] = v.Route()
 				mu.Unlock()
 				return "k"
 			},

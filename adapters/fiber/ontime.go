@@ -1,14 +1,11 @@
 package resiliencefiber
 
 import (
-	"context"
-	"errors"
 	"sync/atomic"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
-	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
@@ -121,20 +118,18 @@ func slotOf(c *fiber.Ctx) *slot {
 	return s
 }
 
-// expire runs when the context the handler got ends: at the inbound
-// deadline it hands the rendered 504 to OnTimeHandler.
-func (m *Middleware) expire(ctx context.Context, s *slot, req *inbound.Request) {
-	cause := context.Cause(ctx)
-	if !errors.Is(cause, resilience.ErrTimeoutRejected) {
-		return // cancelled (the request ended, or the client's context)
-	}
-	resp, ok := m.in.Render(cause)
+// expire hands the rendered 504 to OnTimeHandler, with the RateLimit
+// fields the response already had.
+func (x *call) expire(cause error) {
+	resp, ok := x.m.in.Render(cause)
 	if !ok {
 		return
 	}
 	r := timeoutResponse(resp)
-	m.in.RateLimitHeaders(req, r.Header.Set)
-	s.expire(r)
+	for _, f := range x.rate {
+		r.Header.Set(f.name, f.value)
+	}
+	x.slot.expire(r)
 }
 
 // timeoutResponse is resp as a complete fasthttp response that closes the

@@ -11,20 +11,17 @@ import (
 	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
-// newView builds the neutral view of c. fasthttp reuses the buffers behind
-// the strings fiber returns once the request ends, and a key or priority
-// function may keep what it reads (the rate limiter keeps keys), so every
-// string in the view is a copy or a constant.
-func (m *Middleware) newView(c *fiber.Ctx) *inbound.Request {
+// fillView fills the neutral view of a *fiber.Ctx. fasthttp reuses the
+// buffers behind the strings fiber returns once the request ends, and a
+// key or priority function may keep what it reads, so every string in the
+// view is a copy or a constant.
+func fillView(raw any, v *inbound.Request) {
+	c := raw.(*fiber.Ctx)
 	rc := c.Context()
-	return &inbound.Request{
-		Method:     method(c.Method()),
-		Path:       strings.Clone(c.Path()),
-		Route:      m.route(c),
-		RemoteAddr: rc.RemoteAddr().String(),
-		Header:     headers{h: &rc.Request.Header},
-		Raw:        c,
-	}
+	v.Method = method(c.Method())
+	v.Path = strings.Clone(c.Path())
+	v.RemoteAddr = rc.RemoteAddr().String()
+	v.Header = headers{h: &rc.Request.Header}
 }
 
 // method returns the method as a constant string for the standard
@@ -76,4 +73,22 @@ func CtxFrom(ctx context.Context) (*fiber.Ctx, bool) {
 	}
 	c, ok := r.Raw.(*fiber.Ctx)
 	return c, ok
+}
+
+// headerField is one response header field.
+type headerField struct{ name, value string }
+
+// rateNames are the RateLimit fields the middleware may set on a response.
+var rateNames = [...]string{"Ratelimit-Limit", "Ratelimit-Remaining", "Ratelimit-Reset", "Ratelimit-Policy", "Ratelimit"}
+
+// rateFields copies the RateLimit fields set on c's response.
+func rateFields(c *fiber.Ctx) []headerField {
+	var fs []headerField
+	h := &c.Response().Header
+	for _, n := range rateNames {
+		if v := h.Peek(n); v != nil {
+			fs = append(fs, headerField{n, string(v)})
+		}
+	}
+	return fs
 }
