@@ -5,12 +5,31 @@ go 1.26
 require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/go-chi/chi/v5 v5.5.0
-	github.com/ylcnfrht/resilience/core v0.0.0-00010101000000-000000000000
+	github.com/gofiber/fiber/v2 v2.52.15
+	github.com/valyala/fasthttp v1.51.0
+	github.com/ylcnfrht/resilience/adapters/chi v0.1.0
+	github.com/ylcnfrht/resilience/adapters/fiber v0.1.0
+	github.com/ylcnfrht/resilience/core v0.1.0
 )
 
 require (
+	github.com/andybalholm/brotli v1.1.0 // indirect
 	github.com/bits-and-blooms/bitset v1.24.4 // indirect
+	github.com/google/uuid v1.6.0 // indirect
 	github.com/influxdata/tdigest v0.0.1 // indirect
+	github.com/klauspost/compress v1.17.9 // indirect
+	github.com/mattn/go-colorable v0.1.13 // indirect
+	github.com/mattn/go-isatty v0.0.20 // indirect
+	github.com/mattn/go-runewidth v0.0.16 // indirect
+	github.com/rivo/uniseg v0.2.0 // indirect
+	github.com/valyala/bytebufferpool v1.0.0 // indirect
+	github.com/valyala/tcplisten v1.0.0 // indirect
+	golang.org/x/sys v0.28.0 // indirect
 )
 
-replace github.com/ylcnfrht/resilience/core => ../core
+replace (
+	github.com/ylcnfrht/resilience/adapters/chi => ../adapters/chi
+	github.com/ylcnfrht/resilience/adapters/fiber => ../adapters/fiber
+	github.com/ylcnfrht/resilience/conformance => ../conformance
+	github.com/ylcnfrht/resilience/core => ../core
+)
