@@ -122,13 +122,18 @@ func (x *call) next(ctx context.Context) error {
 		x.rate = rateFields(c)
 	}
 	x.err = c.Next()
-	var fe *fiber.Error
-	if errors.As(x.err, &fe) && fe.Code < 500 {
+	if x.err != nil && clientError(x.err) {
 		// A client error the handler chose to answer (404, 400): not a
 		// failure of the service for an adaptive limiter or a pipeline.
 		return nil
 	}
 	return x.err
+}
+
+// clientError reports whether err is a *fiber.Error with a 4xx status.
+func clientError(err error) bool {
+	var fe *fiber.Error
+	return errors.As(err, &fe) && fe.Code < 500
 }
 
 // Handler is the fiber handler: it runs the rest of the chain (c.Next)
