@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -91,7 +92,9 @@ type call struct {
 	ran    bool
 	err    error // what c.Next returned
 	slot   *slot // OnTimeHandler's, or nil
-	rate   []headerField
+	// rate holds the RateLimit fields of the response for the 504 that
+	// expire builds on the deadline's goroutine.
+	rate atomic.Pointer[[]headerField]
 
 	run     func(ctx context.Context) error
 	expired func(cause error)
@@ -119,7 +122,8 @@ func (x *call) next(ctx context.Context) error {
 	// that ended with the request.
 	defer c.SetUserContext(x.parent)
 	if x.slot != nil && x.m.rateFields {
-		x.rate = rateFields(c)
+		fs := rateFields(c)
+		x.rate.Store(&fs)
 	}
 	x.err = c.Next()
 	if x.err != nil && clientError(x.err) {
@@ -151,7 +155,7 @@ func (m *Middleware) Handler(c *fiber.Ctx) error {
 		x = calls.Get().(*call)
 		x.m, x.c, x.parent = m, c, c.UserContext()
 		defer func() {
-			x.m, x.c, x.parent, x.ran, x.err, x.rate = nil, nil, nil, false, nil, nil
+			x.m, x.c, x.parent, x.ran, x.err = nil, nil, nil, false, nil
 			calls.Put(x)
 		}()
 		err = m.in.Execute(x.parent, c, x.run)

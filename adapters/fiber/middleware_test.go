@@ -247,6 +247,7 @@ type answer struct {
 	status int
 	header http.Header
 	body   string
+	close  bool // the server closes the connection after it
 }
 
 func get(t *testing.T, url string, header map[string]string) answer {
@@ -259,7 +260,7 @@ func get(t *testing.T, url string, header map[string]string) answer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return answer{resp.StatusCode, resp.Header, readBody(t, resp)}
+	return answer{resp.StatusCode, resp.Header, readBody(t, resp), resp.Close}
 }
 
 // rejections runs one sequence against a server whose /hold route waits
@@ -481,4 +482,48 @@ func readBody(t *testing.T, resp *http.Response) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestOnTime504: with ServeOnTime, a handler that ignores its deadline
+// gets its client a complete 504 at the deadline, with the RateLimit
+// fields the admitted request had (as in net/http) and none of the
+// handler's own; the handler keeps its permit, counted late, until it
+// returns.
+func TestOnTime504(t *testing.T) {
+	mw, err := resiliencefiber.New(inbound.Options{
+		Timeout:     100 * time.Millisecond,
+		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1},
+		RateLimit:   &resilience.RateLimiterOptions{PermitLimit: 10, Window: time.Hour},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold, returned := make(chan struct{}), make(chan struct{})
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/slow", mw.Handler, func(c *fiber.Ctx) error {
+		defer close(returned)
+		c.Set("X-Late", "yes")
+		<-hold // ignores its deadline
+		return c.SendString("late")
+	})
+	resiliencefiber.ServeOnTime(app)
+	url := serve(t, app)
+	defer http.DefaultClient.CloseIdleConnections()
+
+	a := get(t, url+"/slow", nil) // returns at the deadline: the handler is held
+	if a.status != 504 || !strings.Contains(a.body, `"code":"TIMEOUT"`) || a.header.Get("X-Late") != "" ||
+		a.header.Get("Ratelimit-Remaining") != "9" || !a.close {
+		t.Errorf("answer at the deadline: %+v; want the 504 with RateLimit fields, Connection: close, without X-Late", a)
+	}
+	if st := mw.Stats(); st.InFlight != 1 || st.Late != 1 {
+		t.Errorf("stats after the 504: %+v, want the late handler in flight", st)
+	}
+	close(hold)
+	<-returned
+	for deadline := time.Now().Add(10 * time.Second); mw.Stats().InFlight != 0 || mw.Stats().Late != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats after the handler returned: %+v", mw.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -126,8 +126,10 @@ func (x *call) expire(cause error) {
 		return
 	}
 	r := timeoutResponse(resp)
-	for _, f := range x.rate {
-		r.Header.Set(f.name, f.value)
+	if fs := x.rate.Load(); fs != nil {
+		for _, f := range *fs {
+			r.Header.Set(f.name, f.value)
+		}
 	}
 	x.slot.expire(r)
 }
