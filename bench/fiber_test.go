@@ -192,4 +192,3 @@ func TestAdapterOverheadTable(t *testing.T) {
 	}
 	t.Logf("median of %d interleaved rounds (%s):\n%s", *overheadRounds, time.Now().UTC().Format(time.RFC3339), sb.String())
 }
-
