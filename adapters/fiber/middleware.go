@@ -117,10 +117,12 @@ func newCall() *call {
 func (x *call) next(ctx context.Context) error {
 	x.ran = true
 	c := x.c
-	c.SetUserContext(ctx)
-	// Restored so that middleware before this one does not see a context
-	// that ended with the request.
-	defer c.SetUserContext(x.parent)
+	if ctx != x.parent {
+		c.SetUserContext(ctx)
+		// Restored so that middleware before this one does not see a
+		// context that ended with the request.
+		defer c.SetUserContext(x.parent)
+	}
 	if x.slot != nil && x.m.rateFields {
 		fs := rateFields(c)
 		x.rate.Store(&fs)
