@@ -18,6 +18,8 @@ import (
 const (
 	disconnectMissing = "fasthttp does not watch the connection while a handler runs, so a client that leaves is not noticed " +
 		"until the response is written"
+	onTimeMissing = "without ServeOnTime, fasthttp sends a response only when fiber's handler returns, and fiber reuses its " +
+		"Ctx then, so the middleware cannot answer while the handler runs on: the 504 comes when it returns"
 	streamingMissing = "fasthttp sends the response when the handler returns; a net/http handler mounted through the adaptor " +
 		"writes to a buffer and its Flush does nothing"
 )
@@ -31,14 +33,18 @@ const routeMissing = "fiber chooses the endpoint only when the chain reaches it:
 // recover middleware first, the health route, then the middleware in
 // front of every other route (in each route's handlers, or with app.Use
 // when use is set), net/http handlers mounted with HTTPHandler, the 504
-// on time through ServeOnTime, on fiber's own listener.
-func fiberHarness(name string, use bool) conformance.Harness {
+// on time through ServeOnTime unless onTime is false, on fiber's own
+// listener.
+func fiberHarness(name string, use, onTime bool) conformance.Harness {
 	missing := map[conformance.Capability]string{
 		conformance.CapDisconnect: disconnectMissing,
 		conformance.CapStreaming:  streamingMissing,
 	}
 	if use {
 		missing[conformance.CapRoute] = routeMissing
+	}
+	if !onTime {
+		missing[conformance.CapOnTime504] = onTimeMissing
 	}
 	return conformance.Harness{
 		Name:    name,
@@ -60,7 +66,9 @@ func fiberHarness(name string, use bool) conformance.Harness {
 				app.All("/route/:id", mw.Handler, h)
 				app.All("/*", mw.Handler, h)
 			}
-			resiliencefiber.ServeOnTime(app)
+			if onTime {
+				resiliencefiber.ServeOnTime(app)
+			}
 			return listen(app, conformance.StatsFrom(mw.Inbound()))
 		},
 	}
@@ -90,13 +98,19 @@ func listen(app *fiber.App, stats func() conformance.Stats) (*conformance.Server
 	}, nil
 }
 
-// TestConformance: the fiber adapter, with the 504 on time, behaves as the
-// inbound table specifies, its missing capabilities pinned, with the
-// middleware in each route and with app.Use.
+// TestConformance: the fiber adapter behaves as the inbound table
+// specifies, its missing capabilities pinned: with the 504 on time, the
+// middleware in each route or with app.Use; and without ServeOnTime.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, fiberHarness("fiber", false))
+	conformance.Run(t, fiberHarness("fiber", false, true))
 }
 
 func TestConformanceUse(t *testing.T) {
-	conformance.Run(t, fiberHarness("fiber (app.Use)", true))
+	conformance.Run(t, fiberHarness("fiber (app.Use)", true, true))
+}
+
+// TestConformanceWithoutServeOnTime: the middleware alone, its 504 sent
+// when the handler returns, pinned.
+func TestConformanceWithoutServeOnTime(t *testing.T) {
+	conformance.Run(t, fiberHarness("fiber (without ServeOnTime)", false, false))
 }

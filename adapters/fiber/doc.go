@@ -97,4 +97,7 @@
 //	                returns; a net/http handler's Flush does nothing handler returns; past the deadline,
 //	                                                                 a complete 504
 //	route (Use)     fiber chooses the endpoint after Use middleware  Route() is ""
+//	on-time-504     without ServeOnTime: fasthttp sends a response   the handler's context ends at the
+//	                only when fiber's handler returns                deadline; the 504 comes when it
+//	                                                                 returns; the permit is held till then
 package resiliencefiber
