@@ -187,7 +187,10 @@ func (m *Middleware) Handler(c *fiber.Ctx) error {
 func (m *Middleware) reject(c *fiber.Ctx, err error) error {
 	resp, ok := m.in.Render(err)
 	if !ok {
-		return nil // the request's context was cancelled: nobody to answer
+		// The request's context was cancelled (by middleware before this
+		// one: fasthttp does not cancel it): nobody to answer.
+		closeWithoutResponse(c)
+		return nil
 	}
 	rej := &Rejection{Response: resp, Err: err, fiber: &fiber.Error{Code: resp.Status, Message: http.StatusText(resp.Status)}}
 	if defaultErrorHandler(c.App()) {
@@ -209,6 +212,12 @@ func abortOnPanic(c *fiber.Ctx) {
 	if p != http.ErrAbortHandler { //nolint:errorlint // net/http compares the value itself
 		panic(p)
 	}
+	closeWithoutResponse(c)
+}
+
+// closeWithoutResponse makes fasthttp close c's connection without
+// writing a response, by hijacking it and leaving it unanswered.
+func closeWithoutResponse(c *fiber.Ctx) {
 	rc := c.Context()
 	rc.HijackSetNoResponse(true)
 	rc.Hijack(func(net.Conn) {})

@@ -527,3 +527,29 @@ func TestOnTime504(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestCancelledContextGetsNoResponse: a request whose context was
+// cancelled before it got a permit (by middleware in front: fasthttp
+// itself never cancels it) is not answered, as in net/http: the
+// connection is closed without a response.
+func TestCancelledContextGetsNoResponse(t *testing.T) {
+	mw, err := resiliencefiber.New(inbound.Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Use(func(c *fiber.Ctx) error {
+		ctx, cancel := context.WithCancel(c.UserContext())
+		cancel()
+		c.SetUserContext(ctx)
+		return c.Next()
+	})
+	app.Get("/", mw.Handler, func(c *fiber.Ctx) error { return c.SendString("ran") })
+	conn := dial(t, serve(t, app))
+	if _, err := io.WriteString(conn.c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.ReadResponse(conn.br, nil); err == nil {
+		t.Errorf("got a response (%d) for a cancelled request; want the connection closed without one", resp.StatusCode)
+	}
+}
