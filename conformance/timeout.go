@@ -40,7 +40,7 @@ var timeoutCases = []Case{
 	},
 }
 
-func caseTimeoutIgnoredContext(t *T, e *env) {
+func caseTimeoutIgnoredContext(t *caseT, e *env) {
 	h := e.holder(false)
 	const timeout = 200 * time.Millisecond
 	s := e.start(limited(timeout, resilience.ConcurrencyLimiterOptions{PermitLimit: 1}), h)
@@ -64,7 +64,7 @@ func caseTimeoutIgnoredContext(t *T, e *env) {
 	expectOK(t, "request c after the permit came back", s.do(req{path: "/held?id=c"}), "done c")
 }
 
-func caseTimeoutLateWrites(t *T, e *env) {
+func caseTimeoutLateWrites(t *caseT, e *env) {
 	const timeout = 200 * time.Millisecond
 	g := e.gate()
 	wrote := make(chan error, 1)
@@ -97,12 +97,12 @@ func caseTimeoutLateWrites(t *T, e *env) {
 	}
 }
 
-func caseTimeoutNestedPipeline(t *T, e *env) {
+func caseTimeoutNestedPipeline(t *caseT, e *env) {
 	const timeout = 200 * time.Millisecond
 	type outcome struct{ ctxErr, execErr error }
 	done := make(chan outcome, 1)
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := resilience.NewBuilder[int](resilience.Name("nested")).AddTimeout(long).Build()
+		p, err := resilience.NewBuilder[int](resilience.WithName("nested")).AddTimeout(resilience.TimeoutOptions{Timeout: long}).Build()
 		if err != nil {
 			done <- outcome{execErr: err}
 			return
@@ -150,7 +150,7 @@ func lateHandler(g *gate, ended chan<- error, act func(w http.ResponseWriter)) h
 	})
 }
 
-func caseTimeoutIgnoredContextPinned(t *T, e *env) {
+func caseTimeoutIgnoredContextPinned(t *caseT, e *env) {
 	const timeout = 200 * time.Millisecond
 	g := e.gate()
 	ended := make(chan error, 1)
@@ -176,7 +176,7 @@ func caseTimeoutIgnoredContextPinned(t *T, e *env) {
 	expectOK(t, "request c after the permit came back", s.do(req{path: "/ok"}), "ok")
 }
 
-func caseTimeoutLateWritesPinned(t *T, e *env) {
+func caseTimeoutLateWritesPinned(t *caseT, e *env) {
 	const timeout = 200 * time.Millisecond
 	g := e.gate()
 	ended := make(chan error, 1)

@@ -11,6 +11,7 @@ import (
 
 	resiliencefiber "github.com/ylcnfrht/resilience/adapters/fiber"
 	"github.com/ylcnfrht/resilience/conformance"
+	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 // The capabilities fasthttp lacks, with the reasons users read in the
@@ -69,13 +70,13 @@ func fiberHarness(name string, use, onTime bool) conformance.Harness {
 			if onTime {
 				resiliencefiber.ServeOnTime(app)
 			}
-			return listen(app, conformance.StatsFrom(mw.Inbound()))
+			return listen(app, mw.Stats)
 		},
 	}
 }
 
 // listen serves app with fiber's own server on a loopback listener.
-func listen(app *fiber.App, stats func() conformance.Stats) (*conformance.Server, error) {
+func listen(app *fiber.App, stats func() inbound.Stats) (*conformance.Server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err

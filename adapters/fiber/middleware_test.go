@@ -18,7 +18,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	resiliencefiber "github.com/ylcnfrht/resilience/adapters/fiber"
-	"github.com/ylcnfrht/resilience/conformance"
 	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/inbound"
 )
@@ -27,7 +26,7 @@ import (
 // base URL; the server is shut down when the test ends.
 func serve(t *testing.T, app *fiber.App) string {
 	t.Helper()
-	s, err := listen(app, func() conformance.Stats { return conformance.Stats{} })
+	s, err := listen(app, func() inbound.Stats { return inbound.Stats{} })
 	if err != nil {
 		t.Fatal(err)
 	}
