@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"io"
-	"log"
 	"net"
-	"net/http"
-	"time"
 
 	"github.com/ylcnfrht/resilience/core/inbound"
 )
@@ -32,19 +29,15 @@ func registerServer(name string, f func(cfg config, errLog io.Writer) (server, *
 	frameworks = append(frameworks, name)
 }
 
-// buildServer returns the server for cfg.framework.
-func buildServer(cfg config, errLog io.Writer) (server, error) {
+// buildServer returns the server for cfg.framework and the inbound
+// middleware underneath its adapter.
+func buildServer(cfg config, errLog io.Writer) (server, *inbound.Middleware, error) {
 	if f, ok := serverFuncs[cfg.framework]; ok {
-		s, _, err := f(cfg, errLog)
-		return s, err
+		return f(cfg, errLog)
 	}
-	handler, _, err := newServer(cfg)
+	handler, mw, err := newServer(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          log.New(errLog, "server: http: ", 0),
-	}, nil
+	return httpServer(handler, errLog), mw, nil
 }

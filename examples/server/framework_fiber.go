@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
@@ -25,7 +26,13 @@ func fiberServer(cfg config, _ io.Writer) (server, *inbound.Middleware, error) {
 	if err != nil {
 		return nil, nil, asFlagError(err)
 	}
-	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app := fiber.New(fiber.Config{
+		DisableStartupMessage: true,
+		// As the net/http server's: a client trickling its request, or
+		// an idle keep-alive connection, cannot hold a connection.
+		ReadTimeout: 30 * time.Second,
+		IdleTimeout: 60 * time.Second,
+	})
 	app.Use(recover.New())
 	app.Get("/healthz", resiliencefiber.HTTPHandler(http.HandlerFunc(healthz)))
 	app.Get("/debug/limits", resiliencefiber.HTTPHandler(mw.Inbound().StatsHandler()))
