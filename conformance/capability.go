@@ -31,6 +31,13 @@ const (
 	// CapAbortHandler: a handler that panics with http.ErrAbortHandler
 	// aborts the connection without a response, as in net/http.
 	CapAbortHandler Capability = "abort-handler"
+
+	// CapOnTime504: a complete 504 reaches the client at the deadline even
+	// when the handler ignores its context and runs on. (A framework that
+	// sends the response only when its handler returns, and recycles the
+	// handler's request object then, cannot from its middleware alone:
+	// fiber without its adapter's fasthttp wrapper.)
+	CapOnTime504 Capability = "on-time-504"
 )
 
 // Capabilities returns every capability the suite knows, in a stable order,
@@ -41,6 +48,7 @@ func Capabilities() []CapabilityInfo {
 		{CapStreaming, "a handler's flush reaches the client through the middleware; a deadline after the commit aborts the connection"},
 		{CapAbortHandler, "panic(http.ErrAbortHandler) aborts the connection without a response"},
 		{CapRoute, "inbound.Request.Route reports the route pattern to priority and key functions"},
+		{CapOnTime504, "a complete 504 reaches the client at the deadline while a handler that ignores its context runs on"},
 	}
 }
 

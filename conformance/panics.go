@@ -27,7 +27,11 @@ var panicCases = []Case{
 		Name: "panic-after-timeout",
 		Explanation: "A handler that ignores its context and panics after its 504 was sent does not crash the server or keep " +
 			"its permit: the 504 stands, and the next request runs.",
-		run: casePanicAfterTimeout,
+		Requires: CapOnTime504,
+		Pinned: "the request is answered only when the handler returns, here by panicking: the client gets no 200 " +
+			"(a 5xx or a closed connection), the permit comes back and the next request runs.",
+		run:    casePanicAfterTimeout,
+		pinned: casePanicAfterTimeoutPinned,
 	},
 }
 
@@ -84,6 +88,26 @@ func casePanicAfterTimeout(t *caseT, e *env) {
 	expectRejection(t, "request whose handler panics after the deadline", r, http.StatusGatewayTimeout, "TIMEOUT", "")
 	g.open()
 	receive(t, "the handler panicking", returned)
+	s.waitIdle("after the late panic")
+	expectOK(t, "request after the late panic", s.do(req{path: "/ok"}), "ok")
+}
+
+func casePanicAfterTimeoutPinned(t *caseT, e *env) {
+	const timeout = 200 * time.Millisecond
+	g := e.gate()
+	ended := make(chan error, 1)
+	mux := http.NewServeMux()
+	mux.Handle("/late-panic", lateHandler(g, ended, func(http.ResponseWriter) {
+		panic("conformance: deliberate panic after the deadline")
+	}))
+	mux.Handle("/ok", okHandler)
+	s := e.start(limited(timeout, resilience.ConcurrencyLimiterOptions{PermitLimit: 1}), mux)
+	a := s.send(req{path: "/late-panic"})
+	receive(t, "the handler's context ending", ended)
+	lingerPastDeadline(timeout)
+	s.pending("request whose handler still runs", a)
+	g.open()
+	expectNotOK(t, "request whose handler panicked after the deadline", s.await("request a", a))
 	s.waitIdle("after the late panic")
 	expectOK(t, "request after the late panic", s.do(req{path: "/ok"}), "ok")
 }

@@ -16,13 +16,21 @@ var timeoutCases = []Case{
 		Explanation: "A handler that ignores its context still gets its client a complete 504 TIMEOUT on time (the handler is held " +
 			"by a gate the case opens only after the 504 arrived). The handler keeps its permit until it really returns, " +
 			"so the concurrency cap stays true: meanwhile a new request is rejected 503 full.",
-		run: caseTimeoutIgnoredContext,
+		Requires: CapOnTime504,
+		Pinned: "the handler's context ends at the deadline, but the request is answered only when the handler returns: " +
+			"a complete 504 TIMEOUT then; meanwhile the handler keeps its permit (a new request is rejected 503 full).",
+		run:    caseTimeoutIgnoredContext,
+		pinned: caseTimeoutIgnoredContextPinned,
 	},
 	{
 		Name: "timeout-late-writes-discarded",
 		Explanation: "After the 504, the handler's late headers and writes are discarded without a data race: the client's 504 is " +
 			"exactly the JSON body, and the server's later responses are not corrupted by them.",
-		run: caseTimeoutLateWrites,
+		Requires: CapOnTime504,
+		Pinned: "the request is answered when the handler returns: a 504 that is exactly the JSON body, without the " +
+			"handler's late header, status or body; later responses are not corrupted.",
+		run:    caseTimeoutLateWrites,
+		pinned: caseTimeoutLateWritesPinned,
 	},
 	{
 		Name: "timeout-nested-pipeline",
@@ -122,4 +130,77 @@ func caseTimeoutNestedPipeline(t *caseT, e *env) {
 		t.Errorf("nested Execute returned its own timeout %v; the inbound deadline should have ended it", own)
 	}
 	s.waitIdle("after the nested pipeline stopped")
+}
+
+// lingerPastDeadline gives an answer sent at the deadline time to reach
+// the client before a pinned variant checks that none came: without it
+// such a check could pass for an adapter that does answer on time. (It
+// cannot make the check fail for one that does not.)
+func lingerPastDeadline(d time.Duration) { time.Sleep(d) }
+
+// lateHandler ignores its deadline: once its context ends it reports the
+// context's error on ended, then waits for g before writing act's
+// response, as a handler stuck in a call that does not watch its context.
+func lateHandler(g *gate, ended chan<- error, act func(w http.ResponseWriter)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+		ended <- r.Context().Err()
+		<-g.ch
+		act(w)
+	})
+}
+
+func caseTimeoutIgnoredContextPinned(t *caseT, e *env) {
+	const timeout = 200 * time.Millisecond
+	g := e.gate()
+	ended := make(chan error, 1)
+	mux := http.NewServeMux()
+	mux.Handle("/late", lateHandler(g, ended, func(w http.ResponseWriter) { _, _ = io.WriteString(w, "late") }))
+	mux.Handle("/ok", okHandler)
+	s := e.start(limited(timeout, resilience.ConcurrencyLimiterOptions{PermitLimit: 1}), mux)
+	a := s.send(req{path: "/late", fresh: true})
+	if err := receive(t, "the handler's context ending", ended); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the handler's context ended with %v, want context.DeadlineExceeded", err)
+	}
+	lingerPastDeadline(timeout)
+	s.pending("request a (its handler still runs)", a)
+	if st := s.Stats(); st.InFlight != 1 {
+		t.Errorf("stats past the deadline with the handler still running: %+v, want InFlight 1", st)
+	}
+	b := s.do(req{path: "/ok"})
+	expectRejection(t, "request b while the timed-out handler still runs", b, http.StatusServiceUnavailable, "BULKHEAD_FULL", "full")
+	g.open()
+	r := s.await("request a", a)
+	expectRejection(t, "request a once its handler returned", r, http.StatusGatewayTimeout, "TIMEOUT", "")
+	s.waitIdle("after the timed-out handler returned")
+	expectOK(t, "request c after the permit came back", s.do(req{path: "/ok"}), "ok")
+}
+
+func caseTimeoutLateWritesPinned(t *caseT, e *env) {
+	const timeout = 200 * time.Millisecond
+	g := e.gate()
+	ended := make(chan error, 1)
+	mux := http.NewServeMux()
+	mux.Handle("/late", lateHandler(g, ended, func(w http.ResponseWriter) {
+		w.Header().Set("X-Late", "yes")
+		w.WriteHeader(http.StatusTeapot)
+		_, _ = io.WriteString(w, "LATE BODY THAT MUST NOT REACH THE CLIENT\r\n\r\nHTTP/1.1 200 OK\r\n")
+		_ = http.NewResponseController(w).Flush()
+	}))
+	mux.Handle("/ok", okHandler)
+	s := e.start(limited(timeout, resilience.ConcurrencyLimiterOptions{PermitLimit: 4}), mux)
+	a := s.send(req{path: "/late"})
+	receive(t, "the handler's context ending", ended)
+	lingerPastDeadline(timeout)
+	s.pending("request to the late handler (still running)", a)
+	g.open()
+	r := s.await("request to the late handler", a)
+	expectRejection(t, "request to the late handler", r, http.StatusGatewayTimeout, "TIMEOUT", "")
+	if r.err == nil && r.header.Get("X-Late") != "" {
+		t.Errorf("504 carries the handler's late header X-Late")
+	}
+	s.waitIdle("after the late handler returned")
+	for i := 0; i < 3; i++ {
+		expectOK(t, "request after the late writes", s.do(req{path: "/ok"}), "ok")
+	}
 }

@@ -9,6 +9,8 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
+require github.com/stretchr/testify v1.11.1 // indirect
+
 replace (
 	github.com/ylcnfrht/resilience/conformance => ../../conformance
 	github.com/ylcnfrht/resilience/core => ../../core

@@ -12,7 +12,7 @@
 // (queued requests and new arrivals get 503 BULKHEAD_FULL, reason
 // shutting-down, at once), and running requests get up to 5 s to finish.
 //
-// Flags: -framework chi, echo or gin (each adapter registers itself in
+// Flags: -framework chi, echo, fiber or gin (each adapter registers itself in
 // framework_NAME.go); -addr; -timeout (5s); -permit-limit (200);
 // -queue-limit (100); -queue-timeout (500ms);
 // -overflow reject-new|drop-oldest|drop-lowest-priority; -rate-limit N

@@ -16,7 +16,17 @@ import (
 
 // The server starts goroutines (listeners, handlers that outlive their
 // 504); none may survive a test.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// -framework fiber: fasthttp refreshes its cached Date header on a
+		// goroutine it starts with the first server and never stops.
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
+		// and its worker pool's cleaner looks for the stop signal only
+		// between sleeps of MaxIdleWorkerDuration (10 s), so it outlives
+		// the server's shutdown by up to that long.
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
+	)
+}
 
 // waitBound is how long a test waits for a state it polls for. It is far
 // above what the state takes even on a loaded machine under -race, so it

@@ -31,7 +31,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "server:", err)
 		return 2
 	}
-	handler, mw, err := newServer(cfg)
+	srv, mw, err := buildServer(cfg, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "server:", err)
 		return 2
@@ -47,7 +47,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg.framework, cfg.timeout, cfg.permitLimit, cfg.queueLimit, cfg.queueTimeout, cfg.overflow, rateSummary(cfg))
 	fmt.Fprint(stdout, routeSummary(cfg, base))
 
-	srv := httpServer(handler, stderr)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
@@ -73,7 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		srv.Close()
 		code = 1
 	}
-	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
+	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintln(stderr, "server:", err)
 		code = 1
 	}

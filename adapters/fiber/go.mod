@@ -1,0 +1,30 @@
+module github.com/ylcnfrht/resilience/adapters/fiber
+
+go 1.26.0
+
+require (
+	github.com/gofiber/fiber/v2 v2.52.15
+	github.com/valyala/fasthttp v1.51.0
+	github.com/ylcnfrht/resilience/conformance v0.0.0-00010101000000-000000000000
+	github.com/ylcnfrht/resilience/core v0.1.0
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/andybalholm/brotli v1.1.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/klauspost/compress v1.17.9 // indirect
+	github.com/mattn/go-colorable v0.1.15 // indirect
+	github.com/mattn/go-isatty v0.0.22 // indirect
+	github.com/mattn/go-runewidth v0.0.16 // indirect
+	github.com/rivo/uniseg v0.2.0 // indirect
+	github.com/stretchr/testify v1.11.1 // indirect
+	github.com/valyala/bytebufferpool v1.0.0 // indirect
+	github.com/valyala/tcplisten v1.0.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
+
+replace (
+	github.com/ylcnfrht/resilience/conformance => ../../conformance
+	github.com/ylcnfrht/resilience/core => ../../core
+)

@@ -1,0 +1,554 @@
+package resiliencefiber_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
+
+	resiliencefiber "github.com/ylcnfrht/resilience/adapters/fiber"
+	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/inbound"
+)
+
+// serve starts app on loopback with fiber's own server and returns its
+// base URL; the server is shut down when the test ends.
+func serve(t *testing.T, app *fiber.App) string {
+	t.Helper()
+	s, err := listen(app, func() inbound.Stats { return inbound.Stats{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s.URL
+}
+
+// rawConn is one keep-alive connection on which requests are sent one
+// after another, so that fasthttp serves them with the same RequestCtx
+// and the same buffers.
+type rawConn struct {
+	t  *testing.T
+	c  net.Conn
+	br *bufio.Reader
+}
+
+func dial(t *testing.T, url string) *rawConn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawConn{t: t, c: c, br: bufio.NewReader(c)}
+}
+
+func (rc *rawConn) get(path string, header map[string]string) (int, http.Header, string) {
+	rc.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://x"+path, nil)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	if err := req.Write(rc.c); err != nil {
+		rc.t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(rc.br, req)
+	if err != nil {
+		rc.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// rawGet sends a request written byte for byte on conn and returns the
+// status.
+func (rc *rawConn) rawGet(headerLines string) int {
+	rc.t.Helper()
+	if _, err := io.WriteString(rc.c, "GET / HTTP/1.1\r\nHost: x\r\n"+headerLines+"\r\n"); err != nil {
+		rc.t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(rc.br, nil)
+	if err != nil {
+		rc.t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// keepingStore is a rate-limit store that keeps the keys it is given as
+// they are, as a store may: the RateLimitStore contract does not ask for a
+// copy.
+type keepingStore struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (s *keepingStore) Take(_ context.Context, key string, p resilience.RateLimitPolicy) (resilience.RateLimitDecision, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.counts[key]
+	if n >= p.Limit {
+		return resilience.RateLimitDecision{Limit: p.Limit, Reset: p.Window, RetryAfter: p.Window, Policy: p}, nil
+	}
+	s.counts[key] = n + 1
+	return resilience.RateLimitDecision{Allowed: true, Limit: p.Limit, Remaining: p.Limit - n - 1, Reset: p.Window, Policy: p}, nil
+}
+
+// TestRateLimitKeyCopied: a key function may return a string backed by
+// fasthttp's request buffers (fiber's c.Get does), and a store may keep
+// the keys it gets, so the middleware copies them. Without the copy, the
+// key kept for tenant-a is overwritten by the next request on the
+// connection (here by another header that now comes first), and tenant-a's
+// spent quota is forgotten.
+func TestRateLimitKeyCopied(t *testing.T) {
+	run := func(t *testing.T) (second int) {
+		mw, err := resiliencefiber.New(inbound.Options{
+			RateLimit: &resilience.RateLimiterOptions{
+				PermitLimit: 1, Window: time.Hour,
+				Store: &keepingStore{counts: map[string]int{}},
+				Key: func(ctx context.Context) string {
+					c, _ := resiliencefiber.CtxFrom(ctx)
+					return c.Get("X-Tenant") // zero-copy: fasthttp's buffer
+				},
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		app := fiber.New(fiber.Config{DisableStartupMessage: true})
+		app.Use(mw.Handler)
+		app.Get("/", func(c *fiber.Ctx) error { return c.SendString("ok") })
+		conn := dial(t, serve(t, app))
+		if st := conn.rawGet("X-Tenant: tenant-a\r\n"); st != 200 {
+			t.Fatalf("tenant-a's first request: %d, want 200", st)
+		}
+		return conn.rawGet("X-Other: zzzzzzzz\r\nX-Tenant: tenant-a\r\n")
+	}
+	t.Run("copied", func(t *testing.T) {
+		if st := run(t); st != http.StatusTooManyRequests {
+			t.Errorf("tenant-a's second request: %d, want 429 (its quota of 1 is spent)", st)
+		}
+	})
+	t.Run("without the copy", func(t *testing.T) {
+		defer resiliencefiber.SetCloneKey(func(s string) string { return s })()
+		if st := run(t); st != http.StatusOK {
+			t.Errorf("tenant-a's second request without the key copy: %d; the test expects the reused buffer to have "+
+				"changed the stored key (200), showing what the copy protects", st)
+		}
+	})
+}
+
+// TestViewValuesKept: what a key or priority function reads from the
+// view (method, path, header values) and keeps stays as it was after later
+// requests on the connection reuse fasthttp's buffers.
+func TestViewValuesKept(t *testing.T) {
+	var mu sync.Mutex
+	var saved []string
+	mw, err := resiliencefiber.New(inbound.Options{
+		RateLimit: &resilience.RateLimiterOptions{
+			PermitLimit: 1000, Window: time.Hour,
+			Key: func(ctx context.Context) string {
+				v, _ := inbound.RequestFrom(ctx)
+				mu.Lock()
+				saved = append(saved, v.Method+" "+v.Path+" "+v.Header.Get("X-Tenant")+" "+strings.Join(v.Header.Values("X-Tenant"), ","))
+				mu.Unlock()
+				return "k"
+			},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Use(mw.Handler)
+	app.All("/*", func(c *fiber.Ctx) error { return c.SendString("ok") })
+	conn := dial(t, serve(t, app))
+	var want []string
+	for _, tenant := range []string{"aaaa", "bbbb", "cccc"} {
+		conn.get("/items/"+tenant, map[string]string{"X-Tenant": tenant})
+		want = append(want, "GET /items/"+tenant+" "+tenant+" "+tenant)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(saved) != fmt.Sprint(want) {
+		t.Errorf("values kept from the view: %q, want %q", saved, want)
+	}
+}
+
+// TestRoute: the route a key function sees is fiber's route pattern in the
+// neutral format when the middleware is part of the route; under app.Use
+// fiber has not chosen the route yet and it is "".
+func TestRoute(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]string{}
+	mw, err := resiliencefiber.New(inbound.Options{
+		RateLimit: &resilience.RateLimiterOptions{
+			PermitLimit: 1000, Window: time.Hour,
+			Key: func(ctx context.Context) string {
+				v, _ := inbound.RequestFrom(ctx)
+				mu.Lock()
+				seen[v.Path] = v.Route()
+				mu.Unlock()
+				return "k"
+			},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := func(c *fiber.Ctx) error { return c.SendString(c.Params("id") + c.Params("*")) }
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/users/:id", mw.Handler, ok)
+	app.Get("/files/*", mw.Handler, ok)
+	app.Get("/opt/:name?", mw.Handler, ok)
+	app.Get("/num/:n<int>", mw.Handler, ok)
+	api := app.Group("/api", mw.Handler)
+	api.Get("/items/:id", ok)
+	url := serve(t, app)
+	for path, want := range map[string]string{
+		"/users/42":      "/users/{id}",
+		"/files/a/b.css": "/files/*",
+		"/opt/x":         "/opt/{name}",
+		"/num/7":         "/num/{n}",
+		"/api/items/9":   "", // group middleware: the route is not chosen yet
+	} {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %d", path, resp.StatusCode)
+		}
+		mu.Lock()
+		got, ran := seen[path]
+		mu.Unlock()
+		if !ran || got != want {
+			t.Errorf("GET %s: key function saw route %q (ran %v), want %q", path, got, ran, want)
+		}
+	}
+}
+
+// answer is a response as the tests compare it.
+type answer struct {
+	status int
+	header http.Header
+	body   string
+	close  bool // the server closes the connection after it
+}
+
+func get(t *testing.T, url string, header map[string]string) answer {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return answer{resp.StatusCode, resp.Header, readBody(t, resp), resp.Close}
+}
+
+// rejections runs one sequence against a server whose /hold route waits
+// for hold: a 503 (the only permit held) and a 429 (client c's third
+// request within its quota of 2).
+func rejections(t *testing.T, url string, entered, hold chan struct{}) (full, limited answer) {
+	done := make(chan answer, 1)
+	go func() { done <- get(t, url+"/hold", map[string]string{"X-Client": "a"}) }()
+	<-entered
+	full = get(t, url+"/x", map[string]string{"X-Client": "b"})
+	hold <- struct{}{}
+	if a := <-done; a.status != 200 {
+		t.Fatalf("held request: %+v", a)
+	}
+	for i := 0; i < 2; i++ {
+		if a := get(t, url+"/x", map[string]string{"X-Client": "c"}); a.status != 200 {
+			t.Fatalf("request %d of client c: %+v", i, a)
+		}
+	}
+	limited = get(t, url+"/x", map[string]string{"X-Client": "c"})
+	return full, limited
+}
+
+func rejectionOptions() inbound.Options {
+	return inbound.Options{
+		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1},
+		RateLimit:   &resilience.RateLimiterOptions{PermitLimit: 2, Window: time.Hour, Key: inbound.KeyByHeader("X-Client")},
+	}
+}
+
+// sameAnswer compares a fiber answer with net/http's: status, body bytes
+// and every header field but Date (Retry-After and RateLimit-Reset may
+// differ by the second that passed between the runs).
+func sameAnswer(t *testing.T, what string, got, want answer) {
+	t.Helper()
+	if got.status != want.status || got.body != want.body {
+		t.Errorf("%s: fiber %d %q, net/http %d %q", what, got.status, got.body, want.status, want.body)
+	}
+	for _, h := range []http.Header{got.header, want.header} {
+		for _, k := range []string{"Date", "Retry-After", "Ratelimit-Reset"} {
+			h.Del(k)
+		}
+	}
+	if fmt.Sprint(got.header) != fmt.Sprint(want.header) {
+		t.Errorf("%s: fiber headers %v, net/http %v", what, got.header, want.header)
+	}
+}
+
+// TestRejectionsMatchNetHTTP: with fiber's default ErrorHandler (which
+// answers errors as text/plain), a rejection reaches the client with the
+// status, headers and JSON body of the net/http middleware.
+func TestRejectionsMatchNetHTTP(t *testing.T) {
+	in, err := inbound.New(rejectionOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, hold := make(chan struct{}), make(chan struct{})
+	ref := httptest.NewServer(in.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			entered <- struct{}{}
+			<-hold
+		}
+		_, _ = io.WriteString(w, "ok")
+	})))
+	defer ref.Close()
+	defer http.DefaultClient.CloseIdleConnections()
+	wantFull, wantLimited := rejections(t, ref.URL, entered, hold)
+
+	mw, err := resiliencefiber.New(rejectionOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Use(mw.Handler)
+	app.Get("/hold", func(c *fiber.Ctx) error {
+		entered <- struct{}{}
+		<-hold
+		return c.SendString("ok")
+	})
+	app.Get("/x", func(c *fiber.Ctx) error { return c.SendString("ok") })
+	gotFull, gotLimited := rejections(t, serve(t, app), entered, hold)
+	sameAnswer(t, "503 full", gotFull, wantFull)
+	sameAnswer(t, "429", gotLimited, wantLimited)
+	if gotFull.status != 503 || gotLimited.status != 429 || gotLimited.header.Get("Ratelimit-Limit") != "2" {
+		t.Errorf("unexpected reference answers: %+v, %+v", gotFull, gotLimited)
+	}
+}
+
+// TestCustomErrorHandler: an app with its own ErrorHandler receives the
+// rejection as an error: errors.As finds the *fiber.Error with the status
+// and the inbound cause, and the handler decides the response (here: the
+// default one, plus a field of its own).
+func TestCustomErrorHandler(t *testing.T) {
+	type seen struct {
+		code   int
+		reason resilience.RejectReason
+		text   string
+	}
+	got := make(chan seen, 1)
+	mw, err := resiliencefiber.New(rejectionOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := fiber.New(fiber.Config{
+		DisableStartupMessage: true,
+		ErrorHandler: func(c *fiber.Ctx, err error) error {
+			var fe *fiber.Error
+			var bulk *resilience.BulkheadRejectedError
+			var rej *resiliencefiber.Rejection
+			if errors.As(err, &fe) && errors.As(err, &bulk) && errors.As(err, &rej) {
+				got <- seen{fe.Code, bulk.Reason, err.Error()}
+				c.Set("X-Handled-By", "app")
+				return rej.Send(c)
+			}
+			return fiber.DefaultErrorHandler(c, err)
+		},
+	})
+	entered, hold := make(chan struct{}), make(chan struct{})
+	app.Use(mw.Handler)
+	app.Get("/hold", func(c *fiber.Ctx) error {
+		entered <- struct{}{}
+		<-hold
+		return c.SendString("ok")
+	})
+	app.Get("/x", func(c *fiber.Ctx) error { return c.SendString("ok") })
+	app.Get("/missing", func(c *fiber.Ctx) error { return fiber.ErrNotFound })
+	url := serve(t, app)
+	defer http.DefaultClient.CloseIdleConnections()
+	full, _ := rejections(t, url, entered, hold)
+	if full.status != 503 || full.header.Get("X-Handled-By") != "app" || !strings.Contains(full.body, `"reason":"full"`) {
+		t.Errorf("503 through the custom ErrorHandler: %+v", full)
+	}
+	s := <-got
+	if s.code != 503 || s.reason != resilience.ReasonFull || s.text != "Service Unavailable" {
+		t.Errorf("the ErrorHandler saw %+v", s)
+	}
+	// A handler's own error passes through the middleware unchanged.
+	if a := get(t, url+"/missing", map[string]string{"X-Client": "d"}); a.status != 404 {
+		t.Errorf("handler's own fiber.ErrNotFound: %+v", a)
+	}
+}
+
+// TestTimeoutWithoutServeOnTime pins what the middleware does without
+// ServeOnTime: at the deadline the handler's context ends, but fiber only
+// sends a response when the handler returns, so the 504 comes then; until
+// then the handler keeps its permit. The headers it set do not leak into
+// the 504.
+func TestTimeoutWithoutServeOnTime(t *testing.T) {
+	mw, err := resiliencefiber.New(inbound.Options{
+		Timeout:     100 * time.Millisecond,
+		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, ctxEnded, hold := make(chan struct{}), make(chan error, 1), make(chan struct{})
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Use(mw.Handler)
+	app.Get("/slow", func(c *fiber.Ctx) error {
+		ctx := c.UserContext()
+		c.Set("X-Late", "yes")
+		close(entered)
+		<-ctx.Done()
+		ctxEnded <- ctx.Err()
+		<-hold // ignores its deadline from here on
+		return c.SendString("late")
+	})
+	app.Get("/x", func(c *fiber.Ctx) error { return c.SendString("ok") })
+	url := serve(t, app)
+	defer http.DefaultClient.CloseIdleConnections()
+
+	slow := make(chan answer, 1)
+	go func() { slow <- get(t, url+"/slow", nil) }()
+	<-entered
+	if err := <-ctxEnded; !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the handler's context ended with %v, want context.DeadlineExceeded", err)
+	}
+	// The handler is held, so nothing can have been sent yet; its permit
+	// is still taken.
+	select {
+	case a := <-slow:
+		t.Fatalf("answered while the handler was still running: %+v", a)
+	default:
+	}
+	if st := mw.Stats(); st.InFlight != 1 {
+		t.Errorf("stats past the deadline: %+v, want InFlight 1", st)
+	}
+	if a := get(t, url+"/x", nil); a.status != 503 {
+		t.Errorf("request while the late handler holds the permit: %+v, want 503", a)
+	}
+	close(hold)
+	a := <-slow
+	if a.status != 504 || !strings.Contains(a.body, `"code":"TIMEOUT"`) || a.header.Get("X-Late") != "" {
+		t.Errorf("answer once the handler returned: %+v, want the 504 TIMEOUT without X-Late", a)
+	}
+	if a := get(t, url+"/x", nil); a.status != 200 {
+		t.Errorf("request after the permit came back: %+v", a)
+	}
+}
+
+// TestOnTimeHandlerPanic: without a deadline, a panic in the app reaches
+// the connection's goroutine with its value, as without the wrapper.
+func TestOnTimeHandlerPanic(t *testing.T) {
+	h := resiliencefiber.OnTimeHandler(func(*fasthttp.RequestCtx) { panic("boom") })
+	defer func() {
+		if p := recover(); p != "boom" {
+			t.Errorf("recovered %v, want the handler's panic value", p)
+		}
+	}()
+	h(new(fasthttp.RequestCtx))
+	t.Error("the panic did not reach the caller")
+}
+
+func readBody(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestOnTime504: with ServeOnTime, a handler that ignores its deadline
+// gets its client a complete 504 at the deadline, with the RateLimit
+// fields the admitted request had (as in net/http) and none of the
+// handler's own; the handler keeps its permit, counted late, until it
+// returns.
+func TestOnTime504(t *testing.T) {
+	mw, err := resiliencefiber.New(inbound.Options{
+		Timeout:     100 * time.Millisecond,
+		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1},
+		RateLimit:   &resilience.RateLimiterOptions{PermitLimit: 10, Window: time.Hour},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold, returned := make(chan struct{}), make(chan struct{})
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/slow", mw.Handler, func(c *fiber.Ctx) error {
+		defer close(returned)
+		c.Set("X-Late", "yes")
+		<-hold // ignores its deadline
+		return c.SendString("late")
+	})
+	resiliencefiber.ServeOnTime(app)
+	url := serve(t, app)
+	defer http.DefaultClient.CloseIdleConnections()
+
+	a := get(t, url+"/slow", nil) // returns at the deadline: the handler is held
+	if a.status != 504 || !strings.Contains(a.body, `"code":"TIMEOUT"`) || a.header.Get("X-Late") != "" ||
+		a.header.Get("Ratelimit-Remaining") != "9" || !a.close {
+		t.Errorf("answer at the deadline: %+v; want the 504 with RateLimit fields, Connection: close, without X-Late", a)
+	}
+	if st := mw.Stats(); st.InFlight != 1 || st.Late != 1 {
+		t.Errorf("stats after the 504: %+v, want the late handler in flight", st)
+	}
+	close(hold)
+	<-returned
+	for deadline := time.Now().Add(10 * time.Second); mw.Stats().InFlight != 0 || mw.Stats().Late != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats after the handler returned: %+v", mw.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestCancelledContextGetsNoResponse: a request whose context was
+// cancelled before it got a permit (by middleware in front: fasthttp
+// itself never cancels it) is not answered, as in net/http: the
+// connection is closed without a response.
+func TestCancelledContextGetsNoResponse(t *testing.T) {
+	mw, err := resiliencefiber.New(inbound.Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Use(func(c *fiber.Ctx) error {
+		ctx, cancel := context.WithCancel(c.UserContext())
+		cancel()
+		c.SetUserContext(ctx)
+		return c.Next()
+	})
+	app.Get("/", mw.Handler, func(c *fiber.Ctx) error { return c.SendString("ran") })
+	conn := dial(t, serve(t, app))
+	if _, err := io.WriteString(conn.c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.ReadResponse(conn.br, nil); err == nil {
+		t.Errorf("got a response (%d) for a cancelled request; want the connection closed without one", resp.StatusCode)
+	}
+}

@@ -1,0 +1,150 @@
+package resiliencefiber
+
+import (
+	"sync/atomic"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
+
+	"github.com/ylcnfrht/resilience/core/inbound"
+)
+
+// ServeOnTime makes app send the middleware's 504 at the deadline, while
+// the handler keeps running and keeps its permit. Call it once, after
+// fiber.New and before app.Listen (or Listener):
+//
+//	app := fiber.New()
+//	resiliencefiber.ServeOnTime(app)
+//
+// It replaces the fasthttp server's handler with OnTimeHandler(app's
+// handler). Without it the 504 is sent when the handler returns.
+func ServeOnTime(app *fiber.App) {
+	s := app.Server()
+	s.Handler = OnTimeHandler(s.Handler)
+}
+
+// OnTimeHandler wraps a fiber app's fasthttp handler (app.Handler()) so
+// that a request running past the middleware's deadline is answered then,
+// for programs that run their own fasthttp.Server:
+//
+//	srv := &fasthttp.Server{Handler: resiliencefiber.OnTimeHandler(app.Handler())}
+//
+// Each request runs h on a goroutine of its own while the connection's
+// goroutine waits for it to return or for the middleware to report the
+// deadline. At the deadline the connection's goroutine hands the 504 to
+// fasthttp with RequestCtx.TimeoutErrorWithResponse and returns: fasthttp
+// sends it (with Connection: close) and never reuses that RequestCtx,
+// which the handler, fiber's pooled Ctx and the permit keep until the
+// handler returns; its late writes go to a response nobody sends.
+//
+// A panic in h is raised again on the connection's goroutine, as without
+// the wrapper; after the 504 it can only be raised where it happened, so
+// recover panics in the app (fiber's recover middleware) as any fiber app
+// should.
+func OnTimeHandler(h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(rc *fasthttp.RequestCtx) {
+		s := &slot{signal: make(chan struct{}, 1)}
+		rc.SetUserValue(slotKey{}, s)
+		go s.run(h, rc)
+		<-s.signal
+		if s.state.Load() == stateExpired {
+			rc.TimeoutErrorWithResponse(s.resp)
+			return
+		}
+		if s.panicked {
+			panic(s.panicVal)
+		}
+	}
+}
+
+// slotKey is the RequestCtx user value under which OnTimeHandler leaves a
+// request's slot for the middleware.
+type slotKey struct{}
+
+const (
+	stateRunning = iota
+	stateDone    // the handler returned first
+	stateExpired // the deadline came first: the 504 is being sent
+)
+
+// slot links one request's middleware with OnTimeHandler. Whichever of the
+// handler's return and the deadline moves state first signals the
+// connection's goroutine, once.
+type slot struct {
+	state  atomic.Int32
+	signal chan struct{}
+	resp   *fasthttp.Response // the 504, set before the expired signal
+
+	panicked bool // set before the done signal
+	panicVal any
+}
+
+func (s *slot) run(h fasthttp.RequestHandler, rc *fasthttp.RequestCtx) {
+	returned := false
+	defer func() {
+		if returned {
+			if s.state.CompareAndSwap(stateRunning, stateDone) {
+				s.signal <- struct{}{}
+			}
+			return
+		}
+		p := recover()
+		if s.state.CompareAndSwap(stateRunning, stateDone) {
+			s.panicked, s.panicVal = true, p
+			s.signal <- struct{}{}
+			return
+		}
+		// The 504 went already and the connection's goroutine moved on:
+		// the panic is raised here, as fasthttp would have let it.
+		panic(p)
+	}()
+	h(rc)
+	returned = true
+}
+
+// expire sends resp at once, unless the handler returned first.
+func (s *slot) expire(resp *fasthttp.Response) {
+	if s.state.Load() != stateRunning {
+		return
+	}
+	s.resp = resp
+	if s.state.CompareAndSwap(stateRunning, stateExpired) {
+		s.signal <- struct{}{}
+	}
+}
+
+func slotOf(c *fiber.Ctx) *slot {
+	s, _ := c.Context().UserValue(slotKey{}).(*slot)
+	return s
+}
+
+// expire hands the rendered 504 to OnTimeHandler, with the RateLimit
+// fields the response already had.
+func (x *call) expire(cause error) {
+	resp, ok := x.m.in.Render(cause)
+	if !ok {
+		return
+	}
+	r := timeoutResponse(resp)
+	if fs := x.rate.Load(); fs != nil {
+		for _, f := range *fs {
+			r.Header.Set(f.name, f.value)
+		}
+	}
+	x.slot.expire(r)
+}
+
+// timeoutResponse is resp as a complete fasthttp response that closes the
+// connection, as the net/http middleware's 504 does.
+func timeoutResponse(resp inbound.Response) *fasthttp.Response {
+	r := new(fasthttp.Response)
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			r.Header.Add(k, v)
+		}
+	}
+	r.SetStatusCode(resp.Status)
+	r.SetBody(resp.Body)
+	r.SetConnectionClose()
+	return r
+}

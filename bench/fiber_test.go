@@ -1,0 +1,194 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
+
+	resiliencechi "github.com/ylcnfrht/resilience/adapters/chi"
+	resiliencefiber "github.com/ylcnfrht/resilience/adapters/fiber"
+	"github.com/ylcnfrht/resilience/core/inbound"
+)
+
+// The adapters' overhead over their frameworks: a fiber app with and
+// without resiliencefiber, beside a chi router with and without
+// resiliencechi, for the same configurations, one request at a time.
+// Each side's bare framework is its own baseline, so what is compared is
+// what each adapter adds.
+
+// adapterConfigs are the configurations both adapters are measured with.
+var adapterConfigs = []struct {
+	name string
+	opts func() inbound.Options
+}{
+	{"limiter", func() inbound.Options { return inbound.Options{Concurrency: limiterOptions()} }},
+	{"limiter-priority", func() inbound.Options {
+		c := limiterOptions()
+		c.Priority = func(context.Context) int { return 0 }
+		return inbound.Options{Concurrency: c}
+	}},
+	{"limiter-timeout", func() inbound.Options { return inbound.Options{Concurrency: limiterOptions(), Timeout: reqTimeout} }},
+}
+
+// runner serves one request per call and reports whether it got 200 "ok".
+type runner func() bool
+
+// chiRunner is a chi router, with the adapter in front of its route when
+// opts is not nil.
+func chiRunner(opts *inbound.Options) (runner, error) {
+	r := chi.NewRouter()
+	if opts != nil {
+		mw, err := resiliencechi.New(*opts)
+		if err != nil {
+			return nil, err
+		}
+		r.Use(mw.Handler)
+	}
+	r.Get("/users/{id}", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(okBody) })
+	req := httptest.NewRequest(http.MethodGet, "/users/7", nil)
+	return func() bool {
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, req)
+		return w.Code == http.StatusOK && w.Body.String() == "ok"
+	}, nil
+}
+
+// fiberRunner is a fiber app's fasthttp handler, with the adapter in front
+// of its route when opts is not nil, and wrapped by OnTimeHandler when
+// onTime is set. Each call serves the same RequestCtx, reset as fasthttp
+// resets it between requests on a connection.
+func fiberRunner(opts *inbound.Options, onTime bool) (runner, error) {
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	ok := func(c *fiber.Ctx) error { return c.Send(okBody) }
+	if opts != nil {
+		mw, err := resiliencefiber.New(*opts)
+		if err != nil {
+			return nil, err
+		}
+		app.Get("/users/:id", mw.Handler, ok)
+	} else {
+		app.Get("/users/:id", ok)
+	}
+	h := app.Handler()
+	if onTime {
+		h = resiliencefiber.OnTimeHandler(h)
+	}
+	var req fasthttp.Request
+	req.Header.SetMethod(http.MethodGet)
+	req.SetRequestURI("/users/7")
+	rc := new(fasthttp.RequestCtx)
+	rc.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}, nil)
+	return func() bool {
+		rc.Response.Reset()
+		rc.ResetUserValues()
+		h(rc)
+		return rc.Response.StatusCode() == http.StatusOK && string(rc.Response.Body()) == "ok"
+	}, nil
+}
+
+// adapterContender is one measured stack and the baseline it is compared
+// with.
+type adapterContender struct {
+	name, base string
+	build      func() (runner, error)
+}
+
+func adapterContenders() []adapterContender {
+	cs := []adapterContender{
+		{"chi", "chi", func() (runner, error) { return chiRunner(nil) }},
+		{"fiber", "fiber", func() (runner, error) { return fiberRunner(nil, false) }},
+		{"fiber+OnTimeHandler", "fiber", func() (runner, error) { return fiberRunner(nil, true) }},
+	}
+	for _, c := range adapterConfigs {
+		opts := c.opts()
+		cs = append(cs,
+			adapterContender{"chi+adapter " + c.name, "chi", func() (runner, error) { return chiRunner(&opts) }},
+			adapterContender{"fiber+adapter " + c.name, "fiber", func() (runner, error) { return fiberRunner(&opts, false) }},
+		)
+	}
+	opts := adapterConfigs[2].opts()
+	cs = append(cs, adapterContender{"fiber+adapter limiter-timeout+OnTimeHandler", "fiber", func() (runner, error) { return fiberRunner(&opts, true) }})
+	return cs
+}
+
+func runBench(b *testing.B, r runner) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if !r() {
+			b.Fatal("not 200 ok: the benchmark must not measure rejections")
+		}
+	}
+}
+
+// BenchmarkAdapterOverhead runs every stack once; TestAdapterOverheadTable
+// is the interleaved comparison.
+func BenchmarkAdapterOverhead(b *testing.B) {
+	for _, c := range adapterContenders() {
+		r, err := c.build()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(strings.ReplaceAll(c.name, " ", "_"), func(b *testing.B) { runBench(b, r) })
+	}
+}
+
+// TestAdapterContendersAdmit: every stack answers 200 "ok", so the figures
+// are the cost of admitting a request.
+func TestAdapterContendersAdmit(t *testing.T) {
+	for _, c := range adapterContenders() {
+		r, err := c.build()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		for range 3 {
+			if !r() {
+				t.Fatalf("%s: not 200 ok", c.name)
+			}
+		}
+	}
+}
+
+// TestAdapterOverheadTable measures every stack in interleaved rounds and
+// prints each median with its overhead over its own framework, bare. It
+// only runs with -overhead:
+//
+//	go test -run TestAdapterOverheadTable -v ./bench/ -overhead
+func TestAdapterOverheadTable(t *testing.T) {
+	if !*overhead {
+		t.Skip("run with -overhead to measure")
+	}
+	cs := adapterContenders()
+	results := make([][]testing.BenchmarkResult, len(cs))
+	for range *overheadRounds {
+		for i, c := range cs {
+			r, err := c.build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			results[i] = append(results[i], testing.Benchmark(func(b *testing.B) { runBench(b, r) }))
+		}
+	}
+	med := map[string]testing.BenchmarkResult{}
+	for i, rs := range results {
+		slices.SortFunc(rs, func(a, b testing.BenchmarkResult) int { return int(a.NsPerOp() - b.NsPerOp()) })
+		med[cs[i].name] = rs[len(rs)/2]
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%-46s %8s %7s %7s %12s %10s\n", "stack", "ns/op", "B/op", "allocs", "overhead ns", "+allocs")
+	for _, c := range cs {
+		m, base := med[c.name], med[c.base]
+		fmt.Fprintf(&sb, "%-46s %8d %7d %7d %12d %10d\n", c.name, m.NsPerOp(), m.AllocedBytesPerOp(), m.AllocsPerOp(),
+			m.NsPerOp()-base.NsPerOp(), m.AllocsPerOp()-base.AllocsPerOp())
+	}
+	t.Logf("median of %d interleaved rounds (%s):\n%s", *overheadRounds, time.Now().UTC().Format(time.RFC3339), sb.String())
+}

@@ -1,0 +1,60 @@
+package inbound
+
+import (
+	"context"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+)
+
+// ExecuteInPlace is ExecuteTimed for a framework that owns the handler's
+// goroutine: fn runs on the caller's goroutine, because the framework
+// recycles its request object as soon as the adapter's handler returns
+// (fiber pools its Ctx), and the 504 is sent by a layer below the
+// framework that can answer for the request while fn runs on (a fasthttp
+// handler wrapping the framework's, which calls
+// RequestCtx.TimeoutErrorWithResponse).
+//
+// When the deadline (as for ExecuteTimed) passes before fn returns,
+// expired is called once, on a goroutine of its own, with the error to
+// pass to Render; from then until fn returns the request counts as late
+// in Stats, and it keeps its permit. ExecuteInPlace itself returns when fn
+// returns, like Execute (with the *resilience.TimeoutRejectedError when
+// the timeout fired). A nil expired makes it Execute.
+func (m *Middleware) ExecuteInPlace(ctx context.Context, raw any, fn func(ctx context.Context) error, expired func(cause error)) error {
+	if fn == nil {
+		return resilience.ErrNilCallback
+	}
+	if expired == nil || (m.timeout <= 0 && m.pipeline == nil) {
+		return m.Execute(ctx, raw, fn)
+	}
+	// The timed call's deadline hook (runFn) moves it to expired, counts
+	// it late and closes done; fn is watched only while it runs.
+	tc := &timedCall{m: m, done: make(chan struct{})}
+	returned := make(chan struct{})
+	watched := func(ctx context.Context) error {
+		stop := context.AfterFunc(ctx, func() {
+			select {
+			case <-tc.done:
+				tc.mu.Lock()
+				cause := tc.err
+				tc.mu.Unlock()
+				expired(cause)
+			case <-returned:
+			}
+		})
+		defer stop()
+		return fn(ctx)
+	}
+	defer func() {
+		close(returned)
+		tc.mu.Lock()
+		if tc.state == timedExpired {
+			m.late.Add(-1) // fn ended: no longer late
+		} else {
+			tc.state = timedReturned
+		}
+		tc.mu.Unlock()
+	}()
+	c := call{ctx: ctx, raw: raw, fn: watched, timed: tc}
+	return m.dispatch(&c)
+}

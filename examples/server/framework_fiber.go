@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/recover"
+
+	resiliencefiber "github.com/ylcnfrht/resilience/adapters/fiber"
+	"github.com/ylcnfrht/resilience/core/inbound"
+)
+
+func init() { registerServer("fiber", fiberServer) }
+
+// fiberServer serves the routes with fiber on its own (fasthttp) server:
+// the diagnostic routes first, outside the middleware; the middleware in
+// front of each work route, so its route pattern is known; the 504 sent at
+// the deadline through ServeOnTime. The handlers are the net/http ones,
+// mounted so that they see the middleware's deadline.
+func fiberServer(cfg config, _ io.Writer) (server, *inbound.Middleware, error) {
+	mw, err := resiliencefiber.New(inboundOptions(cfg))
+	if err != nil {
+		return nil, nil, asFlagError(err)
+	}
+	app := fiber.New(fiber.Config{
+		DisableStartupMessage: true,
+		// As the net/http server's: a client trickling its request, or
+		// an idle keep-alive connection, cannot hold a connection.
+		ReadTimeout: 30 * time.Second,
+		IdleTimeout: 60 * time.Second,
+	})
+	app.Use(recover.New())
+	app.Get("/healthz", resiliencefiber.HTTPHandler(http.HandlerFunc(healthz)))
+	app.Get("/debug/limits", resiliencefiber.HTTPHandler(mw.Inbound().StatsHandler()))
+	app.Get("/work", mw.Handler, resiliencefiber.HTTPHandler(http.HandlerFunc(workHandler)))
+	app.Get("/cooperative", mw.Handler, resiliencefiber.HTTPHandler(http.HandlerFunc(cooperativeHandler)))
+	resiliencefiber.ServeOnTime(app)
+	return fiberApp{app}, mw.Inbound(), nil
+}
+
+// fiberApp is a fiber app as a server.
+type fiberApp struct{ app *fiber.App }
+
+func (f fiberApp) Serve(ln net.Listener) error { return f.app.Listener(ln) }
+
+func (f fiberApp) Shutdown(ctx context.Context) error { return f.app.ShutdownWithContext(ctx) }
+
+// Close gives up waiting for running requests: fasthttp cannot cut them
+// off, so they finish on their own (at most maxWorkMS).
+func (f fiberApp) Close() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return f.app.ShutdownWithContext(ctx)
+}
