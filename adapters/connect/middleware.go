@@ -1,0 +1,268 @@
+package resilienceconnect
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+
+	"connectrpc.com/connect"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/inbound"
+)
+
+// Middleware is the inbound pipeline in front of connect handlers. Wrap
+// each handler (or the mux holding them) with Handler. A Middleware is
+// safe for concurrent use; every handler it wraps shares its limits. Build
+// it with New: the zero value is not usable. A rejected, timed-out or
+// panicking call leaves nothing behind (permit and queue place returned).
+type Middleware struct {
+	in    *inbound.Middleware
+	errw  *connect.ErrorWriter
+	rej   rejections
+	timed bool // Options.Timeout is set: every call has a deadline
+
+	specs sync.Map // procedure → connect.Spec, filled by HandlerOption
+
+	late      atomic.Int64
+	lateTotal atomic.Uint64
+}
+
+// New validates opts and returns the middleware, or a
+// *resilience.ConfigError naming the first invalid field (errors.Is
+// resilience.ErrInvalidOptions). Options.Render is refused: rejections are
+// errors in the caller's RPC protocol (see the package documentation), not
+// HTTP bodies to restyle.
+func New(opts inbound.Options) (*Middleware, error) {
+	if opts.Render != nil {
+		return nil, &resilience.ConfigError{Field: "Options.Render",
+			Problem: "not supported by the connect adapter: rejections are sent as errors in the caller's RPC protocol"}
+	}
+	in, err := inbound.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Middleware{in: in, errw: connect.NewErrorWriter(), rej: newRejections(), timed: opts.Timeout > 0}, nil
+}
+
+// Inbound returns the underlying inbound middleware: its Limiter to change
+// the limit at run time, its RateLimiter and AdaptiveLimiter.
+func (m *Middleware) Inbound() *inbound.Middleware { return m.in }
+
+// Stats returns the middleware's current load. Late and LateTotal count
+// this adapter's handlers still running after their deadline was answered.
+func (m *Middleware) Stats() inbound.Stats {
+	s := m.in.Stats()
+	s.Late = m.late.Load()
+	s.LateTotal = m.lateTotal.Load()
+	return s
+}
+
+// StatsHandler serves Stats as JSON, for a debug route outside the
+// middleware (the examples mount it at /debug/limits).
+func (m *Middleware) StatsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(m.Stats())
+	})
+}
+
+// Handler wraps next, a connect handler (or a mux of them), in the inbound
+// pipeline. Mount the result where next would be mounted:
+//
+//	path, h := greetv1connect.NewGreetServiceHandler(svc, mw.HandlerOption())
+//	mux.Handle(path, mw.Handler(h))
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	return &handler{m: m, next: next}
+}
+
+type handler struct {
+	m    *Middleware
+	next http.Handler
+}
+
+// call is one RPC through the middleware: the view priority and key
+// functions read, and on a timed call the handler's writer and the state
+// shared by ServeHTTP and the goroutine running the handler. One
+// allocation per call.
+type call struct {
+	m    *Middleware
+	next http.Handler
+	w    http.ResponseWriter
+	r    *http.Request
+	view inbound.Request
+	info Call
+
+	ran bool // the handler was admitted (set before done or admitted closes)
+
+	// Timed calls only.
+	tw       timedWriter
+	ctx      context.Context // the handler's context, set before admitted closes
+	admitted chan struct{}
+	done     chan struct{}
+	err      error // Execute's, read after done
+	panicked bool  // the handler panicked before its deadline
+	panicVal any
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m := h.m
+	wi := classify(r)
+	ctx := r.Context()
+	timed := m.timed
+	switch d, err := callerTimeout(wi, r.Header); {
+	case err == errNoTimeout:
+	case err != nil:
+		m.writeRejection(w, r, err.(*connect.Error))
+		return
+	case d <= 0:
+		// Already expired: answered at once, without queueing.
+		m.writeRejection(w, r, m.rej.timeout)
+		return
+	default:
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+		timed = true
+	}
+	c := &call{m: m, next: h.next, w: w, r: r}
+	c.info = Call{Procedure: r.URL.Path, Header: r.Header, Request: r, wire: wi, m: m}
+	c.view = inbound.Request{Method: r.Method, Path: r.URL.Path, Route: r.URL.Path,
+		RemoteAddr: r.RemoteAddr, Header: r.Header, Raw: &c.info}
+	if !timed {
+		// No deadline: the handler runs here, on the request's goroutine,
+		// with the real writer.
+		err := m.in.Execute(ctx, &c.view, c.serve)
+		if !c.ran {
+			c.reject(err)
+		}
+		return
+	}
+	c.serveTimed(ctx)
+}
+
+// serve runs the handler on an untimed call.
+func (c *call) serve(ctx context.Context) error {
+	c.ran = true
+	c.m.in.RateLimitHeaders(&c.view, c.w.Header().Set)
+	c.next.ServeHTTP(c.w, c.r.WithContext(ctx))
+	return nil
+}
+
+// reject answers a call that was not admitted.
+func (c *call) reject(err error) {
+	if e := c.m.rej.rejection(c.m.in, err); e != nil {
+		c.m.writeRejection(c.w, c.r, e)
+	}
+}
+
+// serveTimed runs the call on a goroutine of its own and waits for it or
+// for its deadline, whichever comes first.
+func (c *call) serveTimed(ctx context.Context) {
+	c.tw = timedWriter{w: c.w, rc: *http.NewResponseController(c.w), wire: c.info.wire}
+	c.admitted = make(chan struct{})
+	c.done = make(chan struct{})
+	go c.run(ctx)
+	select {
+	case <-c.done:
+	case <-c.admitted:
+		select {
+		case <-c.done:
+		case <-c.ctx.Done():
+			if errors.Is(c.ctx.Err(), context.DeadlineExceeded) && c.expire() {
+				return
+			}
+			// The client left (or the handler returned at this moment):
+			// the handler sees its context end and returns.
+			<-c.done
+		}
+	}
+	if c.panicked {
+		panic(c.panicVal) // on the request's goroutine, as without the middleware
+	}
+	if !c.ran {
+		c.reject(c.err)
+	}
+}
+
+// expire answers the deadline while the handler still runs. It reports
+// false when the handler returned first (nothing was done).
+func (c *call) expire() bool {
+	switch c.tw.expire(c.answerTimeout) {
+	case expiryNone:
+		return false
+	case expiryAbort:
+		c.leave()
+		// Neither a status nor the protocol's end can be sent any more:
+		// net/http resets the stream (or closes the connection) on this
+		// value, so the client sees an incomplete response, never a
+		// whole one.
+		panic(http.ErrAbortHandler)
+	}
+	c.leave()
+	return true
+}
+
+// leave counts the handler as late: it runs on after its answer.
+func (c *call) leave() {
+	c.m.late.Add(1)
+	c.m.lateTotal.Add(1)
+}
+
+// answerTimeout writes DeadlineExceeded on the untouched real writer.
+func (c *call) answerTimeout(w http.ResponseWriter) {
+	if c.r.ProtoMajor == 1 {
+		// The late handler may still read the body: the connection is not
+		// reused.
+		w.Header().Set("Connection", "close")
+	}
+	c.m.writeRejection(w, c.r, c.m.rej.timeout)
+}
+
+// run is the timed call's goroutine: admission, then the handler.
+func (c *call) run(ctx context.Context) {
+	defer close(c.done)
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		if c.tw.finish(false) {
+			c.panicked, c.panicVal = true, p
+			return
+		}
+		c.m.late.Add(-1) // answered at its deadline; returns only now
+		if p != http.ErrAbortHandler {
+			c.logLatePanic(p)
+		}
+	}()
+	c.err = c.m.in.Execute(ctx, &c.view, c.runHandler)
+}
+
+// runHandler is Execute's callback on a timed call.
+func (c *call) runHandler(ctx context.Context) error {
+	c.ran = true
+	c.ctx = ctx
+	close(c.admitted)
+	c.m.in.RateLimitHeaders(&c.view, c.tw.Header().Set)
+	c.next.ServeHTTP(&c.tw, c.r.WithContext(ctx))
+	if !c.tw.finish(true) {
+		c.m.late.Add(-1) // answered at its deadline; returns only now
+	}
+	return nil
+}
+
+// logLatePanic reports a panic of a handler whose call was already
+// answered: there is no request goroutine left to carry it to net/http.
+func (c *call) logLatePanic(p any) {
+	logf := log.Printf
+	if srv, ok := c.r.Context().Value(http.ServerContextKey).(*http.Server); ok && srv.ErrorLog != nil {
+		logf = srv.ErrorLog.Printf
+	}
+	logf("resilienceconnect: panic in %s after its deadline was answered: %v\n%s", c.info.Procedure, p, debug.Stack())
+}
