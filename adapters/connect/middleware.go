@@ -106,6 +106,9 @@ type call struct {
 	admitted chan struct{}
 	done     chan struct{}
 	err      error // Execute's, read after done
+	// The request's fields the deadline's answer needs, read before the
+	// handler runs: connect's handler changes the request's header map.
+	contentType, protocolVersion string
 	panicked bool  // the handler panicked before its deadline
 	panicVal any
 }
@@ -165,6 +168,8 @@ func (c *call) reject(err error) {
 // for its deadline, whichever comes first.
 func (c *call) serveTimed(ctx context.Context) {
 	c.tw = timedWriter{w: c.w, rc: *http.NewResponseController(c.w), wire: c.info.wire}
+	c.contentType = c.r.Header.Get("Content-Type")
+	c.protocolVersion = c.r.Header.Get("Connect-Protocol-Version")
 	c.admitted = make(chan struct{})
 	c.done = make(chan struct{})
 	go c.run(ctx)
@@ -221,7 +226,11 @@ func (c *call) answerTimeout(w http.ResponseWriter) {
 		// reused.
 		w.Header().Set("Connection", "close")
 	}
-	c.m.writeRejection(w, c.r, c.m.rej.timeout)
+	// The error writer reads the method and these fields to tell the
+	// protocol; the handler may be changing the request's own map.
+	r := &http.Request{Method: c.r.Method, URL: c.r.URL, Header: http.Header{
+		"Content-Type": {c.contentType}, "Connect-Protocol-Version": {c.protocolVersion}}}
+	c.m.writeRejection(w, r, c.m.rej.timeout)
 }
 
 // run is the timed call's goroutine: admission, then the handler.
