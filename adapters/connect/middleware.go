@@ -109,8 +109,8 @@ type call struct {
 	// The request's fields the deadline's answer needs, read before the
 	// handler runs: connect's handler changes the request's header map.
 	contentType, protocolVersion string
-	panicked bool  // the handler panicked before its deadline
-	panicVal any
+	panicked                     bool // the handler panicked before its deadline
+	panicVal                     any
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
