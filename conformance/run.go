@@ -97,7 +97,7 @@ func runCase(t *testing.T, h Harness, c Case) {
 	if variant == "pinned" {
 		t.Logf("adapter %s lacks %q (%s); running the pinned variant: %s", h.Name, c.Requires, missingReason, c.Pinned)
 	}
-	ct := &T{t: t}
+	ct := &T{t: t, decode: h.DecodeRejection}
 	ct.execute(func(ct *T) { body(ct, &env{t: ct, h: h}) })
 	failures := ct.Failures()
 
@@ -138,7 +138,8 @@ func indent(lines []string) string {
 // ends, whatever the outcome. Only Run makes a T: the zero value is not
 // usable (Logf and Context panic).
 type T struct {
-	t *testing.T
+	t      *testing.T
+	decode RejectionDecoder // the harness's; nil for inbound's JSON
 
 	mu       sync.Mutex
 	failures []string

@@ -17,31 +17,35 @@ type errorInfo struct {
 
 func errorInfoOf(e *connect.Error) (errorInfo, bool) {
 	for _, d := range e.Details() {
-		if d.Type() != "google.rpc.ErrorInfo" {
-			continue
+		if d.Type() == "google.rpc.ErrorInfo" {
+			return parseErrorInfo(d.Bytes())
 		}
-		info := errorInfo{metadata: map[string]string{}}
-		ok := eachField(d.Bytes(), func(num protowire.Number, v []byte) {
-			switch num {
-			case 1:
-				info.reason = string(v)
-			case 2:
-				info.domain = string(v)
-			case 3:
-				var k, val string
-				eachField(v, func(n protowire.Number, b []byte) {
-					if n == 1 {
-						k = string(b)
-					} else if n == 2 {
-						val = string(b)
-					}
-				})
-				info.metadata[k] = val
-			}
-		})
-		return info, ok
 	}
 	return errorInfo{}, false
+}
+
+// parseErrorInfo decodes a google.rpc.ErrorInfo message.
+func parseErrorInfo(b []byte) (errorInfo, bool) {
+	info := errorInfo{metadata: map[string]string{}}
+	ok := eachField(b, func(num protowire.Number, v []byte) {
+		switch num {
+		case 1:
+			info.reason = string(v)
+		case 2:
+			info.domain = string(v)
+		case 3:
+			var k, val string
+			eachField(v, func(n protowire.Number, b []byte) {
+				if n == 1 {
+					k = string(b)
+				} else if n == 2 {
+					val = string(b)
+				}
+			})
+			info.metadata[k] = val
+		}
+	})
+	return info, ok
 }
 
 // retryDelayOf returns the google.rpc.RetryInfo delay of e.

@@ -179,14 +179,15 @@ func (c *call) serveTimed(ctx context.Context) {
 		select {
 		case <-c.done:
 		case <-c.ctx.Done():
-			if errors.Is(c.ctx.Err(), context.DeadlineExceeded) && c.expire() {
-				return
-			}
-			// The client left (or the handler returned at this moment):
-			// the handler sees its context end and returns.
-			<-c.done
 		}
 	}
+	// The deadline may have passed whichever fired first: a handler that
+	// returned after it left its response to be answered here.
+	if c.ran && errors.Is(c.ctx.Err(), context.DeadlineExceeded) && c.expire() {
+		return
+	}
+	// In time, or the client left (the handler sees its context end).
+	<-c.done
 	if c.panicked {
 		panic(c.panicVal) // on the request's goroutine, as without the middleware
 	}
@@ -195,21 +196,23 @@ func (c *call) serveTimed(ctx context.Context) {
 	}
 }
 
-// expire answers the deadline while the handler still runs. It reports
-// false when the handler returned first (nothing was done).
+// expire answers the deadline. It reports false when the handler had
+// returned before it (nothing was done).
 func (c *call) expire() bool {
-	switch c.tw.expire(c.answerTimeout) {
+	x, late := c.tw.expire(c.answerTimeout)
+	if late {
+		c.leave()
+	}
+	switch x {
 	case expiryNone:
 		return false
 	case expiryAbort:
-		c.leave()
 		// Neither a status nor the protocol's end can be sent any more:
 		// net/http resets the stream (or closes the connection) on this
 		// value, so the client sees an incomplete response, never a
 		// whole one.
 		panic(http.ErrAbortHandler)
 	}
-	c.leave()
 	return true
 }
 
@@ -241,11 +244,18 @@ func (c *call) run(ctx context.Context) {
 		if p == nil {
 			return
 		}
-		if c.tw.finish(false) {
+		if !c.ran {
+			c.panicked, c.panicVal = true, p // from a priority or key function
+			return
+		}
+		rethrow, wasLate := c.tw.finishPanic()
+		if rethrow {
 			c.panicked, c.panicVal = true, p
 			return
 		}
-		c.m.late.Add(-1) // answered at its deadline; returns only now
+		if wasLate {
+			c.m.late.Add(-1)
+		}
 		if p != http.ErrAbortHandler {
 			c.logLatePanic(p)
 		}
@@ -257,17 +267,18 @@ func (c *call) run(ctx context.Context) {
 func (c *call) runHandler(ctx context.Context) error {
 	c.ran = true
 	c.ctx = ctx
+	c.tw.ctx = ctx
 	close(c.admitted)
 	c.m.in.RateLimitHeaders(&c.view, c.tw.Header().Set)
 	c.next.ServeHTTP(&c.tw, c.r.WithContext(ctx))
-	if !c.tw.finish(true) {
+	if c.tw.finish() {
 		c.m.late.Add(-1) // answered at its deadline; returns only now
 	}
 	return nil
 }
 
-// logLatePanic reports a panic of a handler whose call was already
-// answered: there is no request goroutine left to carry it to net/http.
+// logLatePanic reports a panic of a handler past its deadline: the call is
+// answered DeadlineExceeded, and the request's goroutine may be gone.
 func (c *call) logLatePanic(p any) {
 	logf := log.Printf
 	if srv, ok := c.r.Context().Value(http.ServerContextKey).(*http.Server); ok && srv.ErrorLog != nil {

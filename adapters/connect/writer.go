@@ -1,7 +1,9 @@
 package resilienceconnect
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -20,22 +22,36 @@ import (
 // handler may change it while ServeHTTP answers) and is copied to the real
 // one when the response commits and when the handler returns, which is how
 // gRPC's trailers reach net/http.
+//
+// The deadline is read from the handler's context under mu, not only
+// signalled by expire: a handler woken by its context's end must find its
+// writer already refusing, or it could complete the response after the
+// deadline, before ServeHTTP gets to answer it.
 type timedWriter struct {
 	w    http.ResponseWriter
 	rc   http.ResponseController
 	wire wire
-	h    http.Header // the handler's header map; only its goroutine touches it
+	h    http.Header     // the handler's header map; only its goroutine touches it
+	ctx  context.Context // the handler's, set before it runs
 
 	mu        sync.Mutex
 	committed bool // status sent to the real writer
 	closed    bool // answered at the deadline: the handler's writes fail
-	finished  bool // the handler returned (or panicked) before the deadline
+	finished  bool // the handler returned before the deadline: nothing to answer
+	returned  bool // the handler returned or panicked
+	late      bool // answered while the handler ran: counted in Stats.Late
 
 	// Envelope tracking for the enveloped protocols: the response can be
 	// ended in the protocol only between two envelopes.
 	prefix     [5]byte
 	prefixLen  int
 	payloadRem uint32
+}
+
+// refusing reports whether the handler's writes must fail: the deadline
+// was answered or has passed.
+func (tw *timedWriter) refusing() bool {
+	return tw.closed || errors.Is(tw.ctx.Err(), context.DeadlineExceeded)
 }
 
 func (tw *timedWriter) Header() http.Header {
@@ -61,7 +77,7 @@ func copyHeader(dst, src http.Header) {
 func (tw *timedWriter) WriteHeader(code int) {
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
-	if tw.closed || tw.committed {
+	if tw.committed || tw.refusing() {
 		return
 	}
 	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
@@ -76,7 +92,7 @@ func (tw *timedWriter) WriteHeader(code int) {
 func (tw *timedWriter) Write(p []byte) (int, error) {
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
-	if tw.closed {
+	if tw.refusing() {
 		return 0, http.ErrHandlerTimeout
 	}
 	if !tw.committed {
@@ -118,7 +134,7 @@ func (tw *timedWriter) betweenEnvelopes() bool { return tw.prefixLen == 0 && tw.
 func (tw *timedWriter) FlushError() error {
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
-	if tw.closed {
+	if tw.refusing() {
 		return http.ErrHandlerTimeout
 	}
 	if !tw.committed {
@@ -135,20 +151,34 @@ func (tw *timedWriter) Flush() { _ = tw.FlushError() }
 // and full duplex. Writes must go through the timedWriter.
 func (tw *timedWriter) Unwrap() http.ResponseWriter { return tw.w }
 
-// finish runs on the handler's goroutine when it returns before the
-// deadline: the header map, trailers included, goes to the real writer.
-// It reports false when the deadline was answered first.
-func (tw *timedWriter) finish(copyFields bool) bool {
+// finish runs on the handler's goroutine when it returns: before the
+// deadline, the header map, trailers included, goes to the real writer;
+// after it, ServeHTTP answers. It reports whether the handler had been
+// counted late.
+func (tw *timedWriter) finish() (wasLate bool) {
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
-	if tw.closed {
-		return false
+	tw.returned = true
+	if tw.refusing() {
+		return tw.late
 	}
 	tw.finished = true
-	if copyFields {
-		copyHeader(tw.w.Header(), tw.h)
+	copyHeader(tw.w.Header(), tw.h)
+	return false
+}
+
+// finishPanic is finish for a handler that panicked. Before the deadline
+// the panic is ServeHTTP's to raise (rethrow true); after it, the call is
+// answered DeadlineExceeded and the panic only reported.
+func (tw *timedWriter) finishPanic() (rethrow, wasLate bool) {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	tw.returned = true
+	if tw.refusing() {
+		return false, tw.late
 	}
-	return true
+	tw.finished = true
+	return true, false
 }
 
 // expiry is what the deadline did to the response.
@@ -166,7 +196,7 @@ const (
 // an end-of-stream envelope) when the handler had streamed whole
 // envelopes, and otherwise by aborting the stream. answer writes the error
 // on the untouched real writer.
-func (tw *timedWriter) expire(answer func(http.ResponseWriter)) expiry {
+func (tw *timedWriter) expire(answer func(http.ResponseWriter)) (x expiry, late bool) {
 	if !tw.mu.TryLock() {
 		// A write is in progress and may be stuck on a client that does not
 		// read: unblock it. Nothing can be sent on time after this, so the
@@ -175,25 +205,27 @@ func (tw *timedWriter) expire(answer func(http.ResponseWriter)) expiry {
 		tw.mu.Lock()
 		defer tw.mu.Unlock()
 		if tw.finished {
-			return expiryNone
+			return expiryNone, false
 		}
 		tw.closed = true
-		return expiryAbort
+		tw.late = !tw.returned
+		return expiryAbort, tw.late
 	}
 	defer tw.mu.Unlock()
 	if tw.finished {
-		return expiryNone
+		return expiryNone, false
 	}
 	tw.closed = true
+	tw.late = !tw.returned
 	switch {
 	case !tw.committed:
 		answer(tw.w)
-		return expiryAnswered
+		return expiryAnswered, tw.late
 	case tw.wire.enveloped() && tw.betweenEnvelopes():
 		tw.endStream()
-		return expiryAnswered
+		return expiryAnswered, tw.late
 	}
-	return expiryAbort
+	return expiryAbort, tw.late
 }
 
 // Ends of a committed stream at the deadline, per protocol. The message
