@@ -1,0 +1,129 @@
+package resilienceconnect_test
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	resilienceconnect "github.com/ylcnfrht/resilience/adapters/connect"
+	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/inbound"
+)
+
+// seen is what a key function saw of one call.
+type seen struct {
+	route, procedure, protocol, peerProtocol, tenant string
+	peerAddr                                         bool
+	spec                                             connect.Spec
+	specKnown                                        bool
+}
+
+type viewRecorder struct {
+	mu   sync.Mutex
+	last seen
+}
+
+func (vr *viewRecorder) key(ctx context.Context) string {
+	v, _ := inbound.RequestFrom(ctx)
+	c, ok := resilienceconnect.CallFrom(ctx)
+	if !ok {
+		return ""
+	}
+	spec, known := c.Spec()
+	vr.mu.Lock()
+	vr.last = seen{route: v.Route, procedure: c.Procedure, protocol: c.Protocol(), peerProtocol: c.Peer().Protocol,
+		tenant: c.Header.Get("X-Tenant"), peerAddr: c.Peer().Addr != "", spec: spec, specKnown: known}
+	vr.mu.Unlock()
+	return c.Procedure
+}
+
+func (vr *viewRecorder) get() seen {
+	vr.mu.Lock()
+	defer vr.mu.Unlock()
+	return vr.last
+}
+
+// TestCallView: priority and key functions see each call's procedure as
+// the view's Route, its protocol, peer and headers, and its connect.Spec
+// (stream type) when the handlers were built with HandlerOption, in every
+// protocol and call shape.
+func TestCallView(t *testing.T) {
+	vr := &viewRecorder{}
+	ts := startServer(t, inbound.Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 1000, Window: time.Hour, Key: vr.key}})
+	for _, p := range protocols {
+		wantProtocol := map[string]string{"connect": connect.ProtocolConnect, "grpc": connect.ProtocolGRPC, "grpcweb": connect.ProtocolGRPCWeb}[p.name]
+		check := func(procedure string, st connect.StreamType) {
+			t.Helper()
+			got := vr.get()
+			want := seen{route: procedure, procedure: procedure, protocol: wantProtocol, peerProtocol: wantProtocol,
+				tenant: "acme", peerAddr: true, specKnown: true}
+			if got.spec.Procedure != procedure || got.spec.StreamType != st {
+				t.Errorf("%s %s: spec %+v, want procedure %s, stream type %v", p.name, procedure, got.spec, procedure, st)
+			}
+			got.spec = connect.Spec{}
+			if got != want {
+				t.Errorf("%s %s: saw %+v, want %+v", p.name, procedure, got, want)
+			}
+		}
+		req := connect.NewRequest(wrapperspb.String("x"))
+		req.Header().Set("X-Tenant", "acme")
+		if _, err := ts.say(p).CallUnary(t.Context(), req); err != nil {
+			t.Fatal(err)
+		}
+		check(sayProcedure, connect.StreamTypeUnary)
+		req = connect.NewRequest(wrapperspb.String("x"))
+		req.Header().Set("X-Tenant", "acme")
+		st, err := ts.count(p).CallServerStream(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for st.Receive() {
+		}
+		_ = st.Close()
+		check(countProcedure, connect.StreamTypeServer)
+		bidi := ts.chat(p).CallBidiStream(t.Context())
+		bidi.RequestHeader().Set("X-Tenant", "acme")
+		_ = bidi.Send(wrapperspb.String("x"))
+		_, _ = bidi.Receive()
+		_ = bidi.CloseRequest()
+		_ = bidi.CloseResponse()
+		check(chatProcedure, connect.StreamTypeBidi)
+	}
+}
+
+// TestSpecUnknownWithoutHandlerOption: without HandlerOption a call's Spec
+// has only its procedure, and says so.
+func TestSpecUnknownWithoutHandlerOption(t *testing.T) {
+	vr := &viewRecorder{}
+	mw, err := resilienceconnect.New(inbound.Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 10, Window: time.Hour, Key: vr.key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := newService()
+	srv := httptest.NewServer(mw.Handler(svc.mux()))
+	defer srv.Close()
+	defer srv.Client().CloseIdleConnections()
+	c := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](srv.Client(), srv.URL+sayProcedure)
+	if _, err := c.CallUnary(t.Context(), connect.NewRequest(wrapperspb.String("x"))); err != nil {
+		t.Fatal(err)
+	}
+	if got := vr.get(); got.specKnown || got.spec != (connect.Spec{Procedure: sayProcedure}) {
+		t.Errorf("spec %+v known %v, want only the procedure, unknown", got.spec, got.specKnown)
+	}
+}
+
+// TestRenderRefused: Options.Render cannot restyle RPC errors, so New
+// refuses it, naming the field.
+func TestRenderRefused(t *testing.T) {
+	_, err := resilienceconnect.New(inbound.Options{Render: func(_ error, d inbound.Response) inbound.Response { return d }})
+	var ce *resilience.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "Options.Render" {
+		t.Fatalf("New with Render: %v, want a ConfigError for Options.Render", err)
+	}
+}
