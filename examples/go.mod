@@ -1,16 +1,20 @@
 module github.com/ylcnfrht/resilience/examples
 
-go 1.26
+go 1.26.0
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/go-chi/chi/v5 v5.5.0
-	github.com/ylcnfrht/resilience/adapters/chi v0.0.0-00010101000000-000000000000
-	github.com/ylcnfrht/resilience/core v0.0.0-00010101000000-000000000000
+	github.com/ylcnfrht/resilience/adapters/chi v0.1.0
+	github.com/ylcnfrht/resilience/adapters/connect v0.1.0
+	github.com/ylcnfrht/resilience/core v0.1.0
 	go.uber.org/goleak v1.3.0
+	google.golang.org/protobuf v1.36.11
 )
 
 replace (
 	github.com/ylcnfrht/resilience/adapters/chi => ../adapters/chi
+	github.com/ylcnfrht/resilience/adapters/connect => ../adapters/connect
 	github.com/ylcnfrht/resilience/conformance => ../conformance
 	github.com/ylcnfrht/resilience/core => ../core
 )

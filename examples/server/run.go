@@ -16,6 +16,15 @@ import (
 // closes its connections rather than hang.
 const shutdownGrace = 5 * time.Second
 
+// serverProtocols are HTTP/1.1 and cleartext HTTP/2 (h2c), which gRPC
+// clients need without TLS.
+func serverProtocols() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return p
+}
+
 // run is the whole program: parse args, listen, print where, serve until
 // ctx is done, then shut down. It returns the process exit code: 0 after a
 // clean shutdown (or -h), 2 for invalid flags, 1 for any other failure.
@@ -50,6 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          log.New(stderr, "server: http: ", 0),
+		Protocols:         serverProtocols(),
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()

@@ -22,16 +22,19 @@ import (
 // may read. An invalid configuration that slipped past parseConfig is a
 // *flagError.
 func newServer(cfg config) (http.Handler, *inbound.Middleware, error) {
-	switch cfg.framework {
-	case "chi":
-		mw, err := resiliencechi.New(inboundOptions(cfg))
-		if err != nil {
-			return nil, nil, asFlagError(err)
-		}
-		return chiRoutes(mw), mw.Inbound(), nil
-	default:
-		return nil, nil, &flagError{"framework", "unknown framework " + cfg.framework}
+	if b, ok := builders[cfg.framework]; ok {
+		return b(cfg)
 	}
+	return nil, nil, &flagError{"framework", "unknown framework " + cfg.framework}
+}
+
+// chiServer serves the routes on chi.
+func chiServer(cfg config) (http.Handler, *inbound.Middleware, error) {
+	mw, err := resiliencechi.New(inboundOptions(cfg))
+	if err != nil {
+		return nil, nil, asFlagError(err)
+	}
+	return chiRoutes(mw), mw.Inbound(), nil
 }
 
 // inboundOptions translates the flags into the middleware's options.
