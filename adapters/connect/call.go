@@ -3,6 +3,7 @@ package resilienceconnect
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -17,7 +18,8 @@ import (
 // goroutine; do not modify it or its Header.
 type Call struct {
 	// Procedure is the RPC's name as its URL path gives it,
-	// "/pkg.Service/Method" (the view's Route).
+	// "/pkg.Service/Method": the view's Route, unless an outer ServeMux
+	// routed a plain HTTP request by a pattern ("/users/{id}").
 	Procedure string
 	// Header holds the request's header fields (metadata).
 	Header http.Header
@@ -26,6 +28,19 @@ type Call struct {
 
 	wire wire
 	m    *Middleware
+	c    *call
+}
+
+// route is the view's Route: the procedure, unless an outer ServeMux
+// routed the request to a pattern that names the route whole (an exact or
+// wildcard pattern, "/users/{id}"), as for plain HTTP routes beside the
+// procedures. A subtree pattern ("/pkg.Service/", where generated
+// handlers are mounted) names no single route: the procedure is used.
+func (c *Call) route() string {
+	if p := inbound.PatternRoute(c.Request); p != "" && !strings.HasSuffix(p, "/") {
+		return p
+	}
+	return c.Procedure
 }
 
 // CallFrom returns the Call of the RPC whose context ctx is, as stored by

@@ -37,7 +37,7 @@ func (vr *viewRecorder) key(ctx context.Context) string {
 	}
 	spec, known := c.Spec()
 	vr.mu.Lock()
-	vr.last = seen{route: v.Route, procedure: c.Procedure, protocol: c.Protocol(), peerProtocol: c.Peer().Protocol,
+	vr.last = seen{route: v.Route(), procedure: c.Procedure, protocol: c.Protocol(), peerProtocol: c.Peer().Protocol,
 		tenant: c.Header.Get("X-Tenant"), peerAddr: c.Peer().Addr != "", spec: spec, specKnown: known}
 	vr.mu.Unlock()
 	return c.Procedure

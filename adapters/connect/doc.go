@@ -97,7 +97,9 @@
 // # Request view
 //
 // Priority and rate-limit key functions read the neutral inbound.Request
-// (Route is the procedure, "/pkg.Service/Method") or, through CallFrom,
+// (Route is the procedure, "/pkg.Service/Method"; for a plain HTTP route an
+// outer ServeMux matched by an exact or wildcard pattern, that pattern) or,
+// through CallFrom,
 // the typed Call: procedure, protocol, connect.Peer, headers, and the
 // connect.Spec when the handlers were built with HandlerOption.
 //

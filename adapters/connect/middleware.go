@@ -43,11 +43,26 @@ func New(opts inbound.Options) (*Middleware, error) {
 		return nil, &resilience.ConfigError{Field: "Options.Render",
 			Problem: "not supported by the connect adapter: rejections are sent as errors in the caller's RPC protocol"}
 	}
-	in, err := inbound.New(opts)
+	in, err := inbound.NewFor(framework, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &Middleware{in: in, errw: connect.NewErrorWriter(), rej: newRejections(), timed: opts.Timeout > 0}, nil
+	// A custom pipeline may hold a timeout strategy of its own: its calls
+	// are timed too.
+	timed := opts.Timeout > 0 || opts.Pipeline != nil
+	return &Middleware{in: in, errw: connect.NewErrorWriter(), rej: newRejections(), timed: timed}, nil
+}
+
+// framework tells inbound how to read a call: the view comes from the
+// Call (Request.Raw), the route is Call.route, and the RateLimit fields
+// go on the handler's response header.
+var framework = inbound.Framework{
+	Route: func(raw any) string { return raw.(*Call).route() },
+	View: func(raw any, v *inbound.Request) {
+		r := raw.(*Call).Request
+		v.Method, v.Path, v.RemoteAddr, v.Header = r.Method, r.URL.Path, r.RemoteAddr, r.Header
+	},
+	SetHeader: func(raw any, name, value string) { raw.(*Call).c.header().Set(name, value) },
 }
 
 // Inbound returns the underlying inbound middleware: its Limiter to change
@@ -91,12 +106,12 @@ type handler struct {
 // shared by ServeHTTP and the goroutine running the handler. One
 // allocation per call.
 type call struct {
-	m    *Middleware
-	next http.Handler
-	w    http.ResponseWriter
-	r    *http.Request
-	view inbound.Request
-	info Call
+	m     *Middleware
+	next  http.Handler
+	w     http.ResponseWriter
+	r     *http.Request
+	info  Call // Request.Raw
+	timed bool
 
 	ran bool // the handler was admitted (set before done or admitted closes)
 
@@ -133,14 +148,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 		timed = true
 	}
-	c := &call{m: m, next: h.next, w: w, r: r}
-	c.info = Call{Procedure: r.URL.Path, Header: r.Header, Request: r, wire: wi, m: m}
-	c.view = inbound.Request{Method: r.Method, Path: r.URL.Path, Route: r.URL.Path,
-		RemoteAddr: r.RemoteAddr, Header: r.Header, Raw: &c.info}
+	c := &call{m: m, next: h.next, w: w, r: r, timed: timed}
+	c.info = Call{Procedure: r.URL.Path, Header: r.Header, Request: r, wire: wi, m: m, c: c}
 	if !timed {
 		// No deadline: the handler runs here, on the request's goroutine,
 		// with the real writer.
-		err := m.in.Execute(ctx, &c.view, c.serve)
+		err := m.in.Execute(ctx, &c.info, c.serve)
 		if !c.ran {
 			c.reject(err)
 		}
@@ -152,9 +165,17 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serve runs the handler on an untimed call.
 func (c *call) serve(ctx context.Context) error {
 	c.ran = true
-	c.m.in.RateLimitHeaders(&c.view, c.w.Header().Set)
 	c.next.ServeHTTP(c.w, c.r.WithContext(ctx))
 	return nil
+}
+
+// header is the response header the handler will see, for the RateLimit
+// fields set before it runs.
+func (c *call) header() http.Header {
+	if c.timed {
+		return c.tw.Header()
+	}
+	return c.w.Header()
 }
 
 // reject answers a call that was not admitted.
@@ -260,7 +281,7 @@ func (c *call) run(ctx context.Context) {
 			c.logLatePanic(p)
 		}
 	}()
-	c.err = c.m.in.Execute(ctx, &c.view, c.runHandler)
+	c.err = c.m.in.Execute(ctx, &c.info, c.runHandler)
 }
 
 // runHandler is Execute's callback on a timed call.
@@ -269,7 +290,6 @@ func (c *call) runHandler(ctx context.Context) error {
 	c.ctx = ctx
 	c.tw.ctx = ctx
 	close(c.admitted)
-	c.m.in.RateLimitHeaders(&c.view, c.tw.Header().Set)
 	c.next.ServeHTTP(&c.tw, c.r.WithContext(ctx))
 	if c.tw.finish() {
 		c.m.late.Add(-1) // answered at its deadline; returns only now
