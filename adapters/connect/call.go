@@ -28,7 +28,8 @@ type Call struct {
 
 	wire wire
 	m    *Middleware
-	c    *call
+	c    *call        // a timed call's state; nil on an untimed one
+	next http.Handler // an untimed call's handler
 }
 
 // route is the view's Route: the procedure, unless an outer ServeMux

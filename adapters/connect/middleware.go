@@ -148,25 +148,23 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 		timed = true
 	}
-	c := &call{m: m, next: h.next, w: w, r: r, timed: timed}
-	c.info = Call{Procedure: r.URL.Path, Header: r.Header, Request: r, wire: wi, m: m, c: c}
 	if !timed {
 		// No deadline: the handler runs here, on the request's goroutine,
-		// with the real writer.
-		err := m.in.Execute(ctx, &c.info, c.serve)
-		if !c.ran {
-			c.reject(err)
+		// with the real writer, through Serve; only the Call is allocated.
+		info := &Call{Procedure: r.URL.Path, Header: r.Header, Request: r, wire: wi, m: m, next: h.next}
+		if err := m.in.Serve(w, r, info, continueCall); err != nil {
+			m.reject(w, r, err)
 		}
 		return
 	}
+	c := &call{m: m, next: h.next, w: w, r: r, timed: true}
+	c.info = Call{Procedure: r.URL.Path, Header: r.Header, Request: r, wire: wi, m: m, c: c}
 	c.serveTimed(ctx)
 }
 
-// serve runs the handler on an untimed call.
-func (c *call) serve(ctx context.Context) error {
-	c.ran = true
-	c.next.ServeHTTP(c.w, c.r.WithContext(ctx))
-	return nil
+// continueCall runs the handler of an untimed call Serve admitted.
+func continueCall(w http.ResponseWriter, r *http.Request, raw any) {
+	raw.(*Call).next.ServeHTTP(w, r)
 }
 
 // header is the response header the handler will see, for the RateLimit
@@ -179,9 +177,9 @@ func (c *call) header() http.Header {
 }
 
 // reject answers a call that was not admitted.
-func (c *call) reject(err error) {
-	if e := c.m.rej.rejection(c.m.in, err); e != nil {
-		c.m.writeRejection(c.w, c.r, e)
+func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, err error) {
+	if e := m.rej.rejection(m.in, err); e != nil {
+		m.writeRejection(w, r, e)
 	}
 }
 
@@ -213,7 +211,7 @@ func (c *call) serveTimed(ctx context.Context) {
 		panic(c.panicVal) // on the request's goroutine, as without the middleware
 	}
 	if !c.ran {
-		c.reject(c.err)
+		c.m.reject(c.w, c.r, c.err)
 	}
 }
 
