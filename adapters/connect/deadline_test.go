@@ -234,3 +234,28 @@ func TestMalformedTimeoutRefusedAsConnectDoes(t *testing.T) {
 	}
 	bareSvc.open()
 }
+
+// TestFloodingStreamEndsAtDeadline: a stream handler that ignores its
+// context and sends until a send fails, to a client that reads nothing,
+// has its sends refused from the deadline on, so it returns and its permit
+// comes back.
+func TestFloodingStreamEndsAtDeadline(t *testing.T) {
+	opts := inbound.Options{Timeout: 300 * time.Millisecond, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}}
+	for _, p := range protocols {
+		t.Run(p.name, func(t *testing.T) {
+			ts := startServer(t, opts)
+			client := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](ts.client, ts.url+floodProcedure, p.opts...)
+			st, err := client.CallServerStream(t.Context(), connect.NewRequest(wrapperspb.String("go")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			ts.svc.waitEntered(t, floodProcedure)
+			// The client reads nothing; the handler must still end.
+			if err := ts.svc.waitExited(t); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("the flooding handler's context ended with %v, want DeadlineExceeded", err)
+			}
+			waitFor(t, "the permit back", func() bool { return ts.mw.Stats().InFlight == 0 })
+		})
+	}
+}

@@ -23,6 +23,7 @@ const (
 	sayProcedure   = "/test.v1.EchoService/Say"   // unary
 	countProcedure = "/test.v1.EchoService/Count" // server stream
 	chatProcedure  = "/test.v1.EchoService/Chat"  // bidi stream
+	floodProcedure = "/test.v1.EchoService/Flood" // server stream, never ends by itself
 )
 
 // Messages that steer the service's handlers.
@@ -78,6 +79,18 @@ func (s *service) count(ctx context.Context, req *connect.Request[wrapperspb.Str
 	return st.Send(wrapperspb.String("2"))
 }
 
+// flood sends large messages until a send fails, ignoring its context.
+func (s *service) flood(ctx context.Context, _ *connect.Request[wrapperspb.StringValue], st *connect.ServerStream[wrapperspb.StringValue]) error {
+	s.entered <- floodProcedure
+	defer func() { s.exited <- ctx.Err() }()
+	big := wrapperspb.String(strings.Repeat("x", 64<<10))
+	for {
+		if err := st.Send(big); err != nil {
+			return err
+		}
+	}
+}
+
 // chat echoes each message; a message that says to hold is echoed first.
 func (s *service) chat(ctx context.Context, st *connect.BidiStream[wrapperspb.StringValue, wrapperspb.StringValue]) error {
 	s.entered <- chatProcedure
@@ -100,6 +113,7 @@ func (s *service) mux(opts ...connect.HandlerOption) *http.ServeMux {
 	mux.Handle(sayProcedure, connect.NewUnaryHandler(sayProcedure, s.say, opts...))
 	mux.Handle(countProcedure, connect.NewServerStreamHandler(countProcedure, s.count, opts...))
 	mux.Handle(chatProcedure, connect.NewBidiStreamHandler(chatProcedure, s.chat, opts...))
+	mux.Handle(floodProcedure, connect.NewServerStreamHandler(floodProcedure, s.flood, opts...))
 	return mux
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,6 +34,11 @@ type timedWriter struct {
 	wire wire
 	h    http.Header     // the handler's header map; only its goroutine touches it
 	ctx  context.Context // the handler's, set before it runs
+
+	// sending is set while a write or flush to the client is under way
+	// (mu held), so the deadline can tell a send that may be stuck on a
+	// client that does not read from a short hold of mu.
+	sending atomic.Bool
 
 	mu        sync.Mutex
 	committed bool // status sent to the real writer
@@ -98,7 +104,9 @@ func (tw *timedWriter) Write(p []byte) (int, error) {
 	if !tw.committed {
 		tw.commitLocked(http.StatusOK)
 	}
+	tw.sending.Store(true)
 	n, err := tw.w.Write(p)
+	tw.sending.Store(false)
 	if tw.wire.enveloped() {
 		tw.track(p[:n])
 	}
@@ -140,6 +148,8 @@ func (tw *timedWriter) FlushError() error {
 	if !tw.committed {
 		tw.commitLocked(http.StatusOK)
 	}
+	tw.sending.Store(true)
+	defer tw.sending.Store(false)
 	return tw.rc.Flush()
 }
 
@@ -197,20 +207,19 @@ const (
 // envelopes, and otherwise by aborting the stream. answer writes the error
 // on the untouched real writer.
 func (tw *timedWriter) expire(answer func(http.ResponseWriter)) (x expiry, late bool) {
-	if !tw.mu.TryLock() {
-		// A write is in progress and may be stuck on a client that does not
+	if tw.sending.Load() {
+		// A send is under way and may be stuck on a client that does not
 		// read: unblock it. Nothing can be sent on time after this, so the
-		// stream is aborted.
+		// stream is aborted. (The handler cannot have finished: it was
+		// sending at the deadline.)
 		_ = tw.rc.SetWriteDeadline(time.Now())
 		tw.mu.Lock()
 		defer tw.mu.Unlock()
-		if tw.finished {
-			return expiryNone, false
-		}
 		tw.closed = true
 		tw.late = !tw.returned
 		return expiryAbort, tw.late
 	}
+	tw.mu.Lock()
 	defer tw.mu.Unlock()
 	if tw.finished {
 		return expiryNone, false
