@@ -62,7 +62,9 @@ var framework = inbound.Framework{
 		r := raw.(*Call).Request
 		v.Method, v.Path, v.RemoteAddr, v.Header = r.Method, r.URL.Path, r.RemoteAddr, r.Header
 	},
-	SetHeader: func(raw any, name, value string) { raw.(*Call).c.header().Set(name, value) },
+	// Only Execute (timed calls) sets fields this way, before the handler
+	// runs: on the handler's private header map.
+	SetHeader: func(raw any, name, value string) { raw.(*Call).c.tw.Header().Set(name, value) },
 }
 
 // Inbound returns the underlying inbound middleware: its Limiter to change
@@ -101,21 +103,18 @@ type handler struct {
 	next http.Handler
 }
 
-// call is one RPC through the middleware: the view priority and key
-// functions read, and on a timed call the handler's writer and the state
-// shared by ServeHTTP and the goroutine running the handler. One
-// allocation per call.
+// call is one RPC with a deadline: the Call priority and key functions
+// read, the handler's writer, and the state shared by ServeHTTP and the
+// goroutine running the handler.
 type call struct {
-	m     *Middleware
-	next  http.Handler
-	w     http.ResponseWriter
-	r     *http.Request
-	info  Call // Request.Raw
-	timed bool
+	m    *Middleware
+	next http.Handler
+	w    http.ResponseWriter
+	r    *http.Request
+	info Call // Request.Raw
 
 	ran bool // the handler was admitted (set before done or admitted closes)
 
-	// Timed calls only.
 	tw       timedWriter
 	ctx      context.Context // the handler's context, set before admitted closes
 	admitted chan struct{}
@@ -157,7 +156,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	c := &call{m: m, next: h.next, w: w, r: r, timed: true}
+	c := &call{m: m, next: h.next, w: w, r: r}
 	c.info = Call{Procedure: r.URL.Path, Header: r.Header, Request: r, wire: wi, m: m, c: c}
 	c.serveTimed(ctx)
 }
@@ -165,15 +164,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // continueCall runs the handler of an untimed call Serve admitted.
 func continueCall(w http.ResponseWriter, r *http.Request, raw any) {
 	raw.(*Call).next.ServeHTTP(w, r)
-}
-
-// header is the response header the handler will see, for the RateLimit
-// fields set before it runs.
-func (c *call) header() http.Header {
-	if c.timed {
-		return c.tw.Header()
-	}
-	return c.w.Header()
 }
 
 // reject answers a call that was not admitted.
