@@ -2,6 +2,7 @@ package resilienceconnect_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -177,49 +178,60 @@ func TestStreamsHoldPermits(t *testing.T) {
 
 // TestRateLimit: a call over the rate limit is ResourceExhausted with
 // RATE_LIMITED, the wait as Retry-After, grpc-retry-pushback-ms and
-// RetryInfo, and the RateLimit fields as metadata; the key function reads
-// the procedure through CallFrom.
+// RetryInfo, and the RateLimit fields as metadata; an admitted call's
+// response carries the RateLimit fields, with and without a timeout; the
+// key function reads the procedure through CallFrom.
 func TestRateLimit(t *testing.T) {
 	for _, p := range protocols {
-		t.Run(p.name, func(t *testing.T) {
-			byProcedure := func(ctx context.Context) string {
-				c, ok := resilienceconnect.CallFrom(ctx)
-				if !ok {
-					return ""
+		for _, timed := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/timed=%v", p.name, timed), func(t *testing.T) {
+				byProcedure := func(ctx context.Context) string {
+					c, ok := resilienceconnect.CallFrom(ctx)
+					if !ok {
+						return ""
+					}
+					return c.Procedure
 				}
-				return c.Procedure
-			}
-			ts := startServer(t, inbound.Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 1, Window: time.Hour, Key: byProcedure}})
-			if _, err := ts.say(p).CallUnary(t.Context(), connect.NewRequest(wrapperspb.String("a"))); err != nil {
-				t.Fatal(err)
-			}
-			ts.svc.waitEntered(t, sayProcedure)
-			_, err := ts.say(p).CallUnary(t.Context(), connect.NewRequest(wrapperspb.String("b")))
-			ce := expectCode(t, "second call", err, connect.CodeResourceExhausted, inbound.CodeRateLimited, "")
-			ra, _ := strconv.Atoi(ce.Meta().Get("Retry-After"))
-			push, _ := strconv.Atoi(ce.Meta().Get("Grpc-Retry-Pushback-Ms"))
-			if ra < 1 || ra > 3600 || push <= 0 || push > 3600*1000 {
-				t.Errorf("Retry-After %q, pushback %q: want the window's wait", ce.Meta().Get("Retry-After"), ce.Meta().Get("Grpc-Retry-Pushback-Ms"))
-			}
-			if d, ok := retryDelayOf(ce); !ok || d <= 0 || d > time.Hour {
-				t.Errorf("RetryInfo delay %v (%v)", d, ok)
-			}
-			if got := ce.Meta().Get("RateLimit-Limit"); got != "1" {
-				t.Errorf("RateLimit-Limit %q, want 1", got)
-			}
-			// Another procedure has a quota of its own.
-			st, err := ts.count(p).CallServerStream(t.Context(), connect.NewRequest(wrapperspb.String("go")))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for st.Receive() {
-			}
-			if err := st.Err(); err != nil {
-				t.Errorf("another procedure: %v", err)
-			}
-			_ = st.Close()
-			ts.svc.waitEntered(t, countProcedure)
-			ts.svc.notEntered(t)
-		})
+				opts := inbound.Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 1, Window: time.Hour, Key: byProcedure}}
+				if timed {
+					opts.Timeout = time.Minute
+				}
+				ts := startServer(t, opts)
+				res, err := ts.say(p).CallUnary(t.Context(), connect.NewRequest(wrapperspb.String("a")))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := res.Header().Get("RateLimit-Remaining"); got != "0" {
+					t.Errorf("admitted call's RateLimit-Remaining %q, want 0", got)
+				}
+				ts.svc.waitEntered(t, sayProcedure)
+				_, err = ts.say(p).CallUnary(t.Context(), connect.NewRequest(wrapperspb.String("b")))
+				ce := expectCode(t, "second call", err, connect.CodeResourceExhausted, inbound.CodeRateLimited, "")
+				ra, _ := strconv.Atoi(ce.Meta().Get("Retry-After"))
+				push, _ := strconv.Atoi(ce.Meta().Get("Grpc-Retry-Pushback-Ms"))
+				if ra < 1 || ra > 3600 || push <= 0 || push > 3600*1000 {
+					t.Errorf("Retry-After %q, pushback %q: want the window's wait", ce.Meta().Get("Retry-After"), ce.Meta().Get("Grpc-Retry-Pushback-Ms"))
+				}
+				if d, ok := retryDelayOf(ce); !ok || d <= 0 || d > time.Hour {
+					t.Errorf("RetryInfo delay %v (%v)", d, ok)
+				}
+				if got := ce.Meta().Get("RateLimit-Limit"); got != "1" {
+					t.Errorf("RateLimit-Limit %q, want 1", got)
+				}
+				// Another procedure has a quota of its own.
+				st, err := ts.count(p).CallServerStream(t.Context(), connect.NewRequest(wrapperspb.String("go")))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for st.Receive() {
+				}
+				if err := st.Err(); err != nil {
+					t.Errorf("another procedure: %v", err)
+				}
+				_ = st.Close()
+				ts.svc.waitEntered(t, countProcedure)
+				ts.svc.notEntered(t)
+			})
+		}
 	}
 }
