@@ -3,6 +3,7 @@ package resilienceconnect_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
@@ -125,5 +126,39 @@ func TestRenderRefused(t *testing.T) {
 	var ce *resilience.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "Options.Render" {
 		t.Fatalf("New with Render: %v, want a ConfigError for Options.Render", err)
+	}
+}
+
+// TestRouteIsProcedureUnderServicePrefix: mounted the way generated code
+// mounts a service (an outer ServeMux's subtree pattern
+// "/test.v1.EchoService/"), the view's Route is still the procedure; a
+// plain route an outer mux matched by a wildcard pattern keeps it.
+func TestRouteIsProcedureUnderServicePrefix(t *testing.T) {
+	vr := &viewRecorder{}
+	mw, err := resilienceconnect.New(inbound.Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 10, Window: time.Hour, Key: vr.key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := newService()
+	outer := http.NewServeMux()
+	outer.Handle("/test.v1.EchoService/", mw.Handler(svc.mux()))
+	outer.Handle("GET /users/{id}", mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	srv := httptest.NewServer(outer)
+	defer srv.Close()
+	defer srv.Client().CloseIdleConnections()
+	c := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](srv.Client(), srv.URL+sayProcedure)
+	if _, err := c.CallUnary(t.Context(), connect.NewRequest(wrapperspb.String("x"))); err != nil {
+		t.Fatal(err)
+	}
+	if got := vr.get().route; got != sayProcedure {
+		t.Errorf("Route under the service prefix %q, want the procedure %q", got, sayProcedure)
+	}
+	resp, err := srv.Client().Get(srv.URL + "/users/7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := vr.get(); got.route != "/users/{id}" || got.procedure != "/users/7" {
+		t.Errorf("plain route: Route %q, Procedure %q; want /users/{id}, /users/7", got.route, got.procedure)
 	}
 }
