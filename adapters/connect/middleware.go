@@ -113,13 +113,14 @@ type call struct {
 	r    *http.Request
 	info Call // Request.Raw
 
-	ran bool // the handler was admitted (set before done or admitted closes)
+	ran bool // the handler was admitted (set before its event is sent)
 
-	tw       timedWriter
-	ctx      context.Context // the handler's context, set before admitted closes
-	admitted chan struct{}
-	done     chan struct{}
-	err      error // Execute's, read after done
+	tw  timedWriter
+	ctx context.Context // the handler's context, set before its admission event
+	// events carries, from the call's goroutine, the admission (when the
+	// handler is admitted) and then the end of the call (always).
+	events chan struct{}
+	err    error // Execute's, read after the end event
 	// The request's fields the deadline's answer needs, read before the
 	// handler runs: connect's handler changes the request's header map.
 	contentType, protocolVersion string
@@ -179,14 +180,14 @@ func (c *call) serveTimed(ctx context.Context) {
 	c.tw = timedWriter{w: c.w, rc: *http.NewResponseController(c.w), wire: c.info.wire}
 	c.contentType = c.r.Header.Get("Content-Type")
 	c.protocolVersion = c.r.Header.Get("Connect-Protocol-Version")
-	c.admitted = make(chan struct{})
-	c.done = make(chan struct{})
+	c.events = make(chan struct{}, 2)
 	go c.run(ctx)
-	select {
-	case <-c.done:
-	case <-c.admitted:
+	<-c.events
+	ended := !c.ran // a call never admitted sends only its end
+	if !ended {
 		select {
-		case <-c.done:
+		case <-c.events:
+			ended = true
 		case <-c.ctx.Done():
 		}
 	}
@@ -196,7 +197,9 @@ func (c *call) serveTimed(ctx context.Context) {
 		return
 	}
 	// In time, or the client left (the handler sees its context end).
-	<-c.done
+	if !ended {
+		<-c.events
+	}
 	if c.panicked {
 		panic(c.panicVal) // on the request's goroutine, as without the middleware
 	}
@@ -247,7 +250,7 @@ func (c *call) answerTimeout(w http.ResponseWriter) {
 
 // run is the timed call's goroutine: admission, then the handler.
 func (c *call) run(ctx context.Context) {
-	defer close(c.done)
+	defer func() { c.events <- struct{}{} }()
 	defer func() {
 		p := recover()
 		if p == nil {
@@ -277,7 +280,7 @@ func (c *call) runHandler(ctx context.Context) error {
 	c.ran = true
 	c.ctx = ctx
 	c.tw.ctx = ctx
-	close(c.admitted)
+	c.events <- struct{}{}
 	c.next.ServeHTTP(&c.tw, c.r.WithContext(ctx))
 	if c.tw.finish() {
 		c.m.late.Add(-1) // answered at its deadline; returns only now
