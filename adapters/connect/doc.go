@@ -94,6 +94,12 @@
 // writer. Streams are subject to Options.Timeout like unary calls: serve
 // long-lived streams through a Middleware without one.
 //
+// Cost per admitted call over connect alone: one allocation (the Call)
+// without a deadline; with one, a goroutine and eleven allocations (the
+// call's state and event channel, the handler's private header map, the
+// deadline's context and timer, the request carrying it), the price of
+// answering on time while the handler keeps running.
+//
 // # Request view
 //
 // Priority and rate-limit key functions read the neutral inbound.Request
