@@ -55,7 +55,7 @@ type rejectionBody struct {
 }
 
 // decodeRejection reads r's body with the harness's decoder.
-func (t *T) decodeRejection(r result) (Rejection, error) {
+func (t *caseT) decodeRejection(r result) (Rejection, error) {
 	if t.decode != nil {
 		return t.decode(r.status, r.header, r.body)
 	}
@@ -65,7 +65,7 @@ func (t *T) decodeRejection(r result) (Rejection, error) {
 // expectRejection checks a rejection response: its status, and a body
 // (read by the harness's decoder) with the given code, reason (if not
 // empty) and a message.
-func expectRejection(t *T, what string, r result, status int, code, reason string) {
+func expectRejection(t *caseT, what string, r result, status int, code, reason string) {
 	if r.err != nil {
 		t.Errorf("%s: want %d %s, got %v", what, status, code, r.err)
 		return

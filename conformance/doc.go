@@ -57,7 +57,7 @@
 //				app.Use(mw.Handler)
 //				app.Any("/*", myframework.WrapHTTP(cfg.Handler))
 //				app.Any("/route/:id", myframework.WrapHTTP(cfg.Handler)) // conformance.RoutePattern
-//				return conformance.NewHTTPServer(app, conformance.StatsFrom(mw.Inbound()))
+//				return conformance.NewHTTPServer(app, mw.Inbound().Stats)
 //			},
 //		})
 //	}
@@ -74,8 +74,8 @@
 // serves it on 127.0.0.1 with a plain http.Server. A framework with its
 // own server (fasthttp, say) listens on 127.0.0.1:0 itself and returns a
 // Server with the base URL, a Stats function and a Close that shuts it
-// down. Stats must read the adapter's live counters; StatsFrom adapts an
-// *inbound.Middleware.
+// down. Stats must read the adapter's live counters: an adapter built on
+// inbound.Middleware passes its Stats method.
 //
 // An adapter whose rejections are not inbound's JSON bodies but a
 // protocol's own errors (Connect's, say) sets Harness.DecodeRejection to

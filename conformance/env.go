@@ -29,7 +29,7 @@ const (
 // env is a case's view of the harness: it starts servers and cleans up
 // after them.
 type env struct {
-	t *T
+	t *caseT
 	h Harness
 
 	mu    sync.Mutex
@@ -39,7 +39,7 @@ type env struct {
 // server is a started harness server plus the client the case uses.
 type server struct {
 	*Server
-	t      *T
+	t      *caseT
 	client *http.Client
 	fresh  *http.Client // one connection per request
 	app    *appTracker
@@ -247,8 +247,8 @@ func (s *server) pending(what string, ch <-chan result) {
 }
 
 // waitStats waits until cond holds for the middleware's stats.
-func (s *server) waitStats(what string, cond func(Stats) bool) {
-	var last Stats
+func (s *server) waitStats(what string, cond func(inbound.Stats) bool) {
+	var last inbound.Stats
 	if !pollUntil(func() bool { last = s.Stats(); return cond(last) }) {
 		s.t.Fatalf("waiting for %s: still %+v after %v", what, last, waitDeadline)
 	}
@@ -257,14 +257,14 @@ func (s *server) waitStats(what string, cond func(Stats) bool) {
 // waitIdle waits until no permit is held and nobody is queued: invariant 2,
 // a permit or queue place is never lost.
 func (s *server) waitIdle(what string) {
-	var last Stats
+	var last inbound.Stats
 	if !pollUntil(func() bool { last = s.Stats(); return last.InFlight == 0 && last.Queued == 0 }) {
 		s.t.Errorf("%s: in flight and queued must return to zero, still %+v after %v", what, last, waitDeadline)
 	}
 }
 
 // receive waits for a value on ch.
-func receive[V any](t *T, what string, ch <-chan V) V {
+func receive[V any](t *caseT, what string, ch <-chan V) V {
 	select {
 	case v := <-ch:
 		return v
@@ -299,7 +299,7 @@ func waitGroupWithin(wg *sync.WaitGroup, d time.Duration) bool {
 	}
 }
 
-func expectOK(t *T, what string, r result, body string) {
+func expectOK(t *caseT, what string, r result, body string) {
 	if r.err != nil || r.status != http.StatusOK {
 		t.Errorf("%s: want 200, got %v", what, r)
 		return

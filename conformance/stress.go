@@ -82,7 +82,7 @@ func stressHandler() http.Handler {
 	})
 }
 
-func caseStress(t *T, e *env) {
+func caseStress(t *caseT, e *env) {
 	seed := rand.Uint64()
 	t.Logf("stress seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
@@ -217,7 +217,7 @@ func caseStress(t *T, e *env) {
 // for a handler of that kind. Any request may be shed (503), and any
 // request may get a 504: on a loaded machine even an instant handler can
 // be descheduled past the deadline.
-func classify(t *T, kind string, r result) (string, bool) {
+func classify(t *caseT, kind string, r result) (string, bool) {
 	if r.err != nil {
 		// Connections are closed by panics, and by the client itself.
 		return "closed", kind == "panic" || kind == "abort" || kind == "cancel"

@@ -48,7 +48,7 @@ func TestAdaptiveLimiterOptionsValidation(t *testing.T) {
 		wantConfigField(t, err, c.field)
 	}
 	var zero AdaptiveLimiter
-	if zero.Validate() == nil {
+	if zero.validate() == nil {
 		t.Fatal("zero AdaptiveLimiter validated")
 	}
 }
@@ -110,8 +110,6 @@ func TestAdaptiveLimiterDefaults(t *testing.T) {
 	if _, ok := a.alg.(*Gradient2); !ok {
 		t.Fatalf("default algorithm %T", a.alg)
 	}
-	var lp LimitProvider = a
-	_ = lp
 }
 
 func TestDefaultClassify(t *testing.T) {

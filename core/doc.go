@@ -11,9 +11,9 @@
 // A Pipeline[T] runs a callback that returns (T, error) through strategies,
 // outermost first in the order they were added:
 //
-//	p, err := resilience.NewBuilder[int](resilience.Name("inventory")).
+//	p, err := resilience.NewBuilder[int](resilience.WithName("inventory")).
 //		AddConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{PermitLimit: 50}).
-//		AddTimeout(2 * time.Second).
+//		AddTimeout(resilience.TimeoutOptions{Timeout: 2 * time.Second}).
 //		Build() // invalid options: an error naming the field
 //	n, err := p.Execute(ctx, func(ctx context.Context) (int, error) { return queryInventory(ctx, sku) })
 //
@@ -53,8 +53,8 @@
 // own LimitAlgorithm), raising it while latency stays flat and lowering it
 // as soon as latency climbs or executions time out. Both share one queue
 // engine, so priorities, the overflow policies, queue timeouts and CoDel
-// work the same; a provider (LimitProvider, Stats) reads the live limit,
-// in-flight and queued counts of either.
+// work the same; Stats reads the live limit, in-flight and queued counts
+// of either.
 //
 // Prefer the fixed limit when you have measured one under load: it is
 // simpler and fully predictable. Choose the adaptive one when the right
@@ -85,9 +85,8 @@
 // dependencies. They see the callback's value as well as its error, so
 // they are ResultStrategy[T] values (RetryOptions[T], …) added with
 // AddRetry, AddCircuitBreaker, AddFallback, AddHedging or
-// AddResultStrategy. Every predicate and generator receives an Outcome[T];
-// ExecuteOutcome returns one for callers who prefer to match on it. They
-// all run under the caller's context: a request that reached its inbound
+// AddResultStrategy. Every predicate and generator receives an Outcome[T].
+// They all run under the caller's context: a request that reached its inbound
 // deadline also stops its retries, hedges and waits. WithSingleAttempt
 // marks a context whose operation must not be repeated. They emit
 // EventRetry, EventCircuitOpened, EventCircuitClosed,

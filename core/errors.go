@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -26,9 +27,7 @@ var (
 
 // RejectReason says why a concurrency limiter (bulkhead) rejected an
 // execution. The values are stable strings: they appear in response bodies,
-// logs and metrics. A plain value: safe to copy and to read from several
-// goroutines; the zero value "" is no reason (no limiter reports it);
-// nothing here changes on failure.
+// logs and metrics.
 type RejectReason string
 
 const (
@@ -45,9 +44,7 @@ const (
 // BulkheadRejectedError is returned when a concurrency limiter rejects an
 // execution. The callback did not run. Match with errors.As, or with
 // errors.Is against ErrBulkheadRejected or ErrRejected. The limiters
-// return one shared value per reason: safe to read from any goroutine,
-// never modified after it is returned, and not to be modified by the
-// caller. The zero value has an empty Reason; no limiter returns it.
+// return one shared value per reason: do not modify it.
 type BulkheadRejectedError struct {
 	Reason RejectReason
 }
@@ -65,9 +62,7 @@ func (e *BulkheadRejectedError) Is(target error) bool {
 // deadline fired before the callback finished. It is also the cause
 // (context.Cause) of the context the callback ran with, so code below the
 // strategy can tell a timeout from its caller's cancellation. One value
-// may be shared by many executions; it is never modified after it is
-// returned, so it is safe to read from any goroutine. The zero value
-// reports a Timeout of 0.
+// may be shared by many executions: do not modify it.
 type TimeoutRejectedError struct {
 	// Timeout is the duration the strategy allowed.
 	Timeout time.Duration
@@ -83,9 +78,7 @@ func (e *TimeoutRejectedError) Is(target error) bool {
 }
 
 // RateLimitRejectedError is returned when a rate limiter refuses an
-// execution. The callback did not run. It is made per rejection and never
-// modified after it is returned, so it is safe to read from any goroutine;
-// the zero value carries no numbers (a RetryAfter of 0).
+// execution. The callback did not run.
 type RateLimitRejectedError struct {
 	// RetryAfter is how long until a permit is likely to be available.
 	RetryAfter time.Duration
@@ -108,11 +101,8 @@ func (e *RateLimitRejectedError) Is(target error) bool {
 
 // ConfigError reports an invalid option. Field names the option as
 // Type.Field (for example "ConcurrencyLimiterOptions.PermitLimit"); Problem
-// says what is wrong with it. Builders and constructors return it; nothing
-// in this module panics on bad configuration. A builder or constructor
-// that returns it has built nothing. It is never modified after it is
-// returned, so it is safe to read from any goroutine; the zero value names
-// no field.
+// says what is wrong with it. Builders and constructors return it and
+// build nothing; nothing in this module panics on bad configuration.
 type ConfigError struct {
 	Field   string
 	Problem string
@@ -184,9 +174,7 @@ var (
 // BrokenCircuitError is returned by a circuit breaker that is open (or
 // half-open with its probe already running). The callback did not run.
 // Match with errors.As, or errors.Is against ErrBrokenCircuit or
-// ErrRejected. It is made per rejection and never modified after it is
-// returned, so it is safe to read from any goroutine; the zero value has
-// a RetryAfter of 0, as when a probe is running.
+// ErrRejected.
 type BrokenCircuitError struct {
 	// RetryAfter is the time until the circuit lets a probe through; 0 when
 	// a probe is running now.
@@ -205,8 +193,7 @@ func (e *BrokenCircuitError) Is(target error) bool {
 // IsolatedCircuitError is returned while a circuit breaker is held open by
 // CircuitBreaker.Isolate. The callback did not run. It matches
 // ErrIsolatedCircuit, ErrBrokenCircuit and ErrRejected with errors.Is.
-// It has no fields: the zero value is the error, the breaker returns one
-// shared value, and it is safe to use from any goroutine.
+// It has no fields.
 type IsolatedCircuitError struct{}
 
 func (e *IsolatedCircuitError) Error() string {
@@ -217,4 +204,29 @@ func (e *IsolatedCircuitError) Error() string {
 // ErrRejected.
 func (e *IsolatedCircuitError) Is(target error) bool {
 	return target == ErrIsolatedCircuit || target == ErrBrokenCircuit || target == ErrRejected
+}
+
+// parseEnum is the one parsing rule of every Parse function: case and
+// surrounding space are ignored, '_' stands for '-', and "" is def.
+func parseEnum[E ~string](s string, def E, values ...E) (E, bool) {
+	n := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), "_", "-")
+	if n == "" {
+		return def, true
+	}
+	for _, v := range values {
+		if string(v) == n {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// unknownEnum is the *ConfigError of a Parse function: it quotes the input
+// and lists the accepted names.
+func unknownEnum[E ~string](field, what, s string, values ...E) error {
+	names := make([]string, len(values))
+	for i, v := range values {
+		names[i] = strconv.Quote(string(v))
+	}
+	return configErrorf(field, "unknown %s %q; want one of %s", what, s, strings.Join(names, ", "))
 }

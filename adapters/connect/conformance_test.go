@@ -31,7 +31,7 @@ func connectHarness() conformance.Harness {
 			mux.Handle("GET "+conformance.HealthPath, cfg.Health)
 			mux.Handle(conformance.RoutePattern, mw.Handler(cfg.Handler))
 			mux.Handle("/", mw.Handler(cfg.Handler))
-			return conformance.NewHTTPServer(mux, conformance.StatsFrom(mw.Inbound()))
+			return conformance.NewHTTPServer(mux, mw.Stats)
 		},
 		DecodeRejection: decodeConnectError,
 	}

@@ -85,6 +85,7 @@ func (m *Middleware) Stats() inbound.Stats {
 func (m *Middleware) StatsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
 		_ = json.NewEncoder(w).Encode(m.Stats())
 	})
 }

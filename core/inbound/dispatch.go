@@ -272,13 +272,13 @@ func (m *Middleware) dispatch(c *call) error {
 		m.runHTTP(c.ctx, c, nil, false)
 		return nil
 	}
-	if x == nil && c.ctx.Err() == nil {
+	if c.ctx.Err() == nil {
 		if p, ok := m.gate.tryAcquire(); ok {
 			return m.runHeld(c, p)
 		}
 	}
 	if x == nil {
-		x = m.newExchange(c, m.priority)
+		x = m.newExchange(c, m.queueView)
 		defer x.done()
 	}
 	err := m.gate.execute(x.viewCtx(), x)

@@ -145,7 +145,7 @@ func TestExecuteTimedInTimeAndPanic(t *testing.T) {
 // A timeout strategy of a custom pipeline is answered at its deadline too.
 func TestExecuteTimedCustomPipelineTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, err := resilience.NewBuilder[struct{}]().AddTimeout(time.Second).Build()
+		p, err := resilience.NewBuilder[struct{}]().AddTimeout(resilience.TimeoutOptions{Timeout: time.Second}).Build()
 		if err != nil {
 			t.Fatal(err)
 		}

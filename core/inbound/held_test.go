@@ -171,8 +171,8 @@ func TestCustomPipelineTimeoutEventAndSingleRun(t *testing.T) {
 		mu.Unlock()
 	})
 	p, err := resilience.NewBuilder[struct{}](resilience.WithListener(lis)).
-		AddRetry(resilience.RetryOptions[struct{}]{MaxRetryAttempts: 2, Delay: resilience.NoDelay}).
-		AddTimeout(100 * time.Millisecond).
+		AddRetry(resilience.RetryOptions[struct{}]{MaxRetryAttempts: 2}).
+		AddTimeout(resilience.TimeoutOptions{Timeout: 100 * time.Millisecond}).
 		Build()
 	if err != nil {
 		t.Fatal(err)

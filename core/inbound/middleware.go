@@ -29,9 +29,10 @@ type Middleware struct {
 	pipeline *resilience.Pipeline[struct{}]
 	gate     gate // the concurrency stage; nil without one
 
-	// priority: a queued request needs the view (a Priority function, or
-	// the strategies of a custom pipeline may read it).
-	priority bool
+	// queueView: a request that does not find a free permit needs the
+	// view (a Priority function, or a custom pipeline's strategies, may
+	// read it).
+	queueView bool
 	// measure: the adaptive limiter counts each request by its outcome.
 	measure  bool
 	classify resilience.Classifier
@@ -78,7 +79,7 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 		}
 		m.limiter = l
 		m.gate = &fixedGate{l: l, tel: resilience.NewTelemetry(name, l.StrategyName(), opts.Listener)}
-		m.priority = opts.Concurrency.Priority != nil
+		m.queueView = opts.Concurrency.Priority != nil
 	case opts.Adaptive != nil:
 		a := *opts.Adaptive
 		m.classify = classifyWith(a.Classify)
@@ -89,18 +90,14 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 		}
 		m.adaptive = l
 		m.gate = &adaptiveGate{l: l, tel: resilience.NewTelemetry(name, l.StrategyName(), opts.Listener)}
-		m.priority = a.Priority != nil
+		m.queueView = a.Priority != nil
 		m.measure = true
 	case opts.Pipeline != nil:
 		m.gate = &pipelineGate{p: opts.Pipeline, statsFn: opts.LimiterStats}
-		m.priority = true
+		m.queueView = true
 	}
 	if opts.RateLimit != nil {
-		ro := *opts.RateLimit
-		if ro.Key == nil {
-			ro.Key = KeyByClientIP
-		}
-		rl, err := resilience.NewRateLimiter(ro)
+		rl, err := resilience.NewRateLimiter(*opts.RateLimit)
 		if err != nil {
 			return nil, err
 		}

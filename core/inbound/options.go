@@ -41,8 +41,9 @@ type Options struct {
 	Adaptive *resilience.AdaptiveLimiterOptions
 
 	// RateLimit, when set, limits requests per key before they reach the
-	// concurrency limiter; refusals are 429s. A nil Key means
-	// KeyByClientIP. The other fields are resilience.RateLimiterOptions'.
+	// concurrency limiter; refusals are 429s. As everywhere, a nil Key
+	// means one limit shared by every request: set Key to KeyByClientIP
+	// for a limit per client.
 	RateLimit *resilience.RateLimiterOptions
 
 	// Pipeline, when set, replaces the concurrency limiter stage with a

@@ -24,7 +24,7 @@ func ExampleNew() {
 	defer srv.Close()
 
 	cb, _ := resilience.NewCircuitBreaker(outbound.CircuitBreakerOptions())
-	p, err := resilience.NewBuilder[*http.Response](resilience.Name("catalog")).
+	p, err := resilience.NewBuilder[*http.Response](resilience.WithName("catalog")).
 		AddRetry(outbound.RetryOptions()).
 		AddResultStrategy(cb).
 		Build()

@@ -18,7 +18,7 @@
 //     near the knee.
 //   - /healthz and /debug/limits are registered before the middleware, so
 //     they answer while the service sheds. /debug/limits serves the
-//     limiter's live values (its resilience.LimitProvider) as JSON:
+//     limiter's live values (its Stats) as JSON:
 //     {"limit":…,"inflight":…,"queued":…}.
 //
 // A request's X-Priority header (0 critical … 9 background; missing or
