@@ -66,6 +66,7 @@ func (t *caseT) decodeRejection(r result) (Rejection, error) {
 // (read by the harness's decoder) with the given code, reason (if not
 // empty) and a message.
 func expectRejection(t *caseT, what string, r result, status int, code, reason string) {
+	t.Helper()
 	if r.err != nil {
 		t.Errorf("%s: want %d %s, got %v", what, status, code, r.err)
 		return

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
-
 	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
@@ -63,7 +62,7 @@ func caseDisconnectQueued(t *caseT, e *env, pinned bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b := s.send(req{path: "/held?id=b", ctx: ctx})
-	s.waitStats("request b queued", func(st inbound.Stats) bool { return st.Queued == 1 })
+	s.waitQueued("b", 1)
 	cancel()
 	if r := s.await("request b", b); r.err == nil {
 		t.Errorf("request b after its client gave up: got %v, want a client-side error", r)

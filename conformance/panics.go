@@ -39,6 +39,7 @@ func panicking(v any) http.Handler {
 }
 
 func expectNotOK(t *caseT, what string, r result) {
+	t.Helper()
 	if r.err == nil && r.status < 500 {
 		t.Errorf("%s: got %v, want a 5xx or a closed connection", what, r)
 	}

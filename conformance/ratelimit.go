@@ -66,6 +66,7 @@ func caseRateLimitHeaders(t *caseT, e *env) {
 }
 
 func expectRateLimitHeaders(t *caseT, what string, h http.Header, limit, remaining int) {
+	t.Helper()
 	if got := h.Get("RateLimit-Limit"); got != strconv.Itoa(limit) {
 		t.Errorf("%s: RateLimit-Limit %q, want %d", what, got, limit)
 	}

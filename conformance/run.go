@@ -191,16 +191,38 @@ func (t *caseT) Failures() []string {
 	return append([]string(nil), t.failures...)
 }
 
+// Helper marks the calling function as a helper, as testing.T.Helper
+// does: a failure recorded inside it is reported at the line that called
+// it. Every helper of the suite calls it, so each failure names a line of
+// a case (or of the cleanup that found it).
+func (t *caseT) Helper() {
+	var pc [1]uintptr
+	if runtime.Callers(2, pc[:]) == 0 {
+		return
+	}
+	f, _ := runtime.CallersFrames(pc[:]).Next()
+	helpers.Store(f.Function, true)
+}
+
+// helpers holds the names of the functions marked by T.Helper. The
+// suite's functions are helpers or not whatever the case, so one set
+// serves every T.
+var helpers sync.Map
+
 func (t *caseT) record(msg string) {
-	// Prefix the caller's file:line, skipping the suite's helper files so
-	// a failure points at the case, as testing.T.Helper does.
-	for skip := 2; skip < 12; skip++ {
-		_, file, line, ok := runtime.Caller(skip)
-		if !ok {
+	// Prefix the file:line of the first caller that is neither a helper
+	// nor the runtime (a cleanup runs from the runtime's deferred calls).
+	var pcs [32]uintptr
+	n := runtime.Callers(3, pcs[:]) // skip Callers, record, Errorf or Fatalf
+	frames := runtime.CallersFrames(pcs[:n])
+	for {
+		f, more := frames.Next()
+		_, helper := helpers.Load(f.Function)
+		if !helper && !strings.HasPrefix(f.Function, "runtime.") && f.File != "" {
+			msg = fmt.Sprintf("%s:%d: %s", filepath.Base(f.File), f.Line, msg)
 			break
 		}
-		if base := filepath.Base(file); base != "run.go" && base != "env.go" && base != "handlers.go" {
-			msg = fmt.Sprintf("%s:%d: %s", filepath.Base(file), line, msg)
+		if !more {
 			break
 		}
 	}

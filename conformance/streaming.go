@@ -64,6 +64,7 @@ func sseHandler(g *gate, watch bool, flushErr chan<- error) http.Handler {
 
 // openStream starts a GET and returns the response with its body unread.
 func openStream(t *caseT, s *server, path string) (*http.Response, context.CancelFunc) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitDeadline)
 	r, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+path, nil)
 	if err != nil {

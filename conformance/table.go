@@ -7,7 +7,6 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
-
 	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
@@ -83,7 +82,7 @@ func caseQueueWaitsForSlot(t *caseT, e *env) {
 	a := s.send(req{path: "/held?id=a"})
 	h.waitEntered("a")
 	b := s.send(req{path: "/held?id=b"})
-	s.waitStats("request b queued", func(st inbound.Stats) bool { return st.Queued == 1 })
+	s.waitQueued("b", 1)
 	h.notEntered("request b must wait for the slot held by a")
 	s.pending("request b", b)
 	h.release("a")
@@ -100,7 +99,7 @@ func caseQueueFull(t *caseT, e *env) {
 	a := s.send(req{path: "/held?id=a"})
 	h.waitEntered("a")
 	b := s.send(req{path: "/held?id=b"})
-	s.waitStats("request b queued", func(st inbound.Stats) bool { return st.Queued == 1 })
+	s.waitQueued("b", 1)
 	// a and b are held by the gate, so c can only be answered by the limiter.
 	c := s.do(req{path: "/held?id=c"})
 	expectRejection(t, "request c (queue full)", c, http.StatusServiceUnavailable, "BULKHEAD_FULL", "full")
@@ -160,7 +159,7 @@ func caseHealth(t *caseT, e *env) {
 	a := s.send(req{path: "/held?id=a", header: map[string]string{clientHeader: "x"}})
 	h.waitEntered("a")
 	b := s.send(req{path: "/held?id=b", header: map[string]string{clientHeader: "y"}})
-	s.waitStats("request b queued", func(st inbound.Stats) bool { return st.Queued == 1 })
+	s.waitQueued("b", 1)
 	// Full limiter, full queue, and client x has spent its quota.
 	shed := s.do(req{path: "/held?id=c", header: map[string]string{clientHeader: "z"}})
 	expectRejection(t, "request c (limiter and queue full)", shed, http.StatusServiceUnavailable, "BULKHEAD_FULL", "full")

@@ -343,14 +343,22 @@ type AdaptivePermit struct {
 // Release returns the permit and counts the execution as o: its round-trip
 // time since Acquire is a sample (LimitSampled; at high throughput only
 // some permits carry a start time, see AdaptiveLimiter), it signals
-// overload (LimitDropped), or it is not counted (LimitIgnored). Releasing the zero
-// AdaptivePermit, or a permit twice, is a bug in the caller and panics
-// when the limiter notices it (no permit held).
-func (p AdaptivePermit) Release(o LimitOutcome) {
+// overload (LimitDropped), or it is not counted (LimitIgnored). Releasing
+// the zero AdaptivePermit, or a permit twice, is a bug in the caller and
+// panics when the limiter notices it (no permit held).
+//
+// The release that closes a sampling window runs the LimitAlgorithm. If
+// the algorithm panics, the panic stops there: the previous limit stands,
+// the permit is returned all the same, and Release returns a
+// *HookPanicError for the caller to report; otherwise it returns nil.
+func (p AdaptivePermit) Release(o LimitOutcome) error {
 	if p.l == nil {
 		panic("resilience: AdaptivePermit.Release of a zero permit")
 	}
-	p.l.release(p, o)
+	if err := p.l.release(p, o); err != nil {
+		return err
+	}
+	return nil
 }
 
 // Acquire takes a permit, queueing for one if the options allow, like
@@ -362,12 +370,17 @@ func (a *AdaptiveLimiter) Acquire(ctx context.Context) (AdaptivePermit, error) {
 	return p, err
 }
 
+// Close stops admission for good, as ConcurrencyLimiter.Close does:
+// queued and later executions are rejected with ReasonShuttingDown, and
+// running ones release their permits as usual.
+func (a *AdaptiveLimiter) Close() { a.close() }
+
 // TryAcquire takes a permit if one is free and nobody is waiting; it never
 // queues.
 func (a *AdaptiveLimiter) TryAcquire() (AdaptivePermit, bool) {
 	a.mu.Lock()
 	// inFlight < limit implies an empty queue (see permitEngine.tryAcquire).
-	if a.inFlight >= a.limit {
+	if a.inFlight >= a.limit || a.closed {
 		a.mu.Unlock()
 		return AdaptivePermit{}, false
 	}
@@ -385,7 +398,7 @@ func (a *AdaptiveLimiter) begin(ctx context.Context) (AdaptivePermit, time.Durat
 		return AdaptivePermit{}, 0, context.Cause(ctx)
 	}
 	a.mu.Lock()
-	if a.inFlight < a.limit {
+	if a.inFlight < a.limit && !a.closed {
 		a.inFlight++
 		weight := a.timingLocked()
 		a.mu.Unlock()
@@ -435,8 +448,11 @@ func (a *AdaptiveLimiter) now() int64 { return int64(time.Since(a.epoch)) }
 
 // Execute implements Strategy: it takes a permit (or rejects, emitting
 // EventRateLimiterRejected like ConcurrencyLimiter), runs next, classifies
-// the result and returns the permit. A panic in next releases the permit
-// without a sample and propagates.
+// the result and returns the permit. A panic in next, or in the
+// Classifier, releases the permit without a sample and propagates to this
+// execution's caller. A LimitAlgorithm that panics when this execution
+// closes a window is contained (see AdaptivePermit.Release) and reported
+// as EventHookPanic.
 func (a *AdaptiveLimiter) Execute(ctx context.Context, tel Telemetry, next Next) error {
 	p, waited, err := a.begin(ctx)
 	if err != nil {
@@ -444,15 +460,20 @@ func (a *AdaptiveLimiter) Execute(ctx context.Context, tel Telemetry, next Next)
 		return err
 	}
 	outcome := LimitIgnored // if next or the classifier panics
-	defer func() { a.release(p, outcome) }()
+	defer func() {
+		if herr := a.release(p, outcome); herr != nil {
+			tel.Emit(ctx, Event{Name: EventHookPanic, Reason: herr.Hook, Err: herr})
+		}
+	}()
 	err = next(ctx)
 	outcome = a.classify(ctx, err)
 	return err
 }
 
 // release returns a permit and records the execution in the window. The
-// release that closes a window hands it to the algorithm after unlocking.
-func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) {
+// release that closes a window hands it to the algorithm after unlocking,
+// and returns the algorithm's contained panic, if any.
+func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) *HookPanicError {
 	var now int64
 	if p.weight > 0 {
 		now = a.now()
@@ -465,7 +486,7 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) {
 	}
 	if o == LimitIgnored {
 		a.mu.Unlock()
-		return
+		return nil
 	}
 	w := &a.win
 	if o == LimitDropped {
@@ -490,13 +511,13 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) {
 	// (when every execution is timed, both always hold).
 	if p.weight == 0 || a.updating || (w.samples > 0 && w.timed == 0) {
 		a.mu.Unlock()
-		return
+		return nil
 	}
 	elapsed := now - w.start
 	n := w.samples + w.drops
 	if !(elapsed >= maxWindow || (n >= min(windowMinSamples, a.limit) && w.timed >= min(windowMinSamples, w.samples) && elapsed >= w.length)) {
 		a.mu.Unlock()
-		return
+		return nil
 	}
 	s := LimitSample{
 		Limit:    a.estimate,
@@ -517,15 +538,22 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) {
 	*w = sampleWindow{start: now, length: max(length, minWindow)}
 	a.updating = true
 	a.mu.Unlock()
-	a.update(s)
+	return a.update(s)
 }
 
 // update runs the algorithm outside the lock and applies its limit. The
 // updating flag keeps windows in order (one update at a time) and is
-// cleared even if a user's algorithm panics.
-func (a *AdaptiveLimiter) update(s LimitSample) {
+// cleared even if a user's algorithm panics. Such a panic is recovered
+// here, on whichever execution closed the window, because it would
+// otherwise fail that unrelated execution: the previous limit stands and
+// the panic comes back as a *HookPanicError.
+func (a *AdaptiveLimiter) update(s LimitSample) (err *HookPanicError) {
 	next := s.Limit
 	defer func() {
+		if v := recover(); v != nil {
+			next = s.Limit
+			err = &HookPanicError{Hook: HookLimitAlgorithm, Value: v}
+		}
 		if math.IsNaN(next) || math.IsInf(next, 0) {
 			next = s.Limit
 		}
@@ -539,4 +567,5 @@ func (a *AdaptiveLimiter) update(s LimitSample) {
 		a.mu.Unlock()
 	}()
 	next = a.alg.Update(s)
+	return nil
 }

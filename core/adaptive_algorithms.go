@@ -37,8 +37,9 @@ type LimitSample struct {
 // limiters. An algorithm may implement Validator; NewAdaptiveLimiter then
 // checks it. A nil Algorithm in AdaptiveLimiterOptions means a new
 // Gradient2. Update has no error result; if it panics, the limiter keeps
-// its limit, hands the next window over as usual, and the panic propagates
-// to the execution whose release closed the window.
+// its previous limit, hands the next window over as usual, and reports the
+// panic as EventHookPanic (see the package documentation, User hooks); the
+// execution whose release closed the window goes on unharmed.
 type LimitAlgorithm interface {
 	Update(s LimitSample) float64
 }

@@ -110,6 +110,7 @@ var (
 	errBulkheadFull         = &BulkheadRejectedError{Reason: ReasonFull}
 	errBulkheadQueueTimeout = &BulkheadRejectedError{Reason: ReasonQueueTimeout}
 	errBulkheadDropped      = &BulkheadRejectedError{Reason: ReasonDropped}
+	errBulkheadShuttingDown = &BulkheadRejectedError{Reason: ReasonShuttingDown}
 )
 
 // NewConcurrencyLimiter returns a limiter configured by opts, or a
@@ -211,6 +212,13 @@ func (l *ConcurrencyLimiter) SetLimit(n int) {
 	l.mu.Unlock()
 }
 
+// Close stops admission for good, for a graceful shutdown: every queued
+// execution is rejected at once, and every later Acquire, TryAcquire or
+// Execute, with ReasonShuttingDown. Running executions keep their permits
+// and release them as usual; Stats shows them finishing. Closing twice
+// is harmless.
+func (l *ConcurrencyLimiter) Close() { l.close() }
+
 // TryAcquire takes a permit if one is free and nobody is waiting, and
 // reports whether it did. It never queues. After true, the caller must call
 // Release exactly once.
@@ -265,7 +273,7 @@ func (l *ConcurrencyLimiter) Execute(ctx context.Context, tel Telemetry, next Ne
 // rejections. A context error is returned as is and emits nothing, even if
 // its cause is a *BulkheadRejectedError.
 func emitBulkheadRejection(ctx context.Context, tel Telemetry, waited time.Duration, err error) {
-	if r, ok := err.(*BulkheadRejectedError); ok && (r == errBulkheadFull || r == errBulkheadQueueTimeout || r == errBulkheadDropped) {
+	if r, ok := err.(*BulkheadRejectedError); ok && (r == errBulkheadFull || r == errBulkheadQueueTimeout || r == errBulkheadDropped || r == errBulkheadShuttingDown) {
 		tel.Emit(ctx, Event{Name: EventRateLimiterRejected, Reason: string(r.Reason), Duration: waited, Err: err})
 	}
 }

@@ -46,6 +46,25 @@
 // labelled with the pipeline's and the strategy's names to the Listener set
 // with WithListener. NewSlogListener logs them with log/slog.
 //
+// # User hooks
+//
+// Functions you supply run inside executions: a limiter's Priority, a rate
+// limiter's Key, an adaptive limiter's Classifier and LimitAlgorithm, and
+// inbound's Options.Render. One rule covers them all: a hook's panic stays
+// in the execution it belongs to, and every limiter stays valid.
+//
+//   - Priority, Key and Classifier run on their execution's own goroutine,
+//     for it alone. Their panic propagates to that execution's caller,
+//     after the limiter has taken back what it held: no permit or queue
+//     place is lost.
+//   - LimitAlgorithm.Update runs for everyone, on whichever execution
+//     closes a sampling window. Its panic is recovered there, the previous
+//     limit stands, and it is reported as EventHookPanic with a
+//     *HookPanicError (AdaptivePermit.Release returns it).
+//   - inbound's Render is recovered too, since the 504 at the deadline is
+//     rendered on a timer's goroutine: the default response is sent and
+//     the panic is reported as EventHookPanic.
+//
 // # Fixed or adaptive concurrency limit
 //
 // ConcurrencyLimiter holds a limit you choose; AdaptiveLimiter finds one
@@ -93,7 +112,9 @@
 // EventCircuitHalfOpened, EventFallback, EventHedging and, per attempt of
 // a retry or hedging strategy, EventExecutionAttempt with its duration.
 // Package outbound, in this module, runs such a pipeline inside an
-// http.RoundTripper.
+// http.RoundTripper; there the per-attempt timeout is
+// outbound.Options.AttemptTimeout, since a Timeout strategy would also end
+// the returned response's body.
 //
 // # Composition
 //

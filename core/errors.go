@@ -39,6 +39,11 @@ const (
 	// ReasonDropped: the execution was queued and later evicted by the
 	// overflow policy to make room for another.
 	ReasonDropped RejectReason = "dropped"
+	// ReasonShuttingDown: the limiter was closed for shutdown (Close)
+	// while the execution was queued or before it arrived. The inbound
+	// middleware also answers with it a request whose context the server
+	// ended before it was served.
+	ReasonShuttingDown RejectReason = "shutting-down"
 )
 
 // BulkheadRejectedError is returned when a concurrency limiter rejects an
@@ -97,6 +102,31 @@ func (e *RateLimitRejectedError) Error() string {
 // Is reports whether target is ErrRateLimitRejected or ErrRejected.
 func (e *RateLimitRejectedError) Is(target error) bool {
 	return target == ErrRateLimitRejected || target == ErrRejected
+}
+
+// Hook names in HookPanicError.Hook and the Reason of EventHookPanic.
+const (
+	// HookLimitAlgorithm is LimitAlgorithm.Update, run by the release that
+	// closes an adaptive limiter's sampling window.
+	HookLimitAlgorithm = "LimitAlgorithm.Update"
+	// HookRender is inbound.Options.Render, when it renders the 504 at the
+	// deadline (on the timer's goroutine, not the request's).
+	HookRender = "Options.Render"
+)
+
+// HookPanicError reports a panic in a function supplied by the user that
+// was contained instead of failing an execution it did not belong to: the
+// LimitAlgorithm (the previous limit stands) or inbound's Render for the
+// 504 at the deadline (the default 504 is sent). It is the Err of an
+// EventHookPanic. Value is what the hook panicked with. Never sent to
+// clients; safe to read from any goroutine once returned.
+type HookPanicError struct {
+	Hook  string
+	Value any
+}
+
+func (e *HookPanicError) Error() string {
+	return fmt.Sprintf("resilience: %s panicked: %v", e.Hook, e.Value)
 }
 
 // ConfigError reports an invalid option. Field names the option as

@@ -323,7 +323,7 @@ func TestHedgingKeepWinnerKeepsContextUntilRelease(t *testing.T) {
 		var kept Outcome[context.Context]
 		p := buildResult[context.Context](t, nil, newHedging(HedgingOptions[context.Context]{KeepWinner: func(o Outcome[context.Context], r func()) Outcome[context.Context] {
 			kept, release = o, r
-			return Outcome[context.Context]{Value: context.WithValue(o.Value, "kept", true)}
+			return Outcome[context.Context]{Value: context.WithValue(o.Value, keptKey{}, true)}
 		}}))
 		var mu sync.Mutex
 		var all []context.Context
@@ -338,7 +338,7 @@ func TestHedgingKeepWinnerKeepsContextUntilRelease(t *testing.T) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		})
-		if err != nil || won.Value("kept") != true || kept.Value == nil {
+		if err != nil || won.Value(keptKey{}) != true || kept.Value == nil {
 			t.Fatalf("winner %v, %v", won, err)
 		}
 		if won.Err() != nil {
@@ -519,3 +519,7 @@ func FuzzHedgingOptionsValidate(f *testing.F) {
 		}
 	})
 }
+
+// keptKey marks the context KeepWinner returns in
+// TestHedgingKeepWinnerKeepsContextUntilRelease.
+type keptKey struct{}

@@ -59,7 +59,7 @@ func TestRateLimitFixedWindowExact(t *testing.T) {
 		rlExpect(t, l, "k", "t=4s", rlWant{false, 0, 6 * time.Second, 6 * time.Second})
 		time.Sleep(6*time.Second - 1)
 		rlExpect(t, l, "k", "t=10s-1ns", rlWant{false, 0, 1, 1})
-		time.Sleep(1)
+		time.Sleep(time.Nanosecond)
 		rlExpect(t, l, "k", "t=10s", rlWant{true, 2, s, 0})
 		// Windows follow back to back from the key's first request: at 35s
 		// the window is [30s, 40s).
@@ -85,7 +85,7 @@ func TestRateLimitSlidingWindowExact(t *testing.T) {
 		rlExpect(t, l, "k", "t=10s", rlWant{false, 0, 10 * time.Second, 2500 * ms})
 		time.Sleep(2500*ms - 1)
 		rlExpect(t, l, "k", "t=12.5s-1ns", rlWant{false, 0, 7500*ms + 1, 1})
-		time.Sleep(1)
+		time.Sleep(time.Nanosecond)
 		// 4·0.75 + 1 = 4 <= 4; nothing left at this instant.
 		rlExpect(t, l, "k", "t=12.5s", rlWant{true, 0, 17500 * ms, 0})
 		time.Sleep(2500 * ms)
@@ -135,7 +135,7 @@ func TestRateLimitTokenBucketFractionalInterval(t *testing.T) {
 		rlExpect(t, l, "k", "empty", rlWant{false, 0, time.Second, 333_333_334})
 		time.Sleep(333_333_333)
 		rlExpect(t, l, "k", "1ns early", rlWant{false, 0, 666_666_667, 1})
-		time.Sleep(1)
+		time.Sleep(time.Nanosecond)
 		// Emptied again at 333 333 334ns; tokens keep arriving on the grid
 		// ⌈i·Window/3⌉ from the first emptying, so the bucket is full with
 		// token 4 at ⌈4·Window/3⌉ = 1 333 333 334ns, one Window from now.
@@ -198,7 +198,7 @@ func TestRateLimitPropertyAdmittedNeverExceedsLimit(t *testing.T) {
 					if take().Allowed {
 						rt.Fatalf("%s admitted 1ns before retry-after %v", alg, d.RetryAfter)
 					}
-					time.Sleep(1)
+					time.Sleep(time.Nanosecond)
 					if !take().Allowed {
 						rt.Fatalf("%s refused at retry-after %v", alg, d.RetryAfter)
 					}

@@ -42,6 +42,11 @@ const (
 	// treated its outcome as a failure and "unhandled" otherwise, and
 	// Event.Err is its error.
 	EventExecutionAttempt EventName = "ExecutionAttempt"
+	// EventHookPanic: a function supplied by the user panicked where its
+	// panic would have failed an unrelated execution, and was contained
+	// (see HookPanicError). Event.Reason names the hook and Event.Err is
+	// the *HookPanicError.
+	EventHookPanic EventName = "OnHookPanic"
 )
 
 // Reasons of EventExecutionAttempt.
@@ -138,6 +143,8 @@ type slogListener struct{ logger *slog.Logger }
 func (s slogListener) OnEvent(ctx context.Context, e Event) {
 	level := slog.LevelInfo
 	switch e.Name {
+	case EventHookPanic:
+		level = slog.LevelError
 	case EventTimeout, EventRateLimiterRejected, EventRateLimiterStoreError,
 		EventCircuitOpened, EventFallback:
 		level = slog.LevelWarn

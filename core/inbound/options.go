@@ -75,9 +75,11 @@ type Options struct {
 
 	// Render, when set, is called for every rejection with the error and
 	// the default response, and returns the response to send instead
-	// (another body format, an extra header). It must not return internal
-	// error text to clients. It is not called when nothing is sent (the
-	// client went away).
+	// (another body format, an extra header): the 429, every 503 and the
+	// 504 sent at the deadline (then on the deadline's goroutine). It must
+	// not return internal error text to clients. It is not called when
+	// nothing is sent (the client went away). A Render that panics gives
+	// the default response and a resilience.EventHookPanic.
 	Render func(err error, def Response) Response
 }
 
