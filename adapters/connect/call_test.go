@@ -3,9 +3,12 @@ package resilienceconnect_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,13 +122,41 @@ func TestSpecUnknownWithoutHandlerOption(t *testing.T) {
 	}
 }
 
-// TestRenderRefused: Options.Render cannot restyle RPC errors, so New
-// refuses it, naming the field.
-func TestRenderRefused(t *testing.T) {
-	_, err := resilienceconnect.New(inbound.Options{Render: func(_ error, d inbound.Response) inbound.Response { return d }})
-	var ce *resilience.ConfigError
-	if !errors.As(err, &ce) || ce.Field != "Options.Render" {
-		t.Fatalf("New with Render: %v, want a ConfigError for Options.Render", err)
+// TestRenderOnlyOverConnectUnary: Options.Render restyles a rejection
+// sent over the Connect protocol's unary mapping (its default is Connect's
+// own error, metadata included), while gRPC and gRPC-Web callers keep
+// their protocol's error.
+func TestRenderOnlyOverConnectUnary(t *testing.T) {
+	var sawDefault atomic.Value
+	ts := startServer(t, inbound.Options{
+		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1},
+		Render: func(err error, def inbound.Response) inbound.Response {
+			sawDefault.Store(def.Status == http.StatusServiceUnavailable && def.Header.Get("Retry-After") == "1" &&
+				strings.Contains(string(def.Body), `"code":"unavailable"`) && errors.Is(err, resilience.ErrBulkheadRejected))
+			return inbound.Response{Status: http.StatusTeapot, Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("busy")}
+		},
+	})
+	held := ts.callSay(t.Context(), protocols[1], msgHold)
+	ts.svc.waitEntered(t, sayProcedure)
+	resp, err := ts.client.Post(ts.url+sayProcedure, "application/json", strings.NewReader(`"x"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTeapot || string(body) != "busy" {
+		t.Errorf("Connect unary rejection: %d %q, want Render's 418 \"busy\"", resp.StatusCode, body)
+	}
+	if ok, _ := sawDefault.Load().(bool); !ok {
+		t.Errorf("Render did not get the bulkhead error with Connect's 503 error as its default")
+	}
+	for _, p := range protocols[1:] {
+		_, err := ts.say(p).CallUnary(t.Context(), connect.NewRequest(wrapperspb.String("x")))
+		expectCode(t, p.name, err, connect.CodeUnavailable, inbound.CodeBulkheadFull, "full")
+	}
+	ts.svc.open()
+	if err := await(t, "held call", held); err != nil {
+		t.Error(err)
 	}
 }
 

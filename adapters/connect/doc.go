@@ -49,15 +49,18 @@
 //	other custom-pipeline rejection      Unavailable        503                 REJECTED                        1 s
 //	custom-pipeline error                Internal           500                 INTERNAL                        none
 //	malformed deadline header            InvalidArgument    400                 —                               none
-//	client disconnected                  nothing is sent
+//	client disconnected                  nothing is sent (the stream is aborted)
 //
 // Over the Connect protocol's unary HTTP mapping the statuses are 503, 504
 // and 429, as with the other adapters; gRPC and gRPC-Web carry the code in
 // grpc-status (trailers-only responses), Connect streaming in the
 // end-of-stream message. A request in no RPC protocol (a plain GET) is
 // treated as a Connect unary call, as connect's ErrorWriter does.
-// Options.Render is refused by New (a *resilience.ConfigError): the
-// protocols fix the error format.
+// Options.Render restyles the rejections sent over that unary mapping
+// only, given Connect's own error response as its default; gRPC, gRPC-Web
+// and Connect streaming keep their protocols' format. A call whose client
+// left gets nothing: its stream is aborted rather than ended with an empty
+// 200.
 //
 // # Deadlines
 //

@@ -12,7 +12,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
@@ -22,10 +21,11 @@ import (
 // it with New: the zero value is not usable. A rejected, timed-out or
 // panicking call leaves nothing behind (permit and queue place returned).
 type Middleware struct {
-	in    *inbound.Middleware
-	errw  *connect.ErrorWriter
-	rej   rejections
-	timed bool // Options.Timeout is set: every call has a deadline
+	in     *inbound.Middleware
+	errw   *connect.ErrorWriter
+	render func(error, inbound.Response) inbound.Response // Options.Render
+	rej    rejections
+	timed  bool // Options.Timeout is set: every call has a deadline
 
 	specs sync.Map // procedure → connect.Spec, filled by HandlerOption
 
@@ -35,14 +35,13 @@ type Middleware struct {
 
 // New validates opts and returns the middleware, or a
 // *resilience.ConfigError naming the first invalid field (errors.Is
-// resilience.ErrInvalidOptions). Options.Render is refused: rejections are
-// errors in the caller's RPC protocol (see the package documentation), not
-// HTTP bodies to restyle.
+// resilience.ErrInvalidOptions). Options.Render restyles rejections sent
+// over the Connect protocol's unary HTTP mapping only (its default is
+// Connect's own error response); gRPC, gRPC-Web and Connect streaming keep
+// their protocols' error format.
 func New(opts inbound.Options) (*Middleware, error) {
-	if opts.Render != nil {
-		return nil, &resilience.ConfigError{Field: "Options.Render",
-			Problem: "not supported by the connect adapter: rejections are sent as errors in the caller's RPC protocol"}
-	}
+	render := opts.Render
+	opts.Render = nil // inbound's JSON is never sent; its headers are read unrestyled
 	in, err := inbound.NewFor(framework, opts)
 	if err != nil {
 		return nil, err
@@ -50,7 +49,7 @@ func New(opts inbound.Options) (*Middleware, error) {
 	// A custom pipeline may hold a timeout strategy of its own: its calls
 	// are timed too.
 	timed := opts.Timeout > 0 || opts.Pipeline != nil
-	return &Middleware{in: in, errw: connect.NewErrorWriter(), rej: newRejections(), timed: timed}, nil
+	return &Middleware{in: in, errw: connect.NewErrorWriter(), render: render, rej: newRejections(), timed: timed}, nil
 }
 
 // framework tells inbound how to read a call: the view comes from the
@@ -137,11 +136,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch d, err := callerTimeout(wi, r.Header); {
 	case err == errNoTimeout:
 	case err != nil:
-		m.writeRejection(w, r, err.(*connect.Error))
+		m.writeRejection(w, r, err, err.(*connect.Error))
 		return
 	case d <= 0:
 		// Already expired: answered at once, without queueing.
-		m.writeRejection(w, r, m.rej.timeout)
+		m.writeRejection(w, r, context.DeadlineExceeded, m.rej.timeout)
 		return
 	default:
 		var cancel context.CancelFunc
@@ -168,11 +167,15 @@ func continueCall(w http.ResponseWriter, r *http.Request, raw any) {
 	raw.(*Call).next.ServeHTTP(w, r)
 }
 
-// reject answers a call that was not admitted.
+// reject answers a call that was not admitted. A call whose client left
+// while it queued gets nothing: the stream is aborted, since net/http
+// would otherwise end it with an empty 200 of its own.
 func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, err error) {
-	if e := m.rej.rejection(m.in, err); e != nil {
-		m.writeRejection(w, r, e)
+	e := m.rej.rejection(m.in, err)
+	if e == nil {
+		panic(http.ErrAbortHandler)
 	}
+	m.writeRejection(w, r, err, e)
 }
 
 // serveTimed runs the call on a goroutine of its own and waits for it or
@@ -203,6 +206,10 @@ func (c *call) serveTimed(ctx context.Context) {
 	}
 	if c.panicked {
 		panic(c.panicVal) // on the request's goroutine, as without the middleware
+	}
+	if c.tw.gone {
+		// The client left and the handler wrote nothing: no empty 200.
+		panic(http.ErrAbortHandler)
 	}
 	if !c.ran {
 		c.m.reject(c.w, c.r, c.err)
@@ -246,7 +253,7 @@ func (c *call) answerTimeout(w http.ResponseWriter) {
 	// protocol; the handler may be changing the request's own map.
 	r := &http.Request{Method: c.r.Method, URL: c.r.URL, Header: http.Header{
 		"Content-Type": {c.contentType}, "Connect-Protocol-Version": {c.protocolVersion}}}
-	c.m.writeRejection(w, r, c.m.rej.timeout)
+	c.m.writeRejection(w, r, context.Cause(c.ctx), c.m.rej.timeout)
 }
 
 // run is the timed call's goroutine: admission, then the handler.

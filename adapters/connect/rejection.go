@@ -164,8 +164,54 @@ func ceilSeconds(d time.Duration) int64 {
 	return max(s, 1)
 }
 
-// writeRejection sends e in the caller's protocol on a response nothing was
-// written to yet.
-func (m *Middleware) writeRejection(w http.ResponseWriter, r *http.Request, e *connect.Error) {
-	_ = m.errw.Write(w, r, e) // the client may be gone; nothing to do
+// writeRejection sends e, the connect error for err, in the caller's
+// protocol on a response nothing was written to yet. Over the Connect
+// protocol's unary mapping Options.Render may restyle it, given Connect's
+// own response as the default.
+func (m *Middleware) writeRejection(w http.ResponseWriter, r *http.Request, err error, e *connect.Error) {
+	if m.render == nil || classify(r) != wireConnectUnary {
+		_ = m.errw.Write(w, r, e) // the client may be gone; nothing to do
+		return
+	}
+	var cw captureWriter
+	_ = m.errw.Write(&cw, r, e)
+	def := inbound.Response{Status: cw.status, Header: cw.h, Body: cw.body}
+	resp := m.render(err, def)
+	if resp.Status < 100 || resp.Status > 999 {
+		resp = def // a faulty hook cannot break the reply
+	}
+	h := w.Header()
+	for k, v := range resp.Header {
+		h[k] = v
+	}
+	h["Content-Length"] = []string{strconv.Itoa(len(resp.Body))}
+	w.WriteHeader(resp.Status)
+	_, _ = w.Write(resp.Body)
+}
+
+// captureWriter records the response connect's ErrorWriter writes, as the
+// default a Render hook restyles.
+type captureWriter struct {
+	h      http.Header
+	status int
+	body   []byte
+}
+
+func (c *captureWriter) Header() http.Header {
+	if c.h == nil {
+		c.h = make(http.Header)
+	}
+	return c.h
+}
+
+func (c *captureWriter) WriteHeader(status int) {
+	if c.status == 0 {
+		c.status = status
+	}
+}
+
+func (c *captureWriter) Write(p []byte) (int, error) {
+	c.WriteHeader(http.StatusOK)
+	c.body = append(c.body, p...)
+	return len(p), nil
 }

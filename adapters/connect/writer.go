@@ -46,6 +46,7 @@ type timedWriter struct {
 	finished  bool // the handler returned before the deadline: nothing to answer
 	returned  bool // the handler returned or panicked
 	late      bool // answered while the handler ran: counted in Stats.Late
+	gone      bool // the handler returned, nothing written, its client gone
 
 	// Envelope tracking for the enveloped protocols: the response can be
 	// ended in the protocol only between two envelopes.
@@ -173,6 +174,7 @@ func (tw *timedWriter) finish() (wasLate bool) {
 		return tw.late
 	}
 	tw.finished = true
+	tw.gone = !tw.committed && errors.Is(tw.ctx.Err(), context.Canceled)
 	copyHeader(tw.w.Header(), tw.h)
 	return false
 }
