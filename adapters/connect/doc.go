@@ -42,6 +42,7 @@
 //	queue full                           Unavailable        503                 BULKHEAD_FULL / full            1 s
 //	waited QueueTimeout                  Unavailable        503                 BULKHEAD_FULL / queue-timeout   1 s
 //	evicted by the overflow policy       Unavailable        503                 BULKHEAD_FULL / dropped         1 s
+//	draining (Inbound().Drain)           Unavailable        503                 BULKHEAD_FULL / shutting-down   1 s
 //	handler past the deadline            DeadlineExceeded   504                 TIMEOUT                         none
 //	caller's deadline passed (queued)    DeadlineExceeded   504                 TIMEOUT                         none
 //	deadline already expired on arrival  DeadlineExceeded   504                 TIMEOUT                         none

@@ -235,3 +235,29 @@ func TestRateLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainRefusesUnavailable: once the middleware drains for shutdown, a
+// new call is refused Unavailable with the shutting-down reason in every
+// protocol, and a running one finishes.
+func TestDrainRefusesUnavailable(t *testing.T) {
+	ts := startServer(t, inbound.Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 4}})
+	held := ts.callSay(t.Context(), protocols[0], msgHold)
+	ts.svc.waitEntered(t, sayProcedure)
+	drained := make(chan error, 1)
+	go func() { drained <- ts.mw.Inbound().Drain(t.Context()) }()
+	waitFor(t, "draining", func() bool {
+		_, err := ts.say(protocols[1]).CallUnary(t.Context(), connect.NewRequest(wrapperspb.String("x")))
+		return err != nil
+	})
+	for _, p := range protocols {
+		_, err := ts.say(p).CallUnary(t.Context(), connect.NewRequest(wrapperspb.String("x")))
+		expectCode(t, p.name, err, connect.CodeUnavailable, inbound.CodeBulkheadFull, string(resilience.ReasonShuttingDown))
+	}
+	ts.svc.open()
+	if err := await(t, "the running call", held); err != nil {
+		t.Errorf("the running call: %v", err)
+	}
+	if err := await(t, "Drain", drained); err != nil {
+		t.Errorf("Drain: %v", err)
+	}
+}

@@ -30,18 +30,19 @@ const CapacityRetryAfter = time.Second
 
 // Messages sent to clients: constant, never internal error text.
 const (
-	msgCapacity  = "The server is at capacity; retry later."
-	msgTimeout   = "The request took too long to process."
-	msgRate      = "Too many requests; retry after the time in Retry-After."
-	msgRejected  = "The request was rejected; retry later."
-	msgInternal  = "The request could not be processed."
-	pushbackName = "Grpc-Retry-Pushback-Ms"
+	msgCapacity     = "The server is at capacity; retry later."
+	msgShuttingDown = "The server is shutting down; retry later."
+	msgTimeout      = "The request took too long to process."
+	msgRate         = "Too many requests; retry after the time in Retry-After."
+	msgRejected     = "The request was rejected; retry later."
+	msgInternal     = "The request could not be processed."
+	pushbackName    = "Grpc-Retry-Pushback-Ms"
 )
 
 // rejections holds the rendered errors whose content never changes, so a
 // rejection costs no encoding of details. They are only read once built.
 type rejections struct {
-	full, queueTimeout, dropped, timeout, rejected, internal *connect.Error
+	full, queueTimeout, dropped, shuttingDown, timeout, rejected, internal *connect.Error
 }
 
 func newRejections() rejections {
@@ -52,6 +53,7 @@ func newRejections() rejections {
 		full:         capacity(resilience.ReasonFull),
 		queueTimeout: capacity(resilience.ReasonQueueTimeout),
 		dropped:      capacity(resilience.ReasonDropped),
+		shuttingDown: newRejection(connect.CodeUnavailable, msgShuttingDown, inbound.CodeBulkheadFull, string(resilience.ReasonShuttingDown), CapacityRetryAfter),
 		timeout:      newRejection(connect.CodeDeadlineExceeded, msgTimeout, inbound.CodeTimeout, "", 0),
 		rejected:     newRejection(connect.CodeUnavailable, msgRejected, inbound.CodeRejected, "", CapacityRetryAfter),
 		internal:     newRejection(connect.CodeInternal, msgInternal, inbound.CodeInternal, "", 0),
@@ -97,6 +99,8 @@ func (rs *rejections) rejection(in *inbound.Middleware, err error) *connect.Erro
 			return rs.queueTimeout
 		case resilience.ReasonDropped:
 			return rs.dropped
+		case resilience.ReasonShuttingDown:
+			return rs.shuttingDown
 		}
 		return rs.full
 	case errors.Is(err, resilience.ErrTimeoutRejected), errors.Is(err, context.DeadlineExceeded):
