@@ -6,6 +6,4 @@ require github.com/ylcnfrht/resilience/core v0.1.0
 
 require go.uber.org/goleak v1.3.0
 
-require github.com/stretchr/testify v1.11.1 // indirect
-
 replace github.com/ylcnfrht/resilience/core => ../core

@@ -3,16 +3,19 @@ module github.com/ylcnfrht/resilience/examples
 go 1.26.0
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/gin-gonic/gin v1.12.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/gofiber/fiber/v2 v2.52.15
 	github.com/labstack/echo/v4 v4.16.5
 	github.com/ylcnfrht/resilience/adapters/chi v0.1.0
+	github.com/ylcnfrht/resilience/adapters/connect v0.1.0
 	github.com/ylcnfrht/resilience/adapters/echo v0.1.0
 	github.com/ylcnfrht/resilience/adapters/fiber v0.1.0
 	github.com/ylcnfrht/resilience/adapters/gin v0.1.0
 	github.com/ylcnfrht/resilience/core v0.1.0
 	go.uber.org/goleak v1.3.0
+	google.golang.org/protobuf v1.36.11
 )
 
 require (
@@ -56,11 +59,12 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
-	google.golang.org/protobuf v1.36.10 // indirect
 )
 
 replace (
 	github.com/ylcnfrht/resilience/adapters/chi => ../adapters/chi
+
+	github.com/ylcnfrht/resilience/adapters/connect => ../adapters/connect
 	github.com/ylcnfrht/resilience/adapters/echo => ../adapters/echo
 
 	github.com/ylcnfrht/resilience/adapters/fiber => ../adapters/fiber

@@ -9,8 +9,6 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
-require github.com/stretchr/testify v1.11.1 // indirect
-
 replace (
 	github.com/ylcnfrht/resilience/conformance => ../../conformance
 	github.com/ylcnfrht/resilience/core => ../../core

@@ -17,6 +17,15 @@ import (
 // hang.
 const shutdownGrace = 5 * time.Second
 
+// serverProtocols are HTTP/1.1 and cleartext HTTP/2 (h2c), which gRPC
+// clients need without TLS.
+func serverProtocols() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return p
+}
+
 // run is the whole program: parse args, listen, print where, serve until
 // ctx is done, then shut down. It returns the process exit code: 0 after a
 // clean shutdown (or -h), 2 for invalid flags, 1 for any other failure.
@@ -92,6 +101,7 @@ func rateSummary(cfg config) string {
 func httpServer(handler http.Handler, stderr io.Writer) *http.Server {
 	return &http.Server{
 		Handler:           handler,
+		Protocols:         serverProtocols(),
 		ReadHeaderTimeout: 10 * time.Second,
 		// ReadTimeout bounds reading a whole request, body included, so a
 		// client that trickles its body cannot hold a connection; it does
