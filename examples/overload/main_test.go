@@ -38,9 +38,9 @@ func runLab(t *testing.T, args ...string) string {
 // svgDoc is the part of the chart the test checks.
 type svgDoc struct {
 	XMLName   xml.Name `xml:"svg"`
-	Polylines []struct {
-		Points string `xml:"points,attr"`
-	} `xml:"polyline"`
+	Paths []struct {
+		D string `xml:"d,attr"`
+	} `xml:"path"`
 	Texts []string `xml:"text"`
 }
 
@@ -71,8 +71,13 @@ func TestShortRunPrintsTableAndChart(t *testing.T) {
 	if err := xml.Unmarshal(b, &doc); err != nil {
 		t.Fatalf("chart is not well-formed SVG: %v", err)
 	}
-	if got, want := len(doc.Polylines), 2*2+1; got != want {
+	if got, want := len(doc.Paths), 2*2+1; got != want {
 		t.Errorf("chart has %d lines, want %d (2 panels × 2 modes + capacity)", got, want)
+	}
+	for i, p := range doc.Paths {
+		if !strings.HasPrefix(p.D, "M") || !strings.Contains(p.D, "L") {
+			t.Errorf("line %d has no segment: %q", i, p.D)
+		}
 	}
 	texts := strings.Join(doc.Texts, "|")
 	for _, want := range []string{"time (s)", "req/s", "(ms)", "none", "fixed", "capacity"} {

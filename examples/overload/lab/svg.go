@@ -83,10 +83,12 @@ func (rep *Report) WriteSVG(w io.Writer) error {
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" font-weight="bold">%s</text>`+"\n", marginLeft, top-8, html.EscapeString(pn.label))
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">time (s)</text>`+"\n", marginLeft+plotW/2, top+panelHeight+34)
 		if i == 0 {
-			fmt.Fprintf(&b, `<polyline fill="none" stroke="#000" stroke-dasharray="6 4" points="%s"/>`+"\n", points(capLine, x, y, pn.get))
+			fmt.Fprintf(&b, `<path fill="none" stroke="#000" stroke-dasharray="6 4" d="%s"/>`+"\n", path(capLine, x, y, pn.get, false))
 		}
 		for j, r := range rep.Results {
-			fmt.Fprintf(&b, `<polyline fill="none" stroke-width="2" stroke="%s" points="%s"/>`+"\n", palette[j%len(palette)], points(r.Series, x, y, pn.get))
+			// Latency exists only where something was answered: the
+			// line has gaps rather than falling to zero.
+			fmt.Fprintf(&b, `<path fill="none" stroke-width="2" stroke="%s" d="%s"/>`+"\n", palette[j%len(palette)], path(r.Series, x, y, pn.get, i == 1))
 		}
 	}
 	// Legend.
@@ -104,21 +106,32 @@ func (rep *Report) WriteSVG(w io.Writer) error {
 	return err
 }
 
-func points(ps []Point, x, y func(float64) float64, get func(Point) float64) string {
+// path is the SVG path data of ps; with gaps, a point whose goodput is 0
+// (nothing answered) breaks the line.
+func path(ps []Point, x, y func(float64) float64, get func(Point) float64, gaps bool) string {
 	var b strings.Builder
+	move := true
 	for _, p := range ps {
-		fmt.Fprintf(&b, "%.1f,%.1f ", x(p.T), y(get(p)))
+		if gaps && p.Goodput == 0 {
+			move = true
+			continue
+		}
+		cmd := "L"
+		if move {
+			cmd, move = "M", false
+		}
+		fmt.Fprintf(&b, "%s%.1f %.1f ", cmd, x(p.T), y(get(p)))
 	}
 	return strings.TrimSpace(b.String())
 }
 
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten (at least 1).
+// niceCeil rounds v up to a round multiple of a power of ten (at least 1).
 func niceCeil(v float64) float64 {
 	if v <= 1 {
 		return 1
 	}
 	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
+	for _, m := range []float64{1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
 		if m*p >= v {
 			return m * p
 		}
@@ -128,7 +141,7 @@ func niceCeil(v float64) float64 {
 
 // ticks returns about five round values from 0 to top.
 func ticks(top float64) []float64 {
-	step := niceCeil(top / 6)
+	step := niceStep(top / 6)
 	var out []float64
 	for v := 0.0; v <= top+step/1e6; v += step {
 		out = append(out, math.Round(v*1e6)/1e6)
@@ -137,3 +150,14 @@ func ticks(top float64) []float64 {
 }
 
 func secondsToDuration(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// niceStep rounds v up to 1, 2 or 5 times a power of ten.
+func niceStep(v float64) float64 {
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= v {
+			return m * p
+		}
+	}
+	return 10 * p
+}
