@@ -6,6 +6,9 @@ require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/ylcnfrht/resilience/core v0.0.0-00010101000000-000000000000
+	github.com/ylcnfrht/resilience/examples v0.1.0
+	golang.org/x/sync v0.19.0
+	golang.org/x/time v0.14.0
 )
 
 require (
@@ -14,3 +17,9 @@ require (
 )
 
 replace github.com/ylcnfrht/resilience/core => ../core
+
+replace github.com/ylcnfrht/resilience/examples => ../examples
+
+replace github.com/ylcnfrht/resilience/adapters/chi => ../adapters/chi
+
+replace github.com/ylcnfrht/resilience/conformance => ../conformance

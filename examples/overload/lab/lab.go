@@ -33,8 +33,8 @@ type Knobs struct {
 	// Timeout is the server-side request timeout, for the contenders that
 	// have one; 0 means none.
 	Timeout time.Duration `json:"timeout"`
-	// Rate is the service's capacity in requests per second, for rate
-	// limiters (which need a rate, not a concurrency).
+	// Rate is a rate limiter's requests per second (which needs a rate,
+	// not a concurrency); 0 means the service's capacity at the start.
 	Rate float64 `json:"rate"`
 	// Prioritized is set when the scenario sends priority classes: a
 	// contender that can rank requests should use PriorityOf.

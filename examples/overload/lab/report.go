@@ -279,3 +279,46 @@ func count(n int64) string {
 	}
 	return fmt.Sprint(n)
 }
+
+// WriteMarkdown writes the report's tables in Markdown: the main table,
+// then the per-class and per-window ones when the scenario has them.
+func (rep *Report) WriteMarkdown(w io.Writer) error {
+	c := rep.Config
+	fmt.Fprintf(w, "%.0f req/s offered for %v against capacity %.0f req/s (%s); client timeout %v; load average at the start %s.\n\n",
+		c.Rate, c.Duration, rep.Capacity, serviceLine(rep), c.ClientTimeout, rep.Machine.Load)
+	fmt.Fprintln(w, "| contender | goodput/s | last 10 s | p50 ms | p99 ms | shed | shed p99 ms | client timeouts | failed | wasted | pending | lag p99 ms |")
+	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	for _, r := range rep.Results {
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f | %.0f | %d | %.1f | %d | %d | %s | %s | %.1f |\n",
+			r.Contender, r.Goodput, r.GoodputLast10, r.P50, r.P99, r.Shed, r.ShedP99, r.Timeouts, r.Failed, count(r.Wasted), count(r.Pending), r.LagP99)
+	}
+	if c.High > 0 {
+		fmt.Fprintf(w, "\n| contender | high class in time | low class in time |\n|---|--:|--:|\n")
+		for _, r := range rep.Results {
+			var share [2]float64
+			for _, cr := range r.Classes {
+				if cr.Class == "high" {
+					share[0] = cr.Share
+				} else {
+					share[1] = cr.Share
+				}
+			}
+			fmt.Fprintf(w, "| %s | %.1f %% | %.1f %% |\n", r.Contender, 100*share[0], 100*share[1])
+		}
+	}
+	if c.Window > 0 && len(rep.Results) > 0 {
+		fmt.Fprintf(w, "\nGoodput/s / p99 ms per window (capacity):\n\n| contender |")
+		for _, win := range rep.Results[0].Windows {
+			fmt.Fprintf(w, " %g–%g s (%.0f) |", win.From, win.To, win.Capacity)
+		}
+		fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("--:|", len(rep.Results[0].Windows)))
+		for _, r := range rep.Results {
+			fmt.Fprintf(w, "| %s |", r.Contender)
+			for _, win := range r.Windows {
+				fmt.Fprintf(w, " %.0f / %.0f |", win.Goodput, win.P99)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	return nil
+}

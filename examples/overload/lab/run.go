@@ -64,7 +64,11 @@ func Run(ctx context.Context, cfg Config, contenders []Contender, progress io.Wr
 		switch cfg.Service {
 		case ServiceSlots:
 			rep.Capacity = cfg.slotCapacity(cfg.Slots)
-			mw, berr := c.New(cfg.Knobs)
+			k := cfg.Knobs
+			if k.Rate == 0 {
+				k.Rate = rep.Capacity
+			}
+			mw, berr := c.New(k)
 			if berr != nil {
 				return rep, fmt.Errorf("%s: %w", c.Name, berr)
 			}
@@ -105,7 +109,9 @@ func startCPU(cfg *Config, rep *Report, c Contender, rounds *int) (*target, erro
 		}
 		rep.Config.Rate = cfg.Rate
 	}
-	k.Rate = rep.Capacity
+	if k.Rate == 0 {
+		k.Rate = rep.Capacity
+	}
 	ch, err := startCPUChild(c.Name, k, cfg.CPUWork, *rounds)
 	if err != nil {
 		return nil, err
