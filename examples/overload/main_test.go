@@ -37,8 +37,8 @@ func runLab(t *testing.T, args ...string) string {
 
 // svgDoc is the part of the chart the test checks.
 type svgDoc struct {
-	XMLName   xml.Name `xml:"svg"`
-	Paths []struct {
+	XMLName xml.Name `xml:"svg"`
+	Paths   []struct {
 		D string `xml:"d,attr"`
 	} `xml:"path"`
 	Texts []string `xml:"text"`
