@@ -203,6 +203,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if n := rep.starved(); n > 0 {
+		fmt.Fprintf(w, "%d row(s) with lag p99 over %v: the generator itself was starved of CPU, so they measure the machine's load as much as the mode.\n", n, starvedLag)
+	}
 	if c.High > 0 {
 		fmt.Fprintf(w, "\nanswered in time per class (%.0f %% high priority):\n", 100*c.High)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -289,8 +292,15 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintln(w, "| contender | goodput/s | last 10 s | p50 ms | p99 ms | shed | shed p99 ms | client timeouts | failed | wasted | pending | lag p99 ms |")
 	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for _, r := range rep.Results {
-		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f | %.0f | %d | %.1f | %d | %d | %s | %s | %.1f |\n",
-			r.Contender, r.Goodput, r.GoodputLast10, r.P50, r.P99, r.Shed, r.ShedP99, r.Timeouts, r.Failed, count(r.Wasted), count(r.Pending), r.LagP99)
+		mark := ""
+		if r.LagP99 > ms(starvedLag) {
+			mark = " †"
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f | %.0f | %d | %.1f | %d | %d | %s | %s | %.1f%s |\n",
+			r.Contender, r.Goodput, r.GoodputLast10, r.P50, r.P99, r.Shed, r.ShedP99, r.Timeouts, r.Failed, count(r.Wasted), count(r.Pending), r.LagP99, mark)
+	}
+	if rep.starved() > 0 {
+		fmt.Fprintf(w, "\n† lag p99 over %v: the load generator itself was starved of CPU, so the row measures the machine's load as much as the contender.\n", starvedLag)
 	}
 	if c.High > 0 {
 		fmt.Fprintf(w, "\n| contender | high class in time | low class in time |\n|---|--:|--:|\n")
@@ -321,4 +331,18 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// starvedLag is the generator lag (p99) past which a row is flagged: the
+// arrivals were no longer the scenario's.
+const starvedLag = 50 * time.Millisecond
+
+func (rep *Report) starved() int {
+	n := 0
+	for _, r := range rep.Results {
+		if r.LagP99 > ms(starvedLag) {
+			n++
+		}
+	}
+	return n
 }
