@@ -9,10 +9,10 @@
 // measures every contender in turn and returns a Report, which renders as
 // a text table (WriteTable), an SVG chart (WriteSVG) and JSON.
 //
-// The CPU-bound service runs in a child process (the running binary,
-// started again), so that the load generator does not share its scheduler:
-// a program that offers the cpu scenario calls ServeChildIfAsked first
-// thing in main (and in TestMain).
+// The service and the middleware under test run in a child process (the
+// running binary, started again), so that the load generator does not
+// share its scheduler: a program that uses the lab calls ServeChildIfAsked
+// first thing in main (and in TestMain), with every contender it may run.
 package lab
 
 import (
@@ -113,7 +113,7 @@ func ParseSteps(s string) ([]Step, error) {
 // Service kinds.
 const (
 	ServiceSlots = "slots" // a pool of slots held for the service time, like a dependency
-	ServiceCPU   = "cpu"   // CPU-bound work in a child process
+	ServiceCPU   = "cpu"   // CPU-bound work
 )
 
 // Arrival processes.

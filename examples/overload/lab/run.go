@@ -68,11 +68,7 @@ func Run(ctx context.Context, cfg Config, contenders []Contender, progress io.Wr
 			if k.Rate == 0 {
 				k.Rate = rep.Capacity
 			}
-			mw, berr := c.New(k)
-			if berr != nil {
-				return rep, fmt.Errorf("%s: %w", c.Name, berr)
-			}
-			t, err = startSlots(&cfg, mw)
+			t, err = startSlots(&cfg, c, k)
 		case ServiceCPU:
 			t, err = startCPU(&cfg, rep, c, &rounds)
 		}
@@ -98,7 +94,7 @@ func startCPU(cfg *Config, rep *Report, c Contender, rounds *int) (*target, erro
 		// Calibrate in a child of its own, without any middleware. The
 		// capacity is known only now; the rate and a rate limiter's rate
 		// follow it.
-		cal, err := startCPUChild(PassThrough.Name, k, cfg.CPUWork, 0)
+		cal, err := startChild(childSpec{Contender: PassThrough.Name, Knobs: k, Service: ServiceCPU, CPUWork: cfg.CPUWork})
 		if err != nil {
 			return nil, err
 		}
@@ -112,7 +108,7 @@ func startCPU(cfg *Config, rep *Report, c Contender, rounds *int) (*target, erro
 	if k.Rate == 0 {
 		k.Rate = rep.Capacity
 	}
-	ch, err := startCPUChild(c.Name, k, cfg.CPUWork, *rounds)
+	ch, err := startChild(childSpec{Contender: c.Name, Knobs: k, Service: ServiceCPU, CPUWork: cfg.CPUWork, Rounds: *rounds})
 	if err != nil {
 		return nil, err
 	}

@@ -42,33 +42,36 @@ func serve(svc *service, mw func(http.Handler) http.Handler) (base string, close
 	}, nil
 }
 
-// startSlots runs the slot pool in this process: its work is sleeping, so
-// it does not compete with the load generator for the CPU.
-func startSlots(cfg *Config, mw func(http.Handler) http.Handler) (*target, error) {
-	pool := newSlotPool(cfg.Slots)
-	svc := newService(slotWork(pool, cfg.ServiceTime))
-	base, closeFn, err := serve(svc, mw)
+// startSlots runs the slot pool in a child process, like the CPU-bound
+// service: the load generator then has this process's scheduler to itself,
+// whatever the middleware under test costs.
+func startSlots(cfg *Config, c Contender, k Knobs) (*target, error) {
+	ch, err := startChild(childSpec{Contender: c.Name, Knobs: k, Service: ServiceSlots, Slots: cfg.Slots, ServiceTime: cfg.ServiceTime})
 	if err != nil {
 		return nil, err
 	}
+	client := &http.Client{}
 	return &target{
-		base:     base,
-		stats:    func() (serviceStats, error) { return svc.stats(), nil },
-		setSlots: pool.resize,
-		close:    closeFn,
+		base:     ch.hello.Addr,
+		stats:    func() (serviceStats, error) { return fetchStats(client, ch.hello.Addr) },
+		setSlots: func(n int) { ch.send(fmt.Sprintf("slots %d", n)) },
+		close:    ch.stop,
 	}, nil
 }
 
 // childEnv names the environment variable that turns the binary into the
-// CPU-bound service of one run.
+// service of one run.
 const childEnv = "OVERLOAD_LAB_CHILD"
 
 // childSpec is what the parent tells the child.
 type childSpec struct {
-	Contender string        `json:"contender"`
-	Knobs     Knobs         `json:"knobs"`
-	CPUWork   time.Duration `json:"cpuWork"`
-	Rounds    int           `json:"rounds"` // 0: calibrate
+	Contender   string        `json:"contender"`
+	Knobs       Knobs         `json:"knobs"`
+	Service     string        `json:"service"`
+	Slots       int           `json:"slots"`
+	ServiceTime time.Duration `json:"serviceTime"`
+	CPUWork     time.Duration `json:"cpuWork"`
+	Rounds      int           `json:"rounds"` // cpu: 0 means calibrate
 }
 
 // childHello is the child's first line on stdout.
@@ -79,8 +82,9 @@ type childHello struct {
 	Err      string  `json:"err,omitempty"`
 }
 
-// ServeChildIfAsked turns this process into the CPU-bound service when the
-// lab started it as such, and then exits; otherwise it returns at once.
+// ServeChildIfAsked turns this process into the service of one run when
+// the lab started it as such, and then exits; otherwise it returns at
+// once.
 // Call it first thing in main (and in TestMain) with the contenders the
 // program may run.
 func ServeChildIfAsked(contenders []Contender) {
@@ -113,37 +117,56 @@ func serveChild(specJSON string, contenders []Contender, stdin io.Reader, stdout
 		hello(childHello{Err: err.Error()})
 		return 2
 	}
-	h := childHello{Rounds: spec.Rounds}
-	if h.Rounds == 0 {
-		h.Rounds, h.Capacity = calibrate(spec.CPUWork)
+	var (
+		h    childHello
+		svc  *service
+		pool *slotPool
+	)
+	if spec.Service == ServiceSlots {
+		pool = newSlotPool(spec.Slots)
+		svc = newService(slotWork(pool, spec.ServiceTime))
+	} else {
+		h.Rounds = spec.Rounds
+		if h.Rounds == 0 {
+			h.Rounds, h.Capacity = calibrate(spec.CPUWork)
+		}
+		svc = newService(cpuWork(h.Rounds))
 	}
-	base, closeFn, err := serve(newService(cpuWork(h.Rounds)), mw)
+	base, closeFn, err := serve(svc, mw)
 	if err != nil {
 		hello(childHello{Err: err.Error()})
 		return 1
 	}
 	h.Addr = base
 	hello(h)
-	io.Copy(io.Discard, stdin) //nolint:errcheck // the parent closes stdin (or dies) to end the child
+	// The parent's commands, one a line: "slots N" resizes the pool. It
+	// closes stdin (or dies) to end the child.
+	sc := bufio.NewScanner(stdin)
+	for sc.Scan() {
+		var n int
+		if _, err := fmt.Sscanf(sc.Text(), "slots %d", &n); err == nil && pool != nil && n > 0 {
+			pool.resize(n)
+		}
+	}
 	closeFn()
 	return 0
 }
 
-// cpuChild is a started child: its hello and how to stop it.
-type cpuChild struct {
+// child is a started service process: its hello and how to talk to it.
+type child struct {
 	hello childHello
 	cmd   *exec.Cmd
-	stdin io.Closer
+	stdin io.WriteCloser
 }
 
-func startCPUChild(contender string, k Knobs, work time.Duration, rounds int) (*cpuChild, error) {
+func startChild(spec childSpec) (*child, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	spec, _ := json.Marshal(childSpec{Contender: contender, Knobs: k, CPUWork: work, Rounds: rounds})
+	specJSON, _ := json.Marshal(spec)
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
+	cmd.Env = append(os.Environ(), childEnv+"="+string(specJSON))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -156,7 +179,7 @@ func startCPUChild(contender string, k Knobs, work time.Duration, rounds int) (*
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	ch := &cpuChild{cmd: cmd, stdin: stdin}
+	ch := &child{cmd: cmd, stdin: stdin}
 	line := make(chan string, 1)
 	go func() {
 		s, _ := bufio.NewReader(stdout).ReadString('\n')
@@ -167,20 +190,23 @@ func startCPUChild(contender string, k Knobs, work time.Duration, rounds int) (*
 	case s := <-line:
 		if err := json.Unmarshal([]byte(s), &ch.hello); err != nil {
 			ch.stop()
-			return nil, fmt.Errorf("cpu service: no start line (is ServeChildIfAsked called first in main?): %q", s)
+			return nil, fmt.Errorf("service process: no start line (is ServeChildIfAsked called first in main?): %q", s)
 		}
 	case <-time.After(30 * time.Second):
 		ch.stop()
-		return nil, errors.New("cpu service: did not start within 30 s")
+		return nil, errors.New("service process: did not start within 30 s")
 	}
 	if ch.hello.Err != "" {
 		ch.stop()
-		return nil, errors.New("cpu service: " + ch.hello.Err)
+		return nil, errors.New("service process: " + ch.hello.Err)
 	}
 	return ch, nil
 }
 
-func (c *cpuChild) stop() {
+// send writes one command line to the child.
+func (c *child) send(line string) { io.WriteString(c.stdin, line+"\n") } //nolint:errcheck // a dead child is seen at stop
+
+func (c *child) stop() {
 	c.stdin.Close()
 	done := make(chan struct{})
 	go func() { c.cmd.Wait(); close(done) }() //nolint:errcheck
