@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"time"
 )
 
@@ -167,6 +168,12 @@ func startChild(spec childSpec) (*child, error) {
 	specJSON, _ := json.Marshal(spec)
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), childEnv+"="+string(specJSON))
+	if spec.Service == ServiceCPU {
+		// Leave a core to the load generator (on a machine with more
+		// than one): otherwise the service's hashing starves the sender
+		// and the arrivals are no longer the scenario's.
+		cmd.Env = append(cmd.Env, fmt.Sprintf("GOMAXPROCS=%d", max(1, runtime.NumCPU()-1)))
+	}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
