@@ -54,6 +54,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		svcTime  = fs.Duration("service-time", def.ServiceTime, "time a request holds a slot (it keeps working after its client left)")
 		steps    = fs.String("steps", "", "slot-pool capacity changes, e.g. 10s:50,20s:100 (step: that)")
 		cpuWork  = fs.Duration("cpu-work", def.CPUWork, "CPU time of one request of the cpu service, calibrated at start")
+		procs    = fs.Int("service-procs", 0, "GOMAXPROCS of the service process, 0 for every core (fewer leaves the generator a core)")
 		window   = fs.Duration("window", 0, "width of the per-window table, 0 for none (step: 5s)")
 		limit    = fs.Int("limit", def.Knobs.Limit, "permit limit of the fixed limiters (cpu: 4)")
 		queue    = fs.Int("queue", def.Knobs.Queue, "queue limit (cpu: 4)")
@@ -108,6 +109,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 			cfg.CPUWork = *cpuWork
 		case "window":
 			cfg.Window = *window
+		case "service-procs":
+			cfg.ServiceProcs = *procs
 		case "limit":
 			cfg.Knobs.Limit = *limit
 		case "queue":

@@ -149,6 +149,12 @@ type Config struct {
 	// CPUWork is the target duration of one CPU-bound request on an idle
 	// core; the child calibrates its SHA-256 rounds to it.
 	CPUWork time.Duration `json:"cpuWork"`
+	// ServiceProcs is the service process's GOMAXPROCS; 0 means every
+	// core. With fewer cores than the machine has, the generator keeps a
+	// core of its own (on a two-core machine, one core shows a CPU-bound
+	// Go server collapsing before any middleware sees its requests: the
+	// runtime polls the network rarely while handlers keep the core busy).
+	ServiceProcs int `json:"serviceProcs,omitempty"`
 
 	// Window is the width of the per-window table (0: none). Series is the
 	// bucket of the time series of the chart.
@@ -235,6 +241,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("service time must be greater than 0")
 	case c.CPUWork <= 0:
 		return fmt.Errorf("cpu work must be greater than 0")
+	case c.ServiceProcs < 0:
+		return fmt.Errorf("service procs must not be negative")
 	case c.Series <= 0:
 		return fmt.Errorf("series bucket must be greater than 0")
 	case c.Window < 0:

@@ -94,7 +94,7 @@ func startCPU(cfg *Config, rep *Report, c Contender, rounds *int) (*target, erro
 		// Calibrate in a child of its own, without any middleware. The
 		// capacity is known only now; the rate and a rate limiter's rate
 		// follow it.
-		cal, err := startChild(childSpec{Contender: PassThrough.Name, Knobs: k, Service: ServiceCPU, CPUWork: cfg.CPUWork})
+		cal, err := startChild(childSpec{Contender: PassThrough.Name, Knobs: k, Service: ServiceCPU, CPUWork: cfg.CPUWork, Procs: cfg.ServiceProcs})
 		if err != nil {
 			return nil, err
 		}
@@ -108,7 +108,7 @@ func startCPU(cfg *Config, rep *Report, c Contender, rounds *int) (*target, erro
 	if k.Rate == 0 {
 		k.Rate = rep.Capacity
 	}
-	ch, err := startChild(childSpec{Contender: c.Name, Knobs: k, Service: ServiceCPU, CPUWork: cfg.CPUWork, Rounds: *rounds})
+	ch, err := startChild(childSpec{Contender: c.Name, Knobs: k, Service: ServiceCPU, CPUWork: cfg.CPUWork, Rounds: *rounds, Procs: cfg.ServiceProcs})
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime"
 	"time"
 )
 
@@ -47,7 +46,7 @@ func serve(svc *service, mw func(http.Handler) http.Handler) (base string, close
 // service: the load generator then has this process's scheduler to itself,
 // whatever the middleware under test costs.
 func startSlots(cfg *Config, c Contender, k Knobs) (*target, error) {
-	ch, err := startChild(childSpec{Contender: c.Name, Knobs: k, Service: ServiceSlots, Slots: cfg.Slots, ServiceTime: cfg.ServiceTime})
+	ch, err := startChild(childSpec{Contender: c.Name, Knobs: k, Service: ServiceSlots, Slots: cfg.Slots, ServiceTime: cfg.ServiceTime, Procs: cfg.ServiceProcs})
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +72,7 @@ type childSpec struct {
 	ServiceTime time.Duration `json:"serviceTime"`
 	CPUWork     time.Duration `json:"cpuWork"`
 	Rounds      int           `json:"rounds"` // cpu: 0 means calibrate
+	Procs       int           `json:"-"`      // GOMAXPROCS of the child; 0: the default
 }
 
 // childHello is the child's first line on stdout.
@@ -168,11 +168,8 @@ func startChild(spec childSpec) (*child, error) {
 	specJSON, _ := json.Marshal(spec)
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), childEnv+"="+string(specJSON))
-	if spec.Service == ServiceCPU {
-		// Leave a core to the load generator (on a machine with more
-		// than one): otherwise the service's hashing starves the sender
-		// and the arrivals are no longer the scenario's.
-		cmd.Env = append(cmd.Env, fmt.Sprintf("GOMAXPROCS=%d", max(1, runtime.NumCPU()-1)))
+	if spec.Procs > 0 {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("GOMAXPROCS=%d", spec.Procs))
 	}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
