@@ -27,7 +27,8 @@ func netHTTPHarness() conformance.Harness {
 			mux := http.NewServeMux()
 			mux.Handle("GET "+conformance.HealthPath, cfg.Health) // before (outside) the middleware
 			mux.Handle("/", m.Handler(cfg.Handler))
-			return conformance.NewHTTPServer(mux, conformance.StatsFrom(m))
+			mux.Handle(conformance.RoutePattern, m.Handler(cfg.Handler))
+			return conformance.NewHTTPServer(mux, m.Stats)
 		},
 	}
 }

@@ -29,17 +29,57 @@
 // suite takes a few seconds, about ten under -race.
 //
 // A failing case prints what it checks and why that matters, then each
-// failure with the file and line of the check.
+// failure with the file and line of the check. A case fails as soon as its
+// outcome is decided (a request answered when it should have queued or
+// entered the handler fails the wait at once), and a failed case stops
+// waiting for the answers it still had coming, so a broken adapter fails
+// in seconds rather than one deadline per case.
+//
+// # Cases
+//
+// In the order Run runs them (Case.Explanation has the details):
+//
+//	admit-below-limit              below PermitLimit a request runs at once
+//	queue-waits-for-slot           with every permit in use a request queues, then runs
+//	queue-full-rejects-at-once     a full queue answers 503 BULKHEAD_FULL reason full at once
+//	queue-timeout                  a request queued past QueueTimeout gets 503 reason queue-timeout
+//	timeout-504                    a handler past Timeout: context cancelled, client gets the 504 JSON
+//	health-before-middleware       a health route before the middleware is never shed
+//	priority-order                 a freed slot goes to the lowest Priority, then arrival order
+//	overflow-reject-new            reject-new: a full queue rejects the newcomer, whatever its priority
+//	overflow-drop-oldest           drop-oldest: the longest waiter is evicted with reason dropped
+//	overflow-drop-lowest-priority  drop-lowest-priority: a newcomer that outranks evicts the lowest
+//	running-never-interrupted      overflow policies never interrupt a running request
+//	request-view                   priority and key functions see the request's method, path, route, IP, headers
+//	rate-limit-per-key             the rate limit is per key: 429 for one client, others go on
+//	rate-limit-headers             admitted responses carry the RateLimit fields, counting down
+//	rate-limit-429-vs-503          over quota is 429, over capacity is 503
+//	timeout-ignored-context        a handler that ignores its context still gets its client a 504 on time
+//	timeout-late-writes-discarded  after the 504, late writes and headers are dropped without a race
+//	timeout-nested-pipeline        a pipeline run inside the handler observes the inbound deadline
+//	disconnect-while-queued        a client gone while queued frees its queue place at once
+//	disconnect-while-running       a client gone while its handler runs cancels its context
+//	disconnect-unread-post-body    net/http gap, pinned: a disconnect is noticed once the body is read
+//	gone-client-never-200          a client gone while queued or before a silent handler returns never reads a 2xx
+//	panic-frees-permit             a panicking handler gives no 200 and frees its permit
+//	panic-abort-handler            http.ErrAbortHandler aborts the connection and frees the permit
+//	panic-after-timeout            a panic after the 504 neither crashes the server nor keeps the permit
+//	sse-flush                      server-sent events flush through the middleware
+//	streaming-deadline-aborts      a deadline after a flush aborts the response, never a fake 504
+//	render-every-rejection         Options.Render shapes the 429, every 503 reason and the 504
+//	stress-invariants              randomized run: the permit limit holds, nothing leaks
+//	overload-goodput               under 1.6x overload goodput stays high and rejections are fast
+//	adaptive-sheds-and-recovers    the adaptive limiter sheds under overload and recovers
 //
 // # Writing an adapter for a new framework
 //
-// An adapter does three things (see DESIGN.md): it builds the neutral
-// request view (inbound.Request) from the framework's request, it runs the
-// inbound pipeline around the rest of the chain with the request's
-// context, and it renders rejections through the framework's own response.
-// When the framework is built on net/http, the least code is to wrap
-// inbound.Middleware.Handler; otherwise use Middleware.Execute and
-// Middleware.Render. Then, in the adapter's package, add a test:
+// An adapter does three things (the core/inbound package doc, "Writing an
+// adapter", says how): it describes its framework to inbound.NewFor (how to
+// resolve the route, how to fill the request view), it runs the inbound
+// pipeline around the rest of the chain through the entry point that fits
+// (Middleware.Handler, Serve, Execute or ExecuteTimed), and it renders
+// returned rejections with Middleware.Render through the framework's own
+// response. Then, in the adapter's package, add a test:
 //
 //	func TestConformance(t *testing.T) {
 //		conformance.Run(t, conformance.Harness{
@@ -52,17 +92,21 @@
 //				app := myframework.New()
 //				// The health route first, outside the middleware.
 //				app.Get(conformance.HealthPath, myframework.WrapHTTP(cfg.Health))
-//				// Everything else behind it: every method, every path.
+//				// Everything else behind it: every method, every path,
+//				// and the route the request-view case checks.
 //				app.Use(mw.Handler)
 //				app.Any("/*", myframework.WrapHTTP(cfg.Handler))
-//				return conformance.NewHTTPServer(app, conformance.StatsFrom(mw.Inbound()))
+//				app.Any("/route/:id", myframework.WrapHTTP(cfg.Handler)) // conformance.RoutePattern
+//				return conformance.NewHTTPServer(app, mw.Inbound().Stats)
 //			},
 //		})
 //	}
 //
 // Start receives a Config per case. Mount Config.Handler behind the
 // middleware for every method and path (the suite's routes are all below
-// "/"), and Config.Health at HealthPath in front of it, the way a user
+// "/"), once more at RoutePattern ("/route/{id}", written in the
+// framework's syntax) so that the request-view case can check
+// inbound.Request.Route, and Config.Health at HealthPath in front of it, the way a user
 // registers a health route before the middleware. The suite writes its
 // handlers for net/http; a framework that has its own handler type mounts
 // them the way it mounts any net/http handler (most have a wrapper). A
@@ -70,8 +114,8 @@
 // serves it on 127.0.0.1 with a plain http.Server. A framework with its
 // own server (fasthttp, say) listens on 127.0.0.1:0 itself and returns a
 // Server with the base URL, a Stats function and a Close that shuts it
-// down. Stats must read the adapter's live counters; StatsFrom adapts an
-// *inbound.Middleware.
+// down. Stats must read the adapter's live counters: an adapter built on
+// inbound.Middleware passes its Stats method.
 //
 // Run the test with -race; goleak (go.uber.org/goleak) in the package's
 // TestMain catches goroutines left behind. Add -v to see every case and
@@ -80,8 +124,10 @@
 // # When the framework cannot do something
 //
 // Some frameworks cannot do everything net/http can: fasthttp does not
-// notice a client that disconnects while a handler runs, and a framework
-// that buffers responses cannot stream. Declare the capability missing,
+// notice a client that disconnects while a handler runs, a framework that
+// buffers responses cannot stream, and one whose middleware runs before
+// routing without a way to look the route up cannot report
+// Request.Route (CapRoute). Declare the capability missing,
 // with the reason users will read:
 //
 //	Missing: map[conformance.Capability]string{

@@ -122,7 +122,16 @@ func TestAdaptiveHandlerClassification(t *testing.T) {
 						defer cancel()
 						r = r.WithContext(ctx)
 					}
-					m.Handler(c.handler).ServeHTTP(httptest.NewRecorder(), r)
+					func() {
+						// A handler that returns without a word once its
+						// client left has its connection aborted.
+						defer func() {
+							if v := recover(); v != nil && (v != http.ErrAbortHandler || c.name != "client gone") {
+								panic(v)
+							}
+						}()
+						m.Handler(c.handler).ServeHTTP(httptest.NewRecorder(), r)
+					}()
 					if got := rec.outcome(); got != c.want {
 						t.Fatalf("counted as %v, want %v", got, c.want)
 					}
@@ -371,14 +380,14 @@ func BenchmarkMiddlewareAdaptiveTimeout(b *testing.B) {
 // timeout stays a drop even when the client also left.
 func TestAbandonedClientOutcome(t *testing.T) {
 	for _, c := range []struct {
-		res  timedResult
+		res  result
 		want resilience.LimitOutcome
 	}{
-		{timedResult{completed: true, state: stateCommitted, status: 200, clientGone: true}, resilience.LimitAbandoned},
-		{timedResult{completed: true, state: stateOpen, clientGone: true}, resilience.LimitAbandoned},
-		{timedResult{completed: true, state: stateTimedOut, clientGone: true}, resilience.LimitDropped},
-		{timedResult{completed: true, state: stateCommitted, status: 404}, resilience.LimitIgnored},
-		{timedResult{completed: false, clientGone: true}, resilience.LimitIgnored},
+		{result{completed: true, state: stateCommitted, status: 200, clientGone: true}, resilience.LimitAbandoned},
+		{result{completed: true, state: stateOpen, clientGone: true}, resilience.LimitAbandoned},
+		{result{completed: true, state: stateTimedOut, clientGone: true}, resilience.LimitDropped},
+		{result{completed: true, state: stateCommitted, status: 404}, resilience.LimitIgnored},
+		{result{completed: false, clientGone: true}, resilience.LimitIgnored},
 	} {
 		if got := c.res.outcome(); got != c.want {
 			t.Errorf("%+v: %v, want %v", c.res, got, c.want)

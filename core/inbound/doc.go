@@ -16,7 +16,9 @@
 //	waited 500 ms without a slot               503, BULKHEAD_FULL, reason queue-timeout
 //	evicted from the queue by overflow policy  503, BULKHEAD_FULL, reason dropped
 //	handler runs past 5 s                      504, code TIMEOUT; the request's context ends (DeadlineExceeded; its cause a *resilience.TimeoutRejectedError)
-//	client disconnects (queued or running)     context cancelled; nothing is sent; permit or queue place freed
+//	client disconnects (queued or running)     context cancelled; connection aborted, nothing sent; permit or queue place freed
+//	server ends the context (queued)           503, BULKHEAD_FULL, reason shutting-down (a BaseContext cancelled at shutdown)
+//	Middleware.Drain called (queued or new)    503, BULKHEAD_FULL, reason shutting-down; running handlers finish
 //	per-key rate limit exceeded                429, code RATE_LIMITED, Retry-After and RateLimit-* fields
 //
 // Rejection bodies are JSON (Content-Type: application/json), rendered
@@ -34,12 +36,12 @@
 //
 // # The net/http middleware
 //
-// Middleware.Handler (or NewMiddleware) wraps a handler. The handler runs
-// on the request's own goroutine, so its panics propagate unchanged
-// (http.ErrAbortHandler keeps its identity), before or after the deadline,
-// and its concurrency permit is released, by a deferred call, only when it
-// really returns: a handler that ignores its context still counts against
-// the cap, and Stats reports it as late. Guarantees, each tested:
+// Middleware.Handler (or NewMiddleware) wraps a handler. On HTTP/1 the
+// handler runs on the request's own goroutine, so its panics propagate
+// unchanged (http.ErrAbortHandler keeps its identity), before or after the
+// deadline. Its concurrency permit is released only when it really
+// returns: a handler that ignores its context still counts against the
+// cap, and Stats reports it as late. Guarantees, each tested:
 //
 //   - At the deadline the request's context ends (Err DeadlineExceeded,
 //     context.Cause a *resilience.TimeoutRejectedError) and,
@@ -49,9 +51,15 @@
 //     writes return http.ErrHandlerTimeout and are dropped; fields it set
 //     do not leak into the 504 (its header map stays private until it
 //     commits). The connection's read deadline is set to now, so a handler
-//     blocked reading the body is released. On HTTP/2 the 504's stream is
-//     reset right after it is sent, so the client is not held until the
-//     handler returns, and the connection's other streams go on.
+//     blocked reading the body is released. On HTTP/2 (TLS or h2c) the
+//     504 ends its stream cleanly (END_STREAM, no reset) at that moment,
+//     and the connection's other streams go on. HTTP/2 ends a stream only
+//     when ServeHTTP returns, so a timed HTTP/2 request (a Timeout, or a
+//     custom Pipeline) runs on a goroutine of its own and ServeHTTP
+//     returns once the 504 is out. That costs about four allocations per
+//     request (BenchmarkMiddlewareLimiterTimeoutHTTP2); the handler's
+//     panic still reaches ServeHTTP's caller while it waits, and one after
+//     the 504 is logged to the server's ErrorLog, as net/http logs panics.
 //   - Until it commits, the writer holds the handler's status and the
 //     first 4 KiB of its body, as net/http's own buffer would: a handler
 //     that wrote its status (or a little of its body) and then stalled
@@ -72,17 +80,28 @@
 //     reports the deadline.
 //   - When the client disconnects, net/http cancels the request's
 //     context; a queued request leaves the queue, a running one sees its
-//     context end, nothing is written, and the permit or queue place is
-//     freed.
+//     context end, and the permit or queue place is freed. A request that
+//     has no response then (it was queued, or its timed handler returned
+//     without writing) is never left to net/http's implicit empty 200:
+//     the middleware panics with http.ErrAbortHandler, after everything
+//     is released, so the connection is dropped with nothing written.
+//     When the server ended the context instead (a BaseContext cancelled
+//     at shutdown) and the client is still there, such a request gets 503
+//     BULKHEAD_FULL, reason shutting-down. net/http's close notification
+//     tells the two apart. A 2xx is only ever the handler's own.
+//   - Drain, called before http.Server.Shutdown, answers every queued
+//     request and every new arrival with that 503 at once, and returns
+//     when the running handlers have finished or its context ends.
 //
 // The middleware chooses its own writer state machine over
 // http.TimeoutHandler because the latter buffers the whole response,
 // cannot stream, and runs the handler on another goroutine, losing the
 // panic's stack and the permit's tie to the handler's real end.
 //
-// The limiter-only path allocates nothing: no request copy, context value
-// or closure is made unless something needs it (a timeout, a rate limit,
-// a Priority function or a custom pipeline). The timeout uses one timer per
+// A request admitted at once allocates nothing, with or without a Priority
+// function: no request copy, context value or closure is made unless
+// something needs it (a timeout, a rate limit, a custom pipeline, or a
+// request that must queue). The timeout uses one timer per
 // Middleware for all its requests' deadlines, kept in a list in deadline
 // order, rather than a runtime timer per request; each expired request is
 // answered on a goroutine of its own, so a client that does not read its
@@ -112,23 +131,82 @@
 //
 // # Request view and keys
 //
-// Rate-limit key functions, Priority functions and custom pipelines read
-// the neutral request view (*Request: method, path, route pattern, headers,
-// client IP and the framework's own request object) from the context under
-// the HTTPRequest property. The client IP is the connection's peer unless
-// the peer is in ClientIPOptions.TrustedProxies; then X-Forwarded-For is
-// walked from the right past trusted hops (ResolveClientIP). KeyByClientIP
-// (the default key) and KeyByHeader are ready-made key functions; IPv6
-// clients can be grouped by prefix.
+// Rate-limit key functions, Priority functions and the strategies of a
+// custom pipeline read the neutral request view (*Request: method, path,
+// route pattern, headers, client IP and the framework's own request
+// object, Raw) with RequestFrom(ctx). The middleware builds it only when
+// one of them may run: for a rate limit on every request, for a Priority
+// function only when the request finds no free permit (the limiter calls
+// Priority only for requests that queue), under a custom pipeline always.
+// A request admitted at once pays nothing for it. Request.Route is
+// resolved on first read, once per request, in one format whatever the
+// framework: "/users/{id}", "/files/*".
 //
-// # Adapters
+// The client IP is the connection's peer unless the peer is in
+// ClientIPOptions.TrustedProxies; then X-Forwarded-For is walked from the
+// right past trusted hops (ResolveClientIP). KeyByClientIP and
+// KeyByHeader are ready-made key functions (a nil key is one limit shared
+// by every request, as in core); IPv6 clients can be
+// grouped by prefix. To test a priority or key function without a server,
+// put a view in a context with NewContext.
 //
-// Frameworks that do not use net/http's ResponseWriter use the neutral API:
-// build a Request, call Middleware.Execute with the rest of the chain as
-// the callback, set RateLimitHeaders on the response inside it, and send
-// what Middleware.Render returns for a rejection (nothing when it reports
-// false: the client is gone). Execute cancels the callback's context at the
-// deadline and reports a *resilience.TimeoutRejectedError when it returns;
-// sending the 504 at the deadline itself needs control of the writer,
-// which only the framework's own layer has.
+// # Writing an adapter
+//
+// An adapter puts this pipeline in a framework's own middleware chain.
+// The middleware decides everything (which stages run, whether a view is
+// built, the status of every rejection); the adapter only connects the
+// framework:
+//
+//  1. Describe the framework once, in a Framework passed to NewFor:
+//     Route resolves the route pattern from the framework's request object
+//     (convert colon-style patterns with ColonRoute); View, for frameworks
+//     not built on net/http, fills the view's Method, Path, RemoteAddr and
+//     Header; SetHeader lets Execute put the RateLimit fields on the
+//     response. Each runs only when needed.
+//  2. Per request, call the entry point that fits, passing the framework's
+//     own request object as raw: it becomes Request.Raw, so a typed
+//     accessor (ctx → *gin.Context) is one type assertion on
+//     RequestFrom(ctx).Raw.
+//  3. Render a returned rejection through the framework's own error flow
+//     with Render: copy Status, Header and Body into the framework's
+//     response (abort the chain in gin; return an *echo.HTTPError built
+//     from it in echo). Render's false means the client left: send
+//     nothing.
+//
+// Which entry point:
+//
+//	framework                              entry point      the 504 at the deadline
+//	plain net/http, or a router taking     Handler          written by the timed writer
+//	  func(http.Handler) http.Handler
+//	built on net/http with its own context Serve            written by the timed writer
+//	  (gin, echo, connect)
+//	not on net/http, response sent when    ExecuteTimed     returned at the deadline; the
+//	  the handler returns (fasthttp)                        adapter sends Render's 504 and
+//	                                                        drops the handler's later writes
+//	not on net/http, no early answer       Execute          returned when fn returns
+//
+// Serve continues the chain through a Continue, a static function that
+// gets the writer to use (the timed writer when a timeout is set), the
+// request carrying the pipeline's context and raw; the framework stores
+// them in its own context object and calls its next handler. Rejections
+// before the handler (429, 503) are returned for the adapter to render;
+// once the handler ran, the response is sent and Serve returns nil.
+//
+// ExecuteTimed runs the handler on a goroutine of its own when a deadline
+// can end it and returns at the deadline with a *resilience.TimeoutRejectedError
+// while the handler runs on, holding its permit until it returns (Stats
+// counts it as late). The adapter then sends Render's 504 at once and
+// makes sure nothing the handler writes later leaves (with fasthttp,
+// RequestCtx.TimeoutErrorWithResponse). Execute runs the handler on the
+// caller's goroutine and reports the timeout when it returns.
+//
+// Prove the adapter with the conformance suite
+// (github.com/ylcnfrht/resilience/conformance): a test that starts the
+// framework with the adapter on a loopback server for each case's
+// configuration and calls conformance.Run. A framework that cannot do
+// something (fasthttp cannot see a client disconnect while a handler runs;
+// a router cannot know the route before routing) declares the capability
+// missing in Harness.Missing with the reason, and the suite checks what
+// it does instead. docs/DESIGN.md has the layering and the invariants
+// every adapter keeps.
 package inbound

@@ -43,15 +43,16 @@ type Options struct {
 	Adaptive *resilience.AdaptiveLimiterOptions
 
 	// RateLimit, when set, limits requests per key before they reach the
-	// concurrency limiter; refusals are 429s. A nil Key means
-	// KeyByClientIP. The other fields are resilience.RateLimiterOptions'.
+	// concurrency limiter; refusals are 429s. As everywhere, a nil Key
+	// means one limit shared by every request: set Key to KeyByClientIP
+	// for a limit per client.
 	RateLimit *resilience.RateLimiterOptions
 
 	// Pipeline, when set, replaces the concurrency limiter stage with a
 	// pipeline of the caller's own (an adaptive limiter, a shared limiter,
-	// several stages). Its strategies see the request view through
-	// HTTPRequest. A timeout strategy inside it also produces a 504 at its
-	// deadline. Its rejections render like the built-in ones; a rejection
+	// several stages). Its strategies, and the handler under it, see the
+	// request view through RequestFrom. A timeout strategy inside it also
+	// produces a 504 at its deadline. Its rejections render like the built-in ones; a rejection
 	// of another kind is a 503 REJECTED, any other error a 500 INTERNAL
 	// without the error's text. Mutually exclusive with Concurrency.
 	Pipeline *resilience.Pipeline[struct{}]
@@ -76,9 +77,11 @@ type Options struct {
 
 	// Render, when set, is called for every rejection with the error and
 	// the default response, and returns the response to send instead
-	// (another body format, an extra header). It must not return internal
-	// error text to clients. It is not called when nothing is sent (the
-	// client went away).
+	// (another body format, an extra header): the 429, every 503 and the
+	// 504 sent at the deadline (then on the deadline's goroutine). It must
+	// not return internal error text to clients. It is not called when
+	// nothing is sent (the client went away). A Render that panics gives
+	// the default response and a resilience.EventHookPanic.
 	Render func(err error, def Response) Response
 }
 

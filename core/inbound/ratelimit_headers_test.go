@@ -69,19 +69,25 @@ func TestRateLimitHeadersOff(t *testing.T) {
 	})
 }
 
-// Per-key limits: one client's quota does not touch another's.
+// Per-key limits: with KeyByClientIP one client's quota does not touch
+// another's; with a nil Key, as in core, every request shares one quota.
 func TestRateLimitPerClientIP(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := mustNew(t, Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 1, Window: time.Minute}}).Handler(okHandler)
-		req := func(addr string) int {
+		shared := mustNew(t, Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 1, Window: time.Minute}}).Handler(okHandler)
+		h := mustNew(t, Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 1, Window: time.Minute, Key: KeyByClientIP}}).Handler(okHandler)
+		send := func(h http.Handler, addr string) int {
 			r := httptest.NewRequest("GET", "/", nil)
 			r.RemoteAddr = addr
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, r)
 			return w.Code
 		}
+		req := func(addr string) int { return send(h, addr) }
 		if req("192.0.2.1:1") != 200 || req("192.0.2.1:2") != 429 || req("192.0.2.2:1") != 200 {
 			t.Fatal("quota not per client IP")
+		}
+		if send(shared, "192.0.2.1:1") != 200 || send(shared, "192.0.2.2:1") != 429 {
+			t.Fatal("a nil Key does not share one quota")
 		}
 	})
 }
@@ -99,14 +105,27 @@ func TestStructuredName(t *testing.T) {
 	}
 }
 
-// The neutral API hands the same fields to an adapter's setter.
+// The neutral API sets the same fields through the adapter's setter.
 func TestRateLimitHeadersForAdapters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := mustNew(t, Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 5, Window: 10 * time.Second}})
-		req := &Request{RemoteAddr: "192.0.2.1:1"}
 		got := map[string]string{}
-		err := m.Execute(t.Context(), req, func(_ context.Context) error {
-			m.RateLimitHeaders(req, func(k, v string) { got[k] = v })
+		fw := Framework{
+			View:      func(raw any, v *Request) { v.RemoteAddr = raw.(*fakeRequest).addr },
+			SetHeader: func(raw any, k, v string) { got[k] = v },
+		}
+		m, err := NewFor(fw, Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 5, Window: 10 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var view *Request
+		m2, _ := NewFor(fw, Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 5, Window: 10 * time.Second, Key: func(ctx context.Context) string {
+			view, _ = RequestFrom(ctx)
+			return "k"
+		}}})
+		err = m.Execute(t.Context(), &fakeRequest{addr: "192.0.2.1:1"}, func(_ context.Context) error {
+			if len(got) != 3 {
+				t.Errorf("headers not set before fn: %v", got)
+			}
 			return nil
 		})
 		if err != nil {
@@ -115,10 +134,12 @@ func TestRateLimitHeadersForAdapters(t *testing.T) {
 		if got[hdrLimit] != "5" || got[hdrRemaining] != "4" || got[hdrReset] != "10" || len(got) != 3 {
 			t.Fatalf("headers %v", got)
 		}
-		if d, ok := req.RateLimit(); !ok || d.Remaining != 4 {
+		if err := m2.Execute(t.Context(), &fakeRequest{}, func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if d, ok := view.RateLimit(); !ok || d.Remaining != 4 {
 			t.Fatalf("decision %+v %v", d, ok)
 		}
-		m.RateLimitHeaders(&Request{}, func(k, v string) { t.Errorf("header for a request not rate limited: %s", k) })
 	})
 }
 

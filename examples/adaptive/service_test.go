@@ -28,7 +28,7 @@ func TestRequestPriority(t *testing.T) {
 		if c.header != "" {
 			r.Header.Set("X-Priority", c.header)
 		}
-		ctx := inbound.HTTPRequest.With(context.Background(), &inbound.Request{Header: r.Header})
+		ctx := inbound.NewContext(context.Background(), &inbound.Request{Header: r.Header})
 		if got := requestPriority(ctx); got != c.want {
 			t.Errorf("X-Priority %q: priority %d, want %d", c.header, got, c.want)
 		}
@@ -44,7 +44,7 @@ func TestLimitsHandler(t *testing.T) {
 	p, _ := l.TryAcquire()
 	defer p.Release(resilience.LimitIgnored)
 	w := httptest.NewRecorder()
-	limitsHandler(l).ServeHTTP(w, httptest.NewRequest("GET", "/debug/limits", nil))
+	limitsHandler(l.Stats).ServeHTTP(w, httptest.NewRequest("GET", "/debug/limits", nil))
 	var got resilience.LimiterStats
 	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Header().Get("Content-Type") != "application/json" {
 		t.Fatalf("body %q, content type %q: %v", w.Body, w.Header().Get("Content-Type"), err)

@@ -81,6 +81,6 @@ func priority(k Knobs) func(ctx context.Context) int {
 		if !ok {
 			return LowPriority
 		}
-		return parsePriority(r.GetHeader(PriorityHeader))
+		return parsePriority(r.Header.Get(PriorityHeader))
 	}
 }
