@@ -14,6 +14,9 @@ require (
 	github.com/ylcnfrht/resilience/adapters/fiber v0.1.0
 	github.com/ylcnfrht/resilience/adapters/gin v0.1.0
 	github.com/ylcnfrht/resilience/core v0.1.0
+	github.com/ylcnfrht/resilience/examples v0.1.0
+	golang.org/x/sync v0.23.0
+	golang.org/x/time v0.15.0
 )
 
 require (
@@ -61,11 +64,16 @@ require (
 )
 
 replace (
-	github.com/ylcnfrht/resilience/adapters/chi => ../adapters/chi
 	github.com/ylcnfrht/resilience/adapters/echo => ../adapters/echo
 
 	github.com/ylcnfrht/resilience/adapters/fiber => ../adapters/fiber
 	github.com/ylcnfrht/resilience/adapters/gin => ../adapters/gin
-	github.com/ylcnfrht/resilience/conformance => ../conformance
-	github.com/ylcnfrht/resilience/core => ../core
 )
+
+replace github.com/ylcnfrht/resilience/core => ../core
+
+replace github.com/ylcnfrht/resilience/examples => ../examples
+
+replace github.com/ylcnfrht/resilience/adapters/chi => ../adapters/chi
+
+replace github.com/ylcnfrht/resilience/conformance => ../conformance

@@ -15,7 +15,8 @@
 // Flags: -framework chi, echo, fiber or gin (each adapter registers itself in
 // framework_NAME.go); -addr; -timeout (5s); -permit-limit (200);
 // -queue-limit (100); -queue-timeout (500ms);
-// -overflow reject-new|drop-oldest|drop-lowest-priority; -rate-limit N
+// -overflow reject-new|drop-oldest|drop-lowest-priority; -adaptive (the
+// adaptive limiter, -permit-limit its initial limit); -codel; -rate-limit N
 // (0, none) with -rate-window (1s) and -rate-key ip|header:NAME.
 //
 // Routes: /healthz and /debug/limits are outside the middleware, so they

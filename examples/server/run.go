@@ -52,8 +52,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(stdout, "listening on %s\n", base)
-	fmt.Fprintf(stdout, "framework %s; timeout %v; permit limit %d; queue %d (timeout %v, overflow %s); %s\n",
-		cfg.framework, cfg.timeout, cfg.permitLimit, cfg.queueLimit, cfg.queueTimeout, cfg.overflow, rateSummary(cfg))
+	fmt.Fprintf(stdout, "framework %s; timeout %v; %s; queue %d (timeout %v, overflow %s%s); %s\n",
+		cfg.framework, cfg.timeout, limiterSummary(cfg), cfg.queueLimit, cfg.queueTimeout, cfg.overflow, codelSummary(cfg), rateSummary(cfg))
 	fmt.Fprint(stdout, routeSummary(cfg, base))
 
 	serveErr := make(chan error, 1)
@@ -93,6 +93,20 @@ func rateSummary(cfg config) string {
 		return "no rate limit"
 	}
 	return fmt.Sprintf("rate limit %d per %v by %s", cfg.rateLimit, cfg.rateWindow, cfg.rateKey)
+}
+
+func limiterSummary(cfg config) string {
+	if cfg.adaptive {
+		return fmt.Sprintf("adaptive limit starting at %d", cfg.permitLimit)
+	}
+	return fmt.Sprintf("permit limit %d", cfg.permitLimit)
+}
+
+func codelSummary(cfg config) string {
+	if cfg.codel {
+		return ", CoDel"
+	}
+	return ""
 }
 
 // httpServer is the reference server's http.Server: every timeout a
