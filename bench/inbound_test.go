@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/inbound"
@@ -15,6 +17,18 @@ var ours = []contender{
 	}},
 	{"InboundLimiterTimeout", func() (http.Handler, error) {
 		return inboundHandler(inbound.Options{Concurrency: limiterOptions(), Timeout: reqTimeout})
+	}},
+	// A Priority function is configured but never runs: a permit is free.
+	{"InboundLimiterPriority", func() (http.Handler, error) {
+		c := limiterOptions()
+		c.Priority = func(context.Context) int { return 0 }
+		return inboundHandler(inbound.Options{Concurrency: c})
+	}},
+	// A rate-limit key function runs on every request: the view's floor.
+	{"InboundLimiterRateLimitKey", func() (http.Handler, error) {
+		return inboundHandler(inbound.Options{Concurrency: limiterOptions(), RateLimit: &resilience.RateLimiterOptions{
+			PermitLimit: 1 << 30, Window: time.Hour, Key: func(context.Context) string { return "k" },
+		}})
 	}},
 }
 
@@ -36,5 +50,9 @@ func inboundHandler(opts inbound.Options) (http.Handler, error) {
 
 func allContenders() []contender { return append(append([]contender{}, peers...), ours...) }
 
-func BenchmarkInboundLimiter(b *testing.B)        { serve(b, mustBuild(b, ours[0])) }
-func BenchmarkInboundLimiterTimeout(b *testing.B) { serve(b, mustBuild(b, ours[1])) }
+func BenchmarkInboundLimiter(b *testing.B)         { serve(b, mustBuild(b, ours[0])) }
+func BenchmarkInboundLimiterTimeout(b *testing.B)  { serve(b, mustBuild(b, ours[1])) }
+func BenchmarkInboundLimiterPriority(b *testing.B) { serve(b, mustBuild(b, ours[2])) }
+func BenchmarkInboundLimiterRateLimitKey(b *testing.B) {
+	serve(b, mustBuild(b, ours[3]))
+}

@@ -22,6 +22,12 @@ const (
 	// that buffers converted net/http handlers cannot.)
 	CapStreaming Capability = "streaming"
 
+	// CapRoute: the middleware can know, before the framework routes the
+	// request, the route pattern it will match, so inbound.Request.Route
+	// reports it to priority and key functions. (A framework whose
+	// middleware runs before routing and that offers no lookup cannot.)
+	CapRoute Capability = "route"
+
 	// CapAbortHandler: a handler that panics with http.ErrAbortHandler
 	// aborts the connection without a response, as in net/http.
 	CapAbortHandler Capability = "abort-handler"
@@ -34,6 +40,7 @@ func Capabilities() []CapabilityInfo {
 		{CapDisconnect, "the request's context is cancelled when the client disconnects"},
 		{CapStreaming, "a handler's flush reaches the client through the middleware; a deadline after the commit aborts the connection"},
 		{CapAbortHandler, "panic(http.ErrAbortHandler) aborts the connection without a response"},
+		{CapRoute, "inbound.Request.Route reports the route pattern to priority and key functions"},
 	}
 }
 

@@ -5,6 +5,7 @@ package conformance
 var allCases = concatCases(
 	tableCases,
 	priorityCases,
+	viewCases,
 	rateLimitCases,
 	timeoutCases,
 	disconnectCases,

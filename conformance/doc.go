@@ -33,13 +33,13 @@
 //
 // # Writing an adapter for a new framework
 //
-// An adapter does three things (see DESIGN.md): it builds the neutral
-// request view (inbound.Request) from the framework's request, it runs the
-// inbound pipeline around the rest of the chain with the request's
-// context, and it renders rejections through the framework's own response.
-// When the framework is built on net/http, the least code is to wrap
-// inbound.Middleware.Handler; otherwise use Middleware.Execute and
-// Middleware.Render. Then, in the adapter's package, add a test:
+// An adapter does three things (the core/inbound package doc, "Writing an
+// adapter", says how): it describes its framework to inbound.NewFor (how to
+// resolve the route, how to fill the request view), it runs the inbound
+// pipeline around the rest of the chain through the entry point that fits
+// (Middleware.Handler, Serve, Execute or ExecuteTimed), and it renders
+// returned rejections with Middleware.Render through the framework's own
+// response. Then, in the adapter's package, add a test:
 //
 //	func TestConformance(t *testing.T) {
 //		conformance.Run(t, conformance.Harness{
@@ -52,9 +52,11 @@
 //				app := myframework.New()
 //				// The health route first, outside the middleware.
 //				app.Get(conformance.HealthPath, myframework.WrapHTTP(cfg.Health))
-//				// Everything else behind it: every method, every path.
+//				// Everything else behind it: every method, every path,
+//				// and the route the request-view case checks.
 //				app.Use(mw.Handler)
 //				app.Any("/*", myframework.WrapHTTP(cfg.Handler))
+//				app.Any("/route/:id", myframework.WrapHTTP(cfg.Handler)) // conformance.RoutePattern
 //				return conformance.NewHTTPServer(app, conformance.StatsFrom(mw.Inbound()))
 //			},
 //		})
@@ -62,7 +64,9 @@
 //
 // Start receives a Config per case. Mount Config.Handler behind the
 // middleware for every method and path (the suite's routes are all below
-// "/"), and Config.Health at HealthPath in front of it, the way a user
+// "/"), once more at RoutePattern ("/route/{id}", written in the
+// framework's syntax) so that the request-view case can check
+// inbound.Request.Route, and Config.Health at HealthPath in front of it, the way a user
 // registers a health route before the middleware. The suite writes its
 // handlers for net/http; a framework that has its own handler type mounts
 // them the way it mounts any net/http handler (most have a wrapper). A
@@ -80,8 +84,10 @@
 // # When the framework cannot do something
 //
 // Some frameworks cannot do everything net/http can: fasthttp does not
-// notice a client that disconnects while a handler runs, and a framework
-// that buffers responses cannot stream. Declare the capability missing,
+// notice a client that disconnects while a handler runs, a framework that
+// buffers responses cannot stream, and one whose middleware runs before
+// routing without a way to look the route up cannot report
+// Request.Route (CapRoute). Declare the capability missing,
 // with the reason users will read:
 //
 //	Missing: map[conformance.Capability]string{

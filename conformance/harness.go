@@ -28,7 +28,9 @@ type Harness struct {
 	// Start serves cfg on a new loopback server and returns it. It must:
 	//   - put the adapter's middleware, configured from cfg.Options, in
 	//     front of cfg.Handler, for every method and every path except
-	//     HealthPath (the suite's routes are all below "/");
+	//     HealthPath (the suite's routes are all below "/"), with
+	//     cfg.Handler also mounted at RoutePattern (in the framework's
+	//     syntax) so that Request.Route can be checked;
 	//   - mount cfg.Health at HealthPath (GET) outside the middleware, the
 	//     way a user registers a health route before the middleware;
 	//   - return the server's base URL and a way to read the middleware's

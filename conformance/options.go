@@ -32,8 +32,11 @@ func inboundOptions(timeout time.Duration, c *resilience.ConcurrencyLimiterOptio
 // priorityFromHeader ranks a request by its priority header (lower runs
 // sooner; absent or malformed is 0).
 func priorityFromHeader(ctx context.Context) int {
-	r, _ := inbound.RequestFrom(ctx)
-	p, _ := strconv.Atoi(r.GetHeader(priorityHeader))
+	r, ok := inbound.RequestFrom(ctx)
+	if !ok {
+		return 0
+	}
+	p, _ := strconv.Atoi(r.Header.Get(priorityHeader))
 	return p
 }
 

@@ -9,7 +9,7 @@ import (
 	resilience "github.com/ylcnfrht/resilience/core"
 )
 
-// Cases for the rows of the inbound behaviour table (DESIGN.md). The
+// Cases for the rows of the inbound behaviour table (docs/DESIGN.md). The
 // configurations are scaled down (a permit limit of 1 or 2) so that a case
 // can fill the limiter with a handful of held requests.
 

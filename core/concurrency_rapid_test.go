@@ -177,7 +177,7 @@ type inBubble struct{ testing.TB }
 // TestConcurrencyLimiterStateMachine drives a limiter with random acquires,
 // releases, cancellations (also at the moment of a grant), queue timeouts,
 // evictions and limit changes, and after every step checks it against the
-// model. That covers DESIGN.md invariants 1-3: in flight never exceeds the
+// model. That covers docs/DESIGN.md invariants 1-3: in flight never exceeds the
 // limit except after a decrease, where it only falls; a permit or queue
 // place is never lost (everything returns to zero at the end); a waiter
 // cancelled while being granted either runs or hands on, never both, never

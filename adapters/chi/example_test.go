@@ -26,7 +26,7 @@ func Example() {
 			Window:      time.Minute,
 			Key: func(ctx context.Context) string {
 				r, _ := inbound.RequestFrom(ctx)
-				return r.Route // "/users/{id}" for every user
+				return r.Route() // "/users/{id}" for every user
 			},
 		},
 	})

@@ -17,9 +17,6 @@ import (
 // place returned), as in inbound.Middleware.
 type Middleware struct {
 	in *inbound.Middleware
-	// route says whether anything can read the request view; only then is
-	// the route pattern worth looking up.
-	route bool
 	// rctxs recycles the scratch routing contexts of route lookups, which
 	// chi fills as it walks the tree.
 	rctxs sync.Pool
@@ -29,12 +26,13 @@ type Middleware struct {
 // *resilience.ConfigError naming the first invalid field (errors.Is
 // resilience.ErrInvalidOptions).
 func New(opts inbound.Options) (*Middleware, error) {
-	in, err := inbound.New(opts)
+	m := &Middleware{}
+	m.rctxs.New = func() any { return chi.NewRouteContext() }
+	in, err := inbound.NewFor(inbound.Framework{Route: m.route}, opts)
 	if err != nil {
 		return nil, err
 	}
-	m := &Middleware{in: in, route: readsView(opts)}
-	m.rctxs.New = func() any { return chi.NewRouteContext() }
+	m.in = in
 	return m, nil
 }
 
@@ -50,12 +48,6 @@ func NewMiddleware(opts inbound.Options) (func(http.Handler) http.Handler, error
 	return m.Handler, nil
 }
 
-// readsView reports whether opts has a function that may read the request
-// view, which is when inbound builds one.
-func readsView(o inbound.Options) bool {
-	return o.RateLimit != nil || o.Pipeline != nil || (o.Concurrency != nil && o.Concurrency.Priority != nil)
-}
-
 // Inbound returns the underlying inbound middleware: its Stats and
 // StatsHandler, and its Limiter to change the limit at run time.
 func (m *Middleware) Inbound() *inbound.Middleware { return m.in }
@@ -64,40 +56,24 @@ func (m *Middleware) Inbound() *inbound.Middleware { return m.in }
 func (m *Middleware) Stats() inbound.Stats { return m.in.Stats() }
 
 // Handler wraps next in the inbound pipeline, for chi's Use.
-func (m *Middleware) Handler(next http.Handler) http.Handler {
-	h := m.in.Handler(next)
-	if !m.route {
-		return h
-	}
-	return &routed{m: m, next: h}
-}
+func (m *Middleware) Handler(next http.Handler) http.Handler { return m.in.Handler(next) }
 
-// routed fills in the route pattern before the inbound middleware builds
-// its view of the request.
-type routed struct {
-	m    *Middleware
-	next http.Handler
-}
-
-func (h *routed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// r.Pattern may already be set, but it is not to be trusted here: a
-	// router that has routed only as far as a mounted sub-router sets the
-	// mount's pattern ("/api/*"), so the lookup is made in every case.
-	if p := h.m.pattern(r); p != "" && p != r.Pattern {
-		// The view takes Route from Request.Pattern. Set it on a copy: a
-		// handler must not change the request it was given. chi sets
-		// Pattern again itself once it has routed.
-		r2 := new(http.Request)
-		*r2 = *r
-		r2.Pattern = p
-		r = r2
+// route is the inbound RouteFunc: the pattern chi will match for the
+// *http.Request the middleware received. It runs only when a priority or
+// key function reads the route.
+func (m *Middleware) route(raw any) string {
+	r, ok := raw.(*http.Request)
+	if !ok {
+		return ""
 	}
-	h.next.ServeHTTP(w, r)
+	return m.pattern(r)
 }
 
 // pattern finds the route r will take, by asking the router at the root of
 // r's routing context with a scratch context, as chi will do after the
-// middleware. It returns "" outside a chi router or for no route.
+// middleware. It returns "" outside a chi router or for no route. r.Pattern
+// is not used: a router that has routed only as far as a mounted
+// sub-router sets the mount's pattern ("/api/*").
 func (m *Middleware) pattern(r *http.Request) string {
 	rctx := chi.RouteContext(r.Context())
 	if rctx == nil || rctx.Routes == nil {

@@ -37,7 +37,7 @@ func (rr *routeRecorder) key(ctx context.Context) string {
 		return ""
 	}
 	rr.mu.Lock()
-	rr.routes[v.Method+" "+v.Path] = v.Route
+	rr.routes[v.Method+" "+v.Path] = v.Route()
 	rr.mu.Unlock()
 	return "one-key"
 }
@@ -138,7 +138,7 @@ func v2Router(mw *resiliencechi.Middleware, h http.Handler) http.Handler {
 func TestRejectionsThroughChi(t *testing.T) {
 	byRoute := func(ctx context.Context) string {
 		v, _ := inbound.RequestFrom(ctx)
-		return v.Route
+		return v.Route()
 	}
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)

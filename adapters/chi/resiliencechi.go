@@ -21,20 +21,18 @@
 // The adapter is thin: the inbound net/http middleware does the work. What
 // it adds is chi's route pattern. A middleware in r.Use runs before chi
 // has routed the request, so the pattern ("/users/{id}") is not known yet;
-// when the configuration has a function that reads the request view (a
-// rate limit, a Priority function or a custom pipeline), the adapter looks
-// the route up in the router itself and puts the pattern in
-// inbound.Request.Route, so a priority or key function can rank or count
-// by route:
+// when a priority or key function reads inbound.Request.Route, the adapter
+// looks the route up in the router itself, once per request, so the
+// function can rank or count by route:
 //
 //	Priority: func(ctx context.Context) int {
-//		if r, ok := inbound.RequestFrom(ctx); ok && r.Route == "/checkout" {
+//		if r, ok := inbound.RequestFrom(ctx); ok && r.Route() == "/checkout" {
 //			return 0
 //		}
 //		return 1
 //	},
 //
-// Without such a function, no lookup is made. chi's own routing context is
-// in the same context too (chi.RouteContext(ctx)), and the *http.Request is
-// available through inbound.NetHTTPRequest(ctx).
+// No lookup is made unless Route is read. The view's Raw is the
+// *http.Request, whose context holds chi's routing context
+// (chi.RouteContext).
 package resiliencechi

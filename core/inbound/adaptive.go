@@ -2,8 +2,6 @@ package inbound
 
 import (
 	"bufio"
-	"context"
-	"errors"
 	"net"
 	"net/http"
 
@@ -25,43 +23,14 @@ func (o *Options) validateAdaptive() error {
 	return nil
 }
 
-// initAdaptive builds the adaptive limiter of Options.Adaptive, if set.
-func (m *Middleware) initAdaptive(name string) error {
-	a := m.opts.Adaptive
-	if a == nil {
-		return nil
-	}
-	l, err := resilience.NewAdaptiveLimiter(*a)
-	if err != nil {
-		return err
-	}
-	m.adaptive = l
-	m.limTel = resilience.NewTelemetry(name, l.StrategyName(), m.opts.Listener)
-	m.needView = a.Priority != nil
-	return nil
-}
-
 // AdaptiveLimiter returns the limiter built from Options.Adaptive (its
 // Stats is a resilience.LimitProvider for dashboards and health checks),
 // or nil.
 func (m *Middleware) AdaptiveLimiter() *resilience.AdaptiveLimiter { return m.adaptive }
 
-// acquireAdaptive takes an adaptive permit, emitting the limiter's
-// rejections as acquire does for the fixed limiter.
-func (m *Middleware) acquireAdaptive(ctx context.Context) (resilience.AdaptivePermit, error) {
-	p, err := m.adaptive.Acquire(ctx)
-	if err != nil && m.limTel.Enabled() && ctx.Err() == nil {
-		var b *resilience.BulkheadRejectedError
-		if errors.As(err, &b) {
-			m.limTel.Emit(ctx, resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: string(b.Reason), Err: err})
-		}
-	}
-	return p, err
-}
-
-// timedResult is how a request under the adaptive limiter ended, filled
-// in by whichever writer it ran with.
-type timedResult struct {
+// result is how a net/http request under the adaptive limiter ended,
+// filled in by whichever writer it ran with.
+type result struct {
 	completed  bool        // the handler returned (false: it panicked)
 	state      writerState // the writer's state when it returned
 	status     int         // the response status; 0 if none was written
@@ -73,7 +42,7 @@ type timedResult struct {
 // (its duration is the connection's, not the service's) and a client
 // error (4xx: the request was wrong, however fast) say nothing about
 // capacity; anything else is a latency sample, failures included.
-func (r *timedResult) outcome() resilience.LimitOutcome {
+func (r *result) outcome() resilience.LimitOutcome {
 	switch {
 	case !r.completed:
 		return resilience.LimitIgnored
@@ -83,59 +52,6 @@ func (r *timedResult) outcome() resilience.LimitOutcome {
 		return resilience.LimitIgnored
 	}
 	return resilience.LimitSampled
-}
-
-// serveAdaptive runs next under the adaptive limiter and releases the
-// permit, classified, when next really returns (or panics).
-func (m *Middleware) serveAdaptive(w http.ResponseWriter, r *http.Request, ctx context.Context, next http.Handler) {
-	p, err := m.acquireAdaptive(ctx)
-	if err != nil {
-		m.reject(w, err)
-		return
-	}
-	var res timedResult // stays zero (ignored) if next panics
-	defer func() { p.Release(res.outcome()) }()
-	if m.timeout > 0 {
-		m.serveTimed(w, r, ctx, next, false, &res)
-		return
-	}
-	sw := &statusWriter{w: w}
-	if ctx != r.Context() {
-		r = r.WithContext(ctx)
-	}
-	next.ServeHTTP(sw, r)
-	res = timedResult{completed: true, state: stateCommitted, status: sw.status}
-	if sw.hijacked {
-		res.state = stateHijacked
-	}
-	if client := r.Context(); client.Err() != nil {
-		if isTimeout(context.Cause(client)) {
-			res.state = stateTimedOut // an upstream deadline: time ran out
-		} else {
-			res.clientGone = true
-		}
-	}
-}
-
-// executeAdaptive is Execute's limiter stage with the adaptive limiter.
-// Without a response to look at, fn's error decides, through
-// AdaptiveLimiterOptions.Classify or resilience.DefaultClassify: the
-// inbound timeout's *resilience.TimeoutRejectedError is a drop, the
-// request's context cancelled (the client left) is ignored.
-func (m *Middleware) executeAdaptive(ctx context.Context, fn func(ctx context.Context) error) error {
-	p, err := m.acquireAdaptive(ctx)
-	if err != nil {
-		return err
-	}
-	outcome := resilience.LimitIgnored // if fn panics
-	defer func() { p.Release(outcome) }()
-	err = m.runTimeout(ctx, fn)
-	classify := m.opts.Adaptive.Classify
-	if classify == nil {
-		classify = resilience.DefaultClassify
-	}
-	outcome = classify(ctx, err)
-	return err
 }
 
 // statusWriter records the response status for the adaptive limiter when

@@ -40,13 +40,15 @@ func (t *timedRequest) clientGone() bool {
 	return t.client.Err() != nil && !isTimeout(context.Cause(t.client))
 }
 
-// serveTimed runs next with the timed writer. With the middleware's own
-// timeout it arms a timer; under a custom pipeline (custom) without one,
-// it watches ctx for a pipeline timeout instead. A non-nil res receives
-// how the request ended (for the adaptive limiter), even if it panicked.
-func (m *Middleware) serveTimed(w http.ResponseWriter, r *http.Request, ctx context.Context, next http.Handler, custom bool, res *timedResult) {
+// serveTimed runs c's handler with the timed writer and ctx. With the
+// middleware's own timeout it arms a timer; under a custom pipeline
+// (custom) without one, it watches ctx for a pipeline timeout instead. A
+// non-nil res receives how the request ended (for the adaptive limiter),
+// even if it panicked.
+func (m *Middleware) serveTimed(ctx context.Context, c *call, custom bool, res *result) {
+	r := c.r
 	t := &timedRequest{m: m, client: r.Context()}
-	t.tw.w = w
+	t.tw.w = c.w
 	t.tw.owner = t
 	t.tw.h1 = r.ProtoMajor < 2
 	t.ctx = ctx
@@ -70,7 +72,7 @@ func (m *Middleware) serveTimed(w http.ResponseWriter, r *http.Request, ctx cont
 	}
 	completed := false
 	defer func() { t.finish(completed, res) }()
-	next.ServeHTTP(&t.tw, r.WithContext(t.ctx))
+	c.invoke(&t.tw, r.WithContext(t.ctx))
 	completed = true
 }
 
@@ -140,7 +142,7 @@ func (t *timedRequest) untime() {
 
 // finish runs when the handler returns or panics (completed false), on
 // the request's goroutine, before ServeHTTP returns.
-func (t *timedRequest) finish(completed bool, res *timedResult) {
+func (t *timedRequest) finish(completed bool, res *result) {
 	if t.timed {
 		t.stopTimer()
 	}
@@ -155,7 +157,7 @@ func (t *timedRequest) finish(completed bool, res *timedResult) {
 	tw.mu.Lock()
 	before := tw.finishLocked(completed, expired)
 	if res != nil {
-		*res = timedResult{completed: completed, state: before, status: int(tw.status), clientGone: t.clientGone()}
+		*res = result{completed: completed, state: before, status: int(tw.status), clientGone: t.clientGone()}
 	}
 	if tw.late {
 		tw.late = false

@@ -80,9 +80,10 @@
 // cannot stream, and runs the handler on another goroutine, losing the
 // panic's stack and the permit's tie to the handler's real end.
 //
-// The limiter-only path allocates nothing: no request copy, context value
-// or closure is made unless something needs it (a timeout, a rate limit,
-// a Priority function or a custom pipeline). The timeout uses one timer per
+// A request admitted at once allocates nothing, with or without a Priority
+// function: no request copy, context value or closure is made unless
+// something needs it (a timeout, a rate limit, a custom pipeline, or a
+// request that must queue). The timeout uses one timer per
 // Middleware for all its requests' deadlines, kept in a list in deadline
 // order, rather than a runtime timer per request; each expired request is
 // answered on a goroutine of its own, so a client that does not read its
@@ -112,23 +113,81 @@
 //
 // # Request view and keys
 //
-// Rate-limit key functions, Priority functions and custom pipelines read
-// the neutral request view (*Request: method, path, route pattern, headers,
-// client IP and the framework's own request object) from the context under
-// the HTTPRequest property. The client IP is the connection's peer unless
-// the peer is in ClientIPOptions.TrustedProxies; then X-Forwarded-For is
-// walked from the right past trusted hops (ResolveClientIP). KeyByClientIP
-// (the default key) and KeyByHeader are ready-made key functions; IPv6
-// clients can be grouped by prefix.
+// Rate-limit key functions, Priority functions and the strategies of a
+// custom pipeline read the neutral request view (*Request: method, path,
+// route pattern, headers, client IP and the framework's own request
+// object, Raw) with RequestFrom(ctx). The middleware builds it only when
+// one of them may run: for a rate limit on every request, for a Priority
+// function only when the request finds no free permit (the limiter calls
+// Priority only for requests that queue), under a custom pipeline always.
+// A request admitted at once pays nothing for it. Request.Route is
+// resolved on first read, once per request, in one format whatever the
+// framework: "/users/{id}", "/files/*".
 //
-// # Adapters
+// The client IP is the connection's peer unless the peer is in
+// ClientIPOptions.TrustedProxies; then X-Forwarded-For is walked from the
+// right past trusted hops (ResolveClientIP). KeyByClientIP (the default
+// key) and KeyByHeader are ready-made key functions; IPv6 clients can be
+// grouped by prefix. To test a priority or key function without a server,
+// put a view in a context with NewContext.
 //
-// Frameworks that do not use net/http's ResponseWriter use the neutral API:
-// build a Request, call Middleware.Execute with the rest of the chain as
-// the callback, set RateLimitHeaders on the response inside it, and send
-// what Middleware.Render returns for a rejection (nothing when it reports
-// false: the client is gone). Execute cancels the callback's context at the
-// deadline and reports a *resilience.TimeoutRejectedError when it returns;
-// sending the 504 at the deadline itself needs control of the writer,
-// which only the framework's own layer has.
+// # Writing an adapter
+//
+// An adapter puts this pipeline in a framework's own middleware chain.
+// The middleware decides everything (which stages run, whether a view is
+// built, the status of every rejection); the adapter only connects the
+// framework:
+//
+//  1. Describe the framework once, in a Framework passed to NewFor:
+//     Route resolves the route pattern from the framework's request object
+//     (convert colon-style patterns with ColonRoute); View, for frameworks
+//     not built on net/http, fills the view's Method, Path, RemoteAddr and
+//     Header; SetHeader lets Execute put the RateLimit fields on the
+//     response. Each runs only when needed.
+//  2. Per request, call the entry point that fits, passing the framework's
+//     own request object as raw: it becomes Request.Raw, so a typed
+//     accessor (ctx → *gin.Context) is one type assertion on
+//     RequestFrom(ctx).Raw.
+//  3. Render a returned rejection through the framework's own error flow
+//     with Render: copy Status, Header and Body into the framework's
+//     response (abort the chain in gin; return an *echo.HTTPError built
+//     from it in echo). Render's false means the client left: send
+//     nothing.
+//
+// Which entry point:
+//
+//	framework                              entry point      the 504 at the deadline
+//	plain net/http, or a router taking     Handler          written by the timed writer
+//	  func(http.Handler) http.Handler
+//	built on net/http with its own context Serve            written by the timed writer
+//	  (gin, echo, connect)
+//	not on net/http, response sent when    ExecuteTimed     returned at the deadline; the
+//	  the handler returns (fasthttp)                        adapter sends Render's 504 and
+//	                                                        drops the handler's later writes
+//	not on net/http, no early answer       Execute          returned when fn returns
+//
+// Serve continues the chain through a Continue, a static function that
+// gets the writer to use (the timed writer when a timeout is set), the
+// request carrying the pipeline's context and raw; the framework stores
+// them in its own context object and calls its next handler. Rejections
+// before the handler (429, 503) are returned for the adapter to render;
+// once the handler ran, the response is sent and Serve returns nil.
+//
+// ExecuteTimed runs the handler on a goroutine of its own when a deadline
+// can end it and returns at the deadline with a *resilience.TimeoutRejectedError
+// while the handler runs on, holding its permit until it returns (Stats
+// counts it as late). The adapter then sends Render's 504 at once and
+// makes sure nothing the handler writes later leaves (with fasthttp,
+// RequestCtx.TimeoutErrorWithResponse). Execute runs the handler on the
+// caller's goroutine and reports the timeout when it returns.
+//
+// Prove the adapter with the conformance suite
+// (github.com/ylcnfrht/resilience/conformance): a test that starts the
+// framework with the adapter on a loopback server for each case's
+// configuration and calls conformance.Run. A framework that cannot do
+// something (fasthttp cannot see a client disconnect while a handler runs;
+// a router cannot know the route before routing) declares the capability
+// missing in Harness.Missing with the reason, and the suite checks what
+// it does instead. docs/DESIGN.md has the layering and the invariants
+// every adapter keeps.
 package inbound

@@ -1,7 +1,6 @@
 package inbound
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"sync/atomic"
@@ -23,16 +22,24 @@ import (
 // timer stopped.
 type Middleware struct {
 	opts     Options
+	fw       Framework
 	limiter  *resilience.ConcurrencyLimiter
 	adaptive *resilience.AdaptiveLimiter
 	rate     *resilience.RateLimiter
 	pipeline *resilience.Pipeline[struct{}]
-	needView bool
+	gate     gate // the concurrency stage; nil without one
+
+	// priority: a queued request needs the view (a Priority function, or
+	// the strategies of a custom pipeline may read it).
+	priority bool
+	// measure: the adaptive limiter counts each request by its outcome.
+	measure  bool
+	classify resilience.Classifier
 
 	timeout    time.Duration
 	timeoutErr *resilience.TimeoutRejectedError // shared: constant per middleware
 
-	limTel, rateTel, timeoutTel resilience.Telemetry
+	rateTel, timeoutTel resilience.Telemetry
 
 	policyValue []string // RateLimit-Policy, constant per middleware
 	policyName  string   // the policy name as a structured-field string
@@ -43,10 +50,15 @@ type Middleware struct {
 	lateTotal atomic.Uint64
 }
 
-// New validates opts and returns the middleware, or a
+// New validates opts and returns the middleware for plain net/http (or a
+// framework described by the zero Framework), or a
 // *resilience.ConfigError naming the first invalid field (for example
 // "Options.Timeout" or "ConcurrencyLimiterOptions.PermitLimit").
-func New(opts Options) (*Middleware, error) {
+func New(opts Options) (*Middleware, error) { return NewFor(Framework{}, opts) }
+
+// NewFor is New for an adapter: fw says how to resolve the route and
+// build the request view from its framework's request object.
+func NewFor(fw Framework, opts Options) (*Middleware, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -54,18 +66,34 @@ func New(opts Options) (*Middleware, error) {
 	if name == "" {
 		name = "inbound"
 	}
-	m := &Middleware{opts: opts, pipeline: opts.Pipeline, timeout: opts.Timeout}
-	if c := opts.Concurrency; c != nil {
-		l, err := resilience.NewConcurrencyLimiter(*c)
+	if fw.Route == nil {
+		fw.Route = PatternRoute
+	}
+	m := &Middleware{opts: opts, fw: fw, pipeline: opts.Pipeline, timeout: opts.Timeout}
+	switch {
+	case opts.Concurrency != nil:
+		l, err := resilience.NewConcurrencyLimiter(*opts.Concurrency)
 		if err != nil {
 			return nil, err
 		}
 		m.limiter = l
-		m.limTel = resilience.NewTelemetry(name, l.StrategyName(), opts.Listener)
-		m.needView = c.Priority != nil
-	}
-	if err := m.initAdaptive(name); err != nil {
-		return nil, err
+		m.gate = &fixedGate{l: l, tel: resilience.NewTelemetry(name, l.StrategyName(), opts.Listener)}
+		m.priority = opts.Concurrency.Priority != nil
+	case opts.Adaptive != nil:
+		a := *opts.Adaptive
+		m.classify = classifyWith(a.Classify)
+		a.Classify = m.classify
+		l, err := resilience.NewAdaptiveLimiter(a)
+		if err != nil {
+			return nil, err
+		}
+		m.adaptive = l
+		m.gate = &adaptiveGate{l: l, tel: resilience.NewTelemetry(name, l.StrategyName(), opts.Listener)}
+		m.priority = a.Priority != nil
+		m.measure = true
+	case opts.Pipeline != nil:
+		m.gate = &pipelineGate{p: opts.Pipeline, statsFn: opts.LimiterStats}
+		m.priority = true
 	}
 	if opts.RateLimit != nil {
 		ro := *opts.RateLimit
@@ -80,10 +108,6 @@ func New(opts Options) (*Middleware, error) {
 		m.rateTel = resilience.NewTelemetry(name, rl.StrategyName(), opts.Listener)
 		m.policyName = structuredName(rl.Policy().Name)
 		m.policyValue = []string{policyField(rl.Policy())}
-		m.needView = true
-	}
-	if m.pipeline != nil {
-		m.needView = true
 	}
 	if opts.Timeout > 0 {
 		m.timeoutErr = &resilience.TimeoutRejectedError{Timeout: opts.Timeout}
@@ -109,7 +133,9 @@ func (m *Middleware) Limiter() *resilience.ConcurrencyLimiter { return m.limiter
 // RateLimiter returns the rate limiter built from Options.RateLimit, or nil.
 func (m *Middleware) RateLimiter() *resilience.RateLimiter { return m.rate }
 
-// Handler returns next wrapped in the inbound pipeline. See the package
+// Handler returns next wrapped in the inbound pipeline, for plain
+// net/http: the view's Raw is the *http.Request and its Route comes from
+// the Framework's RouteFunc (PatternRoute by default). See the package
 // documentation for what the wrapped handler guarantees.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return &handler{m: m, next: next}
@@ -121,93 +147,39 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	m := h.m
-	ctx := r.Context()
-	var view *Request
-	if m.needView {
-		view = newHTTPRequestView(r, &m.opts.ClientIP)
-		ctx = HTTPRequest.With(ctx, view)
-	}
-	if m.rate != nil {
-		if err := m.takeRate(ctx, view); err != nil {
-			m.reject(w, err)
-			return
-		}
-		if view.rateLimited {
-			d := &view.rateDecision
-			m.setRateLimitFields(w.Header(), d.Limit, d.Remaining, d.Reset)
-		}
-	}
-	switch {
-	case m.pipeline != nil:
-		m.servePipeline(w, r, ctx, h.next)
-	case m.adaptive != nil:
-		m.serveAdaptive(w, r, ctx, h.next)
-	case m.limiter != nil:
-		if err := m.acquire(ctx); err != nil {
-			m.reject(w, err)
-			return
-		}
-		// Deferred, so a panicking handler frees its permit; and only when
-		// the handler returns, so one that ignores its deadline still
-		// counts against the cap.
-		defer m.limiter.Release()
-		m.serve(w, r, ctx, h.next)
-	default:
-		m.serve(w, r, ctx, h.next)
+	c := call{ctx: r.Context(), raw: r, w: w, r: r, next: h.next}
+	if err := h.m.dispatch(&c); err != nil {
+		h.m.reject(w, err)
 	}
 }
 
-// serve runs next, timed when a timeout is configured.
-func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, ctx context.Context, next http.Handler) {
-	if m.timeout > 0 {
-		m.serveTimed(w, r, ctx, next, false, nil)
-		return
-	}
-	if ctx != r.Context() {
-		r = r.WithContext(ctx)
-	}
-	next.ServeHTTP(w, r)
-}
+// Continue runs the rest of a framework's chain once Serve admitted the
+// request. w is the writer the handler must use (the middleware's timed
+// writer when a timeout is set), r the request carrying the pipeline's
+// context (r itself when nothing changed it), raw the object passed to
+// Serve. Make it a static function: everything it needs is in raw.
+type Continue func(w http.ResponseWriter, r *http.Request, raw any)
 
-// pipelineCall carries one request through a custom pipeline.
-type pipelineCall struct {
-	m    *Middleware
-	w    http.ResponseWriter
-	r    *http.Request
-	next http.Handler
-	ran  atomic.Bool
-}
-
-// errHandlerRan is what a second call of the callback returns: a retry or
-// hedging strategy in a custom inbound pipeline must not run the handler
-// again, since its response is already under way.
-var errHandlerRan = errors.New("inbound: the handler already ran for this request")
-
-func (c *pipelineCall) run(ctx context.Context) (struct{}, error) {
-	if !c.ran.CompareAndSwap(false, true) {
-		return struct{}{}, errHandlerRan
+// Serve runs one request through the inbound pipeline for an adapter of a
+// framework built on net/http (gin, echo, connect): raw is the framework's
+// own request object, which becomes Request.Raw (nil means r), and next
+// continues the framework's chain once the request is admitted.
+//
+// A rejection before the handler runs (429, 503, or the request's context
+// ended while queued) is returned, not written: render it in the
+// framework's own flow with Render, and abort the chain. Once the handler
+// has run Serve returns nil: the response is sent, including a 504 the
+// timed writer sent at the deadline. The handler's panics propagate after
+// its permit is returned.
+func (m *Middleware) Serve(w http.ResponseWriter, r *http.Request, raw any, next Continue) error {
+	if next == nil {
+		return resilience.ErrNilCallback
 	}
-	c.m.serveTimed(c.w, c.r, ctx, c.next, true, nil)
-	// A timeout strategy in the pipeline reports its deadline (and emits
-	// its event) only when the callback fails; the 504 itself was sent by
-	// the timed writer.
-	if ctx.Err() != nil {
-		if cause := context.Cause(ctx); isTimeout(cause) {
-			return struct{}{}, cause
-		}
+	if raw == nil {
+		raw = r
 	}
-	return struct{}{}, nil
-}
-
-func (m *Middleware) servePipeline(w http.ResponseWriter, r *http.Request, ctx context.Context, next http.Handler) {
-	c := &pipelineCall{m: m, w: w, r: r, next: next}
-	_, err := m.pipeline.Execute(ctx, c.run)
-	if err != nil && !c.ran.Load() {
-		m.reject(w, err)
-	}
-	// An error after the handler ran (a timeout strategy reporting its
-	// deadline) was already answered by the timed writer.
+	c := call{ctx: r.Context(), raw: raw, w: w, r: r, cont: next}
+	return m.dispatch(&c)
 }
 
 // reject renders err on w, or writes nothing if the client went away.
@@ -217,8 +189,10 @@ func (m *Middleware) reject(w http.ResponseWriter, err error) {
 	}
 }
 
-// takeRate applies the rate limit and records the decision on view.
-func (m *Middleware) takeRate(ctx context.Context, view *Request) error {
+// takeRate applies the rate limit to the request in x and records the
+// decision on its view, and on the response's header when admitted.
+func (m *Middleware) takeRate(x *exchange) error {
+	ctx := x.viewCtx()
 	d, err := m.rate.Allow(ctx)
 	if err != nil {
 		var se *resilience.RateLimitStoreError
@@ -240,81 +214,21 @@ func (m *Middleware) takeRate(ctx context.Context, view *Request) error {
 		m.rateTel.Emit(ctx, resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: resilience.ReasonRateLimited, Duration: d.RetryAfter, Err: rej})
 		return rej
 	}
-	view.rateLimited = true
-	view.rateDecision = d
+	v := &x.vc.req
+	v.rateLimited = true
+	v.rateDecision = d
+	if m.opts.RateLimitHeaders == RateLimitHeadersOff {
+		return nil
+	}
+	switch {
+	case x.c.w != nil:
+		m.setRateLimitFields(x.c.w.Header(), d.Limit, d.Remaining, d.Reset)
+	case m.fw.SetHeader != nil:
+		h := make(http.Header, 3)
+		m.setRateLimitFields(h, d.Limit, d.Remaining, d.Reset)
+		for k, vs := range h {
+			m.fw.SetHeader(x.c.raw, k, vs[0])
+		}
+	}
 	return nil
-}
-
-// acquire takes a concurrency permit, emitting the limiter's rejections.
-func (m *Middleware) acquire(ctx context.Context) error {
-	err := m.limiter.Acquire(ctx)
-	if err != nil && m.limTel.Enabled() && ctx.Err() == nil {
-		var b *resilience.BulkheadRejectedError
-		if errors.As(err, &b) {
-			m.limTel.Emit(ctx, resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: string(b.Reason), Err: err})
-		}
-	}
-	return err
-}
-
-// Execute runs fn through the inbound pipeline, for adapters of
-// frameworks that cannot use Handler. It resolves req.ClientIP, stores req
-// in the context under HTTPRequest, applies the rate limit (recording the
-// decision for RateLimitHeaders), takes a concurrency permit or runs the
-// custom pipeline, and calls fn with a context that ends at the timeout.
-//
-// It returns fn's error, or a rejection to pass to Render: a
-// *resilience.RateLimitRejectedError, a *resilience.BulkheadRejectedError,
-// the context's error when the request's context ended while queued, or a
-// *resilience.TimeoutRejectedError when the timeout fired before fn
-// returned (whatever fn returned, so the adapter answers 504 if its
-// framework has not sent the response yet). fn's panics propagate after
-// the permit is returned. req may be nil.
-//
-// Unlike Handler, Execute cannot answer at the deadline on its own: it
-// cancels fn's context, and the 504 is sent when fn returns.
-func (m *Middleware) Execute(ctx context.Context, req *Request, fn func(ctx context.Context) error) error {
-	if fn == nil {
-		return resilience.ErrNilCallback
-	}
-	if req == nil {
-		req = new(Request)
-	}
-	req.resolve(&m.opts.ClientIP)
-	ctx = HTTPRequest.With(ctx, req)
-	if m.rate != nil {
-		if err := m.takeRate(ctx, req); err != nil {
-			return err
-		}
-	}
-	if m.pipeline != nil {
-		_, err := m.pipeline.Execute(ctx, func(ctx context.Context) (struct{}, error) {
-			return struct{}{}, m.runTimeout(ctx, fn)
-		})
-		return err
-	}
-	if m.adaptive != nil {
-		return m.executeAdaptive(ctx, fn)
-	}
-	if m.limiter != nil {
-		if err := m.acquire(ctx); err != nil {
-			return err
-		}
-		defer m.limiter.Release()
-	}
-	return m.runTimeout(ctx, fn)
-}
-
-func (m *Middleware) runTimeout(ctx context.Context, fn func(ctx context.Context) error) error {
-	if m.timeout <= 0 {
-		return fn(ctx)
-	}
-	tctx, cancel := context.WithTimeoutCause(ctx, m.timeout, m.timeoutErr)
-	defer cancel()
-	err := fn(tctx)
-	if context.Cause(tctx) == error(m.timeoutErr) {
-		m.timeoutTel.Emit(ctx, resilience.Event{Name: resilience.EventTimeout, Duration: m.timeout, Err: m.timeoutErr})
-		return m.timeoutErr
-	}
-	return err
 }

@@ -103,7 +103,7 @@ const (
 	body429          = `{"statusCode":429,"error":"Too Many Requests","message":"Too many requests; retry after the time in Retry-After.","code":"RATE_LIMITED"}`
 )
 
-// tableOptions is DESIGN.md's configuration for the inbound table, scaled
+// tableOptions is docs/DESIGN.md's configuration for the inbound table, scaled
 // down in permits (the behaviour does not depend on the numbers).
 func tableOptions() Options {
 	return Options{
@@ -126,7 +126,7 @@ func gated(entered chan<- struct{}, release <-chan struct{}) http.Handler {
 
 var okHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
 
-// The rows of DESIGN.md's inbound table, each checked for exact status,
+// The rows of docs/DESIGN.md's inbound table, each checked for exact status,
 // body and headers, on a fake clock.
 func TestInboundTable(t *testing.T) {
 	t.Run("fewer than the limit in flight runs at once", func(t *testing.T) {

@@ -47,9 +47,9 @@ type Options struct {
 
 	// Pipeline, when set, replaces the concurrency limiter stage with a
 	// pipeline of the caller's own (an adaptive limiter, a shared limiter,
-	// several stages). Its strategies see the request view through
-	// HTTPRequest. A timeout strategy inside it also produces a 504 at its
-	// deadline. Its rejections render like the built-in ones; a rejection
+	// several stages). Its strategies, and the handler under it, see the
+	// request view through RequestFrom. A timeout strategy inside it also
+	// produces a 504 at its deadline. Its rejections render like the built-in ones; a rejection
 	// of another kind is a 503 REJECTED, any other error a 500 INTERNAL
 	// without the error's text. Mutually exclusive with Concurrency.
 	Pipeline *resilience.Pipeline[struct{}]

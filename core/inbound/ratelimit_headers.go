@@ -85,19 +85,3 @@ func (m *Middleware) setRateLimitFields(h http.Header, limit, remaining int, res
 			";t=" + strconv.FormatInt(ceilSeconds(reset, 0), 10)}
 	}
 }
-
-// RateLimitHeaders calls set for each rate-limit header field that belongs
-// on the response to req, an admitted request: nothing when the route is
-// not rate limited or headers are off. Adapters call it before the
-// handler writes, passing their framework's header setter.
-func (m *Middleware) RateLimitHeaders(req *Request, set func(name, value string)) {
-	if req == nil || !req.rateLimited {
-		return
-	}
-	h := make(http.Header, 3)
-	d := req.rateDecision
-	m.setRateLimitFields(h, d.Limit, d.Remaining, d.Reset)
-	for k, v := range h {
-		set(k, v[0])
-	}
-}

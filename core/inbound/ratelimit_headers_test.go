@@ -99,14 +99,27 @@ func TestStructuredName(t *testing.T) {
 	}
 }
 
-// The neutral API hands the same fields to an adapter's setter.
+// The neutral API sets the same fields through the adapter's setter.
 func TestRateLimitHeadersForAdapters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := mustNew(t, Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 5, Window: 10 * time.Second}})
-		req := &Request{RemoteAddr: "192.0.2.1:1"}
 		got := map[string]string{}
-		err := m.Execute(t.Context(), req, func(_ context.Context) error {
-			m.RateLimitHeaders(req, func(k, v string) { got[k] = v })
+		fw := Framework{
+			View:      func(raw any, v *Request) { v.RemoteAddr = raw.(*fakeRequest).addr },
+			SetHeader: func(raw any, k, v string) { got[k] = v },
+		}
+		m, err := NewFor(fw, Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 5, Window: 10 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var view *Request
+		m2, _ := NewFor(fw, Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 5, Window: 10 * time.Second, Key: func(ctx context.Context) string {
+			view, _ = RequestFrom(ctx)
+			return "k"
+		}}})
+		err = m.Execute(t.Context(), &fakeRequest{addr: "192.0.2.1:1"}, func(_ context.Context) error {
+			if len(got) != 3 {
+				t.Errorf("headers not set before fn: %v", got)
+			}
 			return nil
 		})
 		if err != nil {
@@ -115,10 +128,12 @@ func TestRateLimitHeadersForAdapters(t *testing.T) {
 		if got[hdrLimit] != "5" || got[hdrRemaining] != "4" || got[hdrReset] != "10" || len(got) != 3 {
 			t.Fatalf("headers %v", got)
 		}
-		if d, ok := req.RateLimit(); !ok || d.Remaining != 4 {
+		if err := m2.Execute(t.Context(), &fakeRequest{}, func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if d, ok := view.RateLimit(); !ok || d.Remaining != 4 {
 			t.Fatalf("decision %+v %v", d, ok)
 		}
-		m.RateLimitHeaders(&Request{}, func(k, v string) { t.Errorf("header for a request not rate limited: %s", k) })
 	})
 }
 

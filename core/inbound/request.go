@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/netip"
+	"sync"
 
 	resilience "github.com/ylcnfrht/resilience/core"
 )
@@ -12,9 +13,8 @@ import (
 // satisfies it; an adapter for a framework with its own header type wraps
 // it in a small value that does. Names are matched case-insensitively.
 // Implementations are only read, possibly from several goroutines (a
-// handler's and a deadline's), never written. A nil Headers
-// (Request.Header) means no fields. Get and Values have no error result: a
-// missing field is "" or nil.
+// handler's and a deadline's), never written. Get and Values have no error
+// result: a missing field is "" or nil.
 type Headers interface {
 	// Get returns the first value of the named field, or "".
 	Get(name string) string
@@ -23,58 +23,78 @@ type Headers interface {
 	Values(name string) []string
 }
 
+// noHeaders is the Header of a view whose framework gave none.
+type noHeaders struct{}
+
+func (noHeaders) Get(string) string      { return "" }
+func (noHeaders) Values(string) []string { return nil }
+
 // Request is the transport-neutral view of an inbound request: what
-// priority functions and rate-limit key functions may look at, whatever
-// framework received the request. The middleware stores it in the
-// execution's context under HTTPRequest.
+// priority functions, rate-limit key functions and the strategies of a
+// custom pipeline may look at, whatever framework received the request.
+// Read it with RequestFrom.
 //
-// An adapter fills the exported fields and passes the Request to
-// Middleware.Execute, which resolves ClientIP. After that it is not
-// modified again, so it is safe to read from any goroutine. The zero value
-// is a request with no method, path, headers or address. A rejection
-// leaves it as Execute filled it: ClientIP resolved, and RateLimit
-// reporting a decision only if the rate limit admitted the request.
+// The middleware builds the view itself, only when one of those functions
+// may run, from the *http.Request or through Framework.View; adapters never
+// build one. Once built it is not modified, so it is safe to read from any
+// goroutine, for as long as the request lasts. Route is resolved on first
+// read. The zero value is a request with no method, path, headers or
+// address.
 type Request struct {
 	// Method is the HTTP method ("GET").
 	Method string
 	// Path is the URL path, without the query.
 	Path string
-	// Route is the route pattern that matched ("GET /users/{id}"), when
-	// the framework knows it at this point; "" otherwise.
-	Route string
 	// RemoteAddr is the connection's peer, "host:port" or a bare address.
 	RemoteAddr string
-	// Header gives access to the request's headers; nil means none.
+	// Header gives access to the request's headers. Never nil in a view
+	// the middleware built.
 	Header Headers
-	// ClientIP is the client's address. Execute resolves it from
-	// RemoteAddr and X-Forwarded-For per Options.ClientIP when the adapter
-	// leaves it invalid (the zero Addr).
+	// ClientIP is the client's address, resolved from RemoteAddr and
+	// X-Forwarded-For per Options.ClientIP unless the framework set it.
 	ClientIP netip.Addr
-	// Raw is the framework's own request object (*http.Request for this
-	// package's middleware), for functions that need more than the view.
+	// Raw is the framework's own request object: *http.Request for
+	// Handler, the object an adapter passed to Serve, Execute or
+	// ExecuteTimed otherwise (*gin.Context, say). Adapters offer typed
+	// accessors on it.
 	Raw any
 
 	ipv6Prefix   int // from ClientIPOptions, for ClientKey
 	rateLimited  bool
 	rateDecision resilience.RateLimitDecision
+
+	routeFn   RouteFunc // nil: no route
+	routeOnce sync.Once
+	route     string
+}
+
+// Route returns the route pattern the request matches, in one format for
+// every framework: the path pattern without method or host, parameters in
+// braces and a trailing wildcard as "*" ("/users/{id}", "/files/*"); ""
+// when no route matches or the framework cannot know it yet. It is
+// resolved on first call (through the adapter's RouteFunc), once per
+// request, and safe to call from several goroutines.
+func (r *Request) Route() string {
+	if r == nil {
+		return ""
+	}
+	r.routeOnce.Do(func() {
+		if r.routeFn != nil {
+			r.route = r.routeFn(r.Raw)
+		}
+	})
+	return r.route
 }
 
 // RateLimit returns the rate limiter's decision for this admitted request,
 // and false when the route is not rate limited (or the limiter's store
-// failed open and there are no numbers).
+// failed open and there are no numbers), or the decision is not made yet
+// (inside the rate-limit key function).
 func (r *Request) RateLimit() (resilience.RateLimitDecision, bool) {
 	if r == nil {
 		return resilience.RateLimitDecision{}, false
 	}
 	return r.rateDecision, r.rateLimited
-}
-
-// GetHeader returns the first value of the named header, or "".
-func (r *Request) GetHeader(name string) string {
-	if r == nil || r.Header == nil {
-		return ""
-	}
-	return r.Header.Get(name)
 }
 
 // ClientKey returns the client's address as a string for keying, with IPv6
@@ -89,57 +109,61 @@ func (r *Request) ClientKey() string {
 
 // resolve fills in the derived fields from the middleware's options.
 func (r *Request) resolve(o *ClientIPOptions) {
+	if r.Header == nil {
+		r.Header = noHeaders{}
+	}
 	r.ipv6Prefix = o.IPv6Prefix
 	if r.ClientIP.IsValid() {
 		return
 	}
 	var xff []string
-	if len(o.TrustedProxies) > 0 && r.Header != nil {
+	if len(o.TrustedProxies) > 0 {
 		xff = r.Header.Values("X-Forwarded-For")
 	}
 	r.ClientIP = ResolveClientIP(r.RemoteAddr, xff, *o)
 }
 
-// HTTPRequest is the property under which the middleware stores the
-// *Request view in the execution's context. Priority functions, rate-limit
-// key functions, strategies of a custom pipeline and the handler itself
-// read it with HTTPRequest.Value(ctx) (or RequestFrom). It is present
-// whenever something may need it: a rate limit, a Priority function, or a
-// custom Pipeline is configured. Without those the middleware skips it to
-// save the allocation.
-var HTTPRequest = resilience.NewKey[*Request]("inbound.HTTPRequest")
+// fillFromHTTP fills the transport fields of the view from an
+// *http.Request.
+func (r *Request) fillFromHTTP(hr *http.Request) {
+	r.Method = hr.Method
+	r.Path = hr.URL.Path
+	r.RemoteAddr = hr.RemoteAddr
+	r.Header = hr.Header
+}
 
-// RequestFrom returns the request view stored in ctx by the middleware.
+// viewKey is the context key of the request view.
+type viewKey struct{}
+
+// RequestFrom returns the request view in ctx: present in the context of
+// priority functions, rate-limit key functions and a custom pipeline's
+// strategies (and so of the handler under a custom pipeline), or put there
+// with NewContext.
 func RequestFrom(ctx context.Context) (*Request, bool) {
-	r, ok := HTTPRequest.Value(ctx)
+	r, ok := ctx.Value(viewKey{}).(*Request)
 	return r, ok && r != nil
 }
 
-// NetHTTPRequest returns the *http.Request behind the view stored in ctx,
-// when the request came through this package's net/http middleware. It is
-// the request as the middleware received it (before its context was
-// replaced).
-func NetHTTPRequest(ctx context.Context) (*http.Request, bool) {
-	r, ok := RequestFrom(ctx)
-	if !ok {
-		return nil, false
-	}
-	hr, ok := r.Raw.(*http.Request)
-	return hr, ok
+// NewContext returns a copy of ctx carrying r as the request view, for
+// testing a priority or key function without a server. r.Route() of a
+// view built this way is "".
+func NewContext(ctx context.Context, r *Request) context.Context {
+	return context.WithValue(ctx, viewKey{}, r)
 }
 
-// newHTTPRequestView builds the view of an *http.Request.
-func newHTTPRequestView(r *http.Request, o *ClientIPOptions) *Request {
-	v := &Request{
-		Method:     r.Method,
-		Path:       r.URL.Path,
-		Route:      r.Pattern,
-		RemoteAddr: r.RemoteAddr,
-		Header:     r.Header,
-		Raw:        r,
+// viewContext is the context that carries a request's view to the
+// functions that read it: the request's context with the view in the same
+// allocation, built only when one of them may run.
+type viewContext struct {
+	context.Context
+	req Request
+}
+
+func (c *viewContext) Value(key any) any {
+	if _, ok := key.(viewKey); ok {
+		return &c.req
 	}
-	v.resolve(o)
-	return v
+	return c.Context.Value(key)
 }
 
 // KeyByClientIP is a rate-limit key function: the client's address
@@ -158,7 +182,9 @@ func KeyByClientIP(ctx context.Context) string {
 func KeyByHeader(name string) func(ctx context.Context) string {
 	name = http.CanonicalHeaderKey(name)
 	return func(ctx context.Context) string {
-		r, _ := RequestFrom(ctx)
-		return r.GetHeader(name)
+		if r, ok := RequestFrom(ctx); ok && r.Header != nil {
+			return r.Header.Get(name)
+		}
+		return ""
 	}
 }

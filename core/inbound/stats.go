@@ -27,16 +27,10 @@ type Stats struct {
 // are read one after the other, not as one atomic snapshot.
 func (m *Middleware) Stats() Stats {
 	var s Stats
-	switch {
-	case m.limiter != nil:
-		ls := m.limiter.Stats()
-		s.Limit, s.InFlight, s.Queued = ls.Limit, ls.InFlight, ls.Queued
-	case m.adaptive != nil:
-		ls := m.adaptive.Stats()
-		s.Limit, s.InFlight, s.Queued = ls.Limit, ls.InFlight, ls.Queued
-	case m.opts.LimiterStats != nil:
-		ls := m.opts.LimiterStats()
-		s.Limit, s.InFlight, s.Queued = ls.Limit, ls.InFlight, ls.Queued
+	if m.gate != nil {
+		if ls, ok := m.gate.stats(); ok {
+			s.Limit, s.InFlight, s.Queued = ls.Limit, ls.InFlight, ls.Queued
+		}
 	}
 	s.Late = m.late.Load()
 	s.LateTotal = m.lateTotal.Load()

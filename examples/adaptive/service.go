@@ -52,8 +52,11 @@ func newService(knee int, base time.Duration) (http.Handler, error) {
 // requestPriority reads X-Priority through the request view: 0 is the most
 // important class, 9 the least.
 func requestPriority(ctx context.Context) int {
-	req, _ := inbound.RequestFrom(ctx)
-	p, err := strconv.Atoi(req.GetHeader("X-Priority"))
+	req, ok := inbound.RequestFrom(ctx)
+	if !ok {
+		return defaultPriority
+	}
+	p, err := strconv.Atoi(req.Header.Get("X-Priority"))
 	if err != nil || p < 0 || p > 9 {
 		return defaultPriority
 	}

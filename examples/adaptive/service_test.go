@@ -28,7 +28,7 @@ func TestRequestPriority(t *testing.T) {
 		if c.header != "" {
 			r.Header.Set("X-Priority", c.header)
 		}
-		ctx := inbound.HTTPRequest.With(context.Background(), &inbound.Request{Header: r.Header})
+		ctx := inbound.NewContext(context.Background(), &inbound.Request{Header: r.Header})
 		if got := requestPriority(ctx); got != c.want {
 			t.Errorf("X-Priority %q: priority %d, want %d", c.header, got, c.want)
 		}

@@ -10,7 +10,7 @@ import (
 	resilience "github.com/ylcnfrht/resilience/core"
 )
 
-// The defaults are the seed's: timeout 5 s, 200 permits, a queue of 100
+// The defaults are docs/DESIGN.md's inbound table: timeout 5 s, 200 permits, a queue of 100
 // with a 500 ms queue timeout, reject-new, no rate limit, loopback on a
 // free port.
 func TestParseConfigDefaults(t *testing.T) {

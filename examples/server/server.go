@@ -69,7 +69,7 @@ func requestPriority(ctx context.Context) int {
 	if !ok {
 		return defaultPriority
 	}
-	return parsePriority(r.GetHeader(priorityHeader))
+	return parsePriority(r.Header.Get(priorityHeader))
 }
 
 // chiRoutes mounts the routes on a chi router. The two diagnostic routes are

@@ -1,0 +1,56 @@
+//go:build !race
+
+package inbound
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+)
+
+// nopWriter is a ResponseWriter that allocates nothing.
+type nopWriter struct{ h http.Header }
+
+func (w *nopWriter) Header() http.Header         { return w.h }
+func (w *nopWriter) WriteHeader(int)             {}
+func (w *nopWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+// The view costs nothing until something reads it: with a Priority
+// function configured, a request that finds a free permit allocates
+// nothing, through Handler and through Serve, with the fixed and the
+// adaptive limiter. (Without the race detector, which allocates itself.)
+func TestAdmittedFastPathAllocatesNothing(t *testing.T) {
+	priority := func(context.Context) int {
+		t.Error("the priority function ran with a free permit")
+		return 0
+	}
+	configs := map[string]Options{
+		"fixed":              {Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 10, QueueLimit: 10, Priority: priority}},
+		"fixed, no priority": {Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 10}},
+	}
+	for name, opts := range configs {
+		m := mustNew(t, opts)
+		h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		w := &nopWriter{h: http.Header{}}
+		r := httptest.NewRequest("GET", "/users/7", nil)
+		if n := testing.AllocsPerRun(200, func() { h.ServeHTTP(w, r) }); n != 0 {
+			t.Errorf("%s: Handler allocates %v per admitted request, want 0", name, n)
+		}
+		raw := &ginLike{next: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})}
+		if n := testing.AllocsPerRun(200, func() {
+			if err := m.Serve(w, r, raw, continueGinLike); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("%s: Serve allocates %v per admitted request, want 0", name, n)
+		}
+		if n := testing.AllocsPerRun(200, func() { _ = m.Execute(context.Background(), raw, nopFn) }); n != 0 {
+			t.Errorf("%s: Execute allocates %v per admitted request, want 0", name, n)
+		}
+	}
+}
+
+func nopFn(context.Context) error { return nil }

@@ -1,0 +1,158 @@
+package inbound
+
+import (
+	"context"
+	"sync"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+)
+
+// Execute runs fn through the inbound pipeline, for an adapter of a
+// framework not built on net/http, when its response can only go out once
+// fn returns: raw is the framework's own request object (Request.Raw,
+// and what Framework.View and Framework.Route read). fn gets ctx, ending at
+// the timeout (under a custom pipeline, the pipeline's context).
+//
+// It returns fn's error, or a rejection to pass to Render: a
+// *resilience.RateLimitRejectedError, a *resilience.BulkheadRejectedError,
+// the context's error when ctx ended while queued, or a
+// *resilience.TimeoutRejectedError when the timeout fired before fn
+// returned, whatever fn returned. fn's panics propagate after its permit
+// is returned. To answer at the deadline while fn runs on, use
+// ExecuteTimed.
+func (m *Middleware) Execute(ctx context.Context, raw any, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return resilience.ErrNilCallback
+	}
+	c := call{ctx: ctx, raw: raw, fn: fn}
+	return m.dispatch(&c)
+}
+
+// ExecuteTimed is Execute that returns at the deadline: for an adapter
+// that must send the 504 on time while the handler still runs (fasthttp,
+// whose response goes out when the adapter's handler returns).
+//
+// When the deadline (Options.Timeout, an earlier deadline of ctx, or a
+// timeout strategy of a custom pipeline) passes before fn returns,
+// ExecuteTimed returns a *resilience.TimeoutRejectedError (or the
+// context's error) at once, for the adapter to send Render's 504, while fn
+// runs on with its context ended: it keeps its permit until it returns,
+// and Stats counts it as late meanwhile. The adapter must then make sure
+// nothing fn writes later reaches the client (fasthttp:
+// RequestCtx.TimeoutErrorWithResponse). Otherwise it returns like
+// Execute.
+//
+// When a deadline can end the request, fn runs on a goroutine of its own
+// and ExecuteTimed waits for it. A panic in fn is re-raised by
+// ExecuteTimed if it is still waiting; after the deadline it is dropped,
+// as net/http's TimeoutHandler does, since no one is left to answer.
+func (m *Middleware) ExecuteTimed(ctx context.Context, raw any, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return resilience.ErrNilCallback
+	}
+	if m.timeout <= 0 && m.pipeline == nil {
+		return m.Execute(ctx, raw, fn) // nothing can end it early
+	}
+	tc := &timedCall{m: m, done: make(chan struct{})}
+	c := call{ctx: ctx, raw: raw, fn: fn, timed: tc}
+	go tc.run(&c)
+	<-tc.done
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	switch {
+	case tc.state == timedExpired:
+		return tc.err
+	case tc.panicked:
+		panic(tc.panicVal)
+	}
+	return tc.err
+}
+
+// timedCall is one ExecuteTimed: whichever of fn's return and the deadline
+// comes first decides, under mu, what the caller returns.
+type timedCall struct {
+	m    *Middleware
+	done chan struct{} // closed once the caller may return
+
+	mu       sync.Mutex
+	state    uint8 // timedRunning, timedReturned or timedExpired
+	err      error
+	panicked bool
+	panicVal any
+}
+
+const (
+	timedRunning uint8 = iota
+	timedReturned
+	timedExpired
+)
+
+func (tc *timedCall) run(c *call) {
+	panicked := true
+	var err error
+	defer func() {
+		var p any
+		if panicked {
+			p = recover()
+		}
+		tc.mu.Lock()
+		switch tc.state {
+		case timedRunning:
+			tc.state = timedReturned
+			tc.err, tc.panicked, tc.panicVal = err, panicked, p
+			close(tc.done)
+		case timedExpired:
+			tc.m.late.Add(-1) // fn ended: no longer late
+		}
+		tc.mu.Unlock()
+	}()
+	err = tc.m.dispatch(c)
+	panicked = false
+}
+
+// expire answers the deadline with cause, if fn has not returned.
+func (tc *timedCall) expire(cause error) bool {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if tc.state != timedRunning {
+		return false
+	}
+	tc.state = timedExpired
+	tc.err = cause
+	// Counted before the caller can answer, so whoever sees the 504 sees
+	// the late handler.
+	tc.m.late.Add(1)
+	tc.m.lateTotal.Add(1)
+	close(tc.done)
+	return true
+}
+
+// runFn runs Execute's callback with the timeout. Under ExecuteTimed
+// (c.timed set), the deadline is answered when it passes, not when fn
+// returns.
+func (m *Middleware) runFn(ctx context.Context, c *call) error {
+	tctx := ctx
+	if m.timeout > 0 {
+		var cancel context.CancelFunc
+		tctx, cancel = context.WithTimeoutCause(ctx, m.timeout, m.timeoutErr)
+		defer cancel()
+	}
+	if tc := c.timed; tc != nil && tctx.Done() != nil {
+		// A timeout here, a custom pipeline's, or an upstream deadline.
+		stop := context.AfterFunc(tctx, func() {
+			cause := context.Cause(tctx)
+			if isTimeout(cause) && tc.expire(cause) && cause == error(m.timeoutErr) {
+				m.timeoutTel.Emit(ctx, resilience.Event{Name: resilience.EventTimeout, Duration: m.timeout, Err: m.timeoutErr})
+			}
+		})
+		defer stop()
+	}
+	err := c.fn(tctx)
+	if m.timeout > 0 && context.Cause(tctx) == error(m.timeoutErr) {
+		if c.timed == nil {
+			m.timeoutTel.Emit(ctx, resilience.Event{Name: resilience.EventTimeout, Duration: m.timeout, Err: m.timeoutErr})
+		}
+		return m.timeoutErr
+	}
+	return err
+}

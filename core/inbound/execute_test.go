@@ -1,0 +1,179 @@
+package inbound
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+)
+
+// fakeServe is the fake framework's adapter: it runs handler through
+// ExecuteTimed and sends exactly one response on the wire, the handler's
+// when it returned in time, Render's otherwise. Like fasthttp's, the
+// handler writes into its request object, which the adapter sends only
+// when it answers for it, so a late handler's writes never leave.
+func fakeServe(m *Middleware, ctx context.Context, req *fakeRequest, wire *fakeWire, handler func(ctx context.Context, req *fakeRequest) error) {
+	err := m.ExecuteTimed(ctx, req, func(ctx context.Context) error { return handler(ctx, req) })
+	if err != nil {
+		if resp, ok := m.Render(err); ok {
+			wire.send(resp)
+		}
+		return
+	}
+	wire.send(Response{Status: req.status, Body: req.body})
+}
+
+// Invariant: a handler past its deadline keeps its permit until it
+// returns, and the client gets a complete 504 at the deadline, without
+// net/http: the late handler's writes are dropped and it is counted late.
+func TestExecuteTimedAnswersAtDeadlineHandlerKeepsPermit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var timeouts atomic.Int32
+		m, err := NewFor(fakeFramework, Options{
+			Timeout:     time.Second,
+			Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1},
+			Listener: resilience.ListenerFunc(func(_ context.Context, e resilience.Event) {
+				if e.Name == resilience.EventTimeout {
+					timeouts.Add(1)
+				}
+			}),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := make(chan struct{})
+		var cause error
+		wire := newFakeWire()
+		served := make(chan struct{})
+		start := time.Now()
+		go func() {
+			defer close(served)
+			fakeServe(m, t.Context(), &fakeRequest{method: "GET", path: "/slow"}, wire, func(ctx context.Context, req *fakeRequest) error {
+				<-release // ignores its context
+				cause = context.Cause(ctx)
+				req.status, req.body = 200, []byte("late")
+				return nil
+			})
+		}()
+		<-wire.sent
+		if d := time.Since(start); d != time.Second {
+			t.Errorf("504 after %v, want at the deadline (1s)", d)
+		}
+		<-served // the adapter returned at the deadline, the handler still running
+		synctest.Wait()
+		got := wire.all()
+		if len(got) != 1 || got[0].Status != 504 || string(got[0].Body) != string(respTimeout.Body) {
+			t.Fatalf("wire: %+v, want one complete 504", got)
+		}
+		if s := m.Stats(); s.InFlight != 1 || s.Late != 1 || s.LateTotal != 1 {
+			t.Errorf("stats at the deadline %+v: the late handler must keep its permit and count as late", s)
+		}
+		if timeouts.Load() != 1 {
+			t.Errorf("%d timeout events at the deadline, want 1", timeouts.Load())
+		}
+		// The permit is still held: the next request is shed.
+		wire2 := newFakeWire()
+		fakeServe(m, t.Context(), &fakeRequest{}, wire2, func(context.Context, *fakeRequest) error {
+			t.Error("admitted while the late handler held the only permit")
+			return nil
+		})
+		if r := wire2.all(); len(r) != 1 || r[0].Status != 503 {
+			t.Errorf("second request: %+v, want 503", r)
+		}
+		close(release)
+		synctest.Wait()
+		if s := m.Stats(); s.InFlight != 0 || s.Late != 0 || s.LateTotal != 1 {
+			t.Errorf("stats after the late handler returned %+v", s)
+		}
+		if len(wire.all()) != 1 {
+			t.Errorf("the late handler's response reached the wire: %+v", wire.all())
+		}
+		var tre *resilience.TimeoutRejectedError
+		if !errors.As(cause, &tre) {
+			t.Errorf("handler's context cause %v, want the timeout", cause)
+		}
+		if timeouts.Load() != 1 {
+			t.Errorf("%d timeout events in all, want 1", timeouts.Load())
+		}
+	})
+}
+
+// A handler that returns in time answers itself, its error is returned,
+// and its panic propagates to the adapter with the permit returned.
+func TestExecuteTimedInTimeAndPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, err := NewFor(fakeFramework, Options{Timeout: time.Second, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wire := newFakeWire()
+		fakeServe(m, t.Context(), &fakeRequest{}, wire, func(ctx context.Context, req *fakeRequest) error {
+			time.Sleep(time.Second / 2)
+			req.status, req.body = 201, []byte("made")
+			return nil
+		})
+		if r := wire.all(); len(r) != 1 || r[0].Status != 201 || string(r[0].Body) != "made" {
+			t.Errorf("in time: %+v", r)
+		}
+		boom := errors.New("boom")
+		if err := m.ExecuteTimed(t.Context(), &fakeRequest{}, func(context.Context) error { return boom }); err != boom {
+			t.Errorf("fn's error: %v", err)
+		}
+		func() {
+			defer func() {
+				if r := recover(); r != "panic in handler" {
+					t.Errorf("recovered %v", r)
+				}
+			}()
+			_ = m.ExecuteTimed(t.Context(), &fakeRequest{}, func(context.Context) error { panic("panic in handler") })
+			t.Error("no panic")
+		}()
+		synctest.Wait()
+		if s := m.Stats(); s.InFlight != 0 || s.LateTotal != 0 {
+			t.Errorf("stats %+v", s)
+		}
+		if err := m.ExecuteTimed(t.Context(), nil, nil); err != resilience.ErrNilCallback {
+			t.Errorf("nil fn: %v", err)
+		}
+	})
+}
+
+// A timeout strategy of a custom pipeline is answered at its deadline too.
+func TestExecuteTimedCustomPipelineTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, err := resilience.NewBuilder[struct{}]().AddTimeout(time.Second).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := NewFor(fakeFramework, Options{Pipeline: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := make(chan struct{})
+		wire := newFakeWire()
+		start := time.Now()
+		go fakeServe(m, t.Context(), &fakeRequest{}, wire, func(ctx context.Context, req *fakeRequest) error {
+			<-release
+			return nil
+		})
+		<-wire.sent
+		if d := time.Since(start); d != time.Second {
+			t.Errorf("answered after %v", d)
+		}
+		if r := wire.all(); len(r) != 1 || r[0].Status != 504 {
+			t.Errorf("wire %+v", r)
+		}
+		if s := m.Stats(); s.Late != 1 {
+			t.Errorf("stats %+v", s)
+		}
+		close(release)
+		synctest.Wait()
+		if s := m.Stats(); s.Late != 0 || s.LateTotal != 1 {
+			t.Errorf("stats after %+v", s)
+		}
+	})
+}
