@@ -32,7 +32,9 @@ var ErrBudgetExceeded = errors.New("resilienceredis: no answer from redis within
 type Options struct {
 	// Client runs the scripts: a *redis.Client, *redis.ClusterClient,
 	// *redis.Ring or anything else go-redis accepts as a Scripter.
-	// Required. The store never closes it.
+	// Required. The store never closes it. Set ContextTimeoutEnabled on
+	// it: a call abandoned at the budget then ends there too, instead of
+	// running on (off the request path) until the client's own timeouts.
 	Client redis.Scripter
 	// Prefix starts every key (default DefaultPrefix). Stores of unrelated
 	// services sharing one Redis need distinct prefixes.
