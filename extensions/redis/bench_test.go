@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/inbound"
 )
@@ -16,21 +17,42 @@ func benchPolicy(alg resilience.RateLimitAlgorithm) resilience.RateLimitPolicy {
 	return resilience.RateLimitPolicy{Name: "bench", Algorithm: alg, Limit: 1_000_000, Window: time.Second}
 }
 
-// BenchmarkTake is one decision against a local redis-server (loopback, one
-// round trip), per algorithm; BenchmarkTake/memory is the in-memory store's
-// for comparison.
-func BenchmarkTake(b *testing.B) {
-	srv := startRedis(b)
-	store, err := New(Options{Client: srv.Client(), Budget: time.Second})
+// benchStore is a store on its own client of srv.
+func benchStore(b *testing.B, srv *redisServer, ctxTimeouts bool) *Store {
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: ctxTimeouts})
+	b.Cleanup(func() { c.Close() })
+	s, err := New(Options{Client: c, Budget: time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
+	return s
+}
+
+// BenchmarkTake is one decision against a local redis-server (loopback, one
+// round trip), per algorithm; BenchmarkTake/memory is the in-memory store's
+// and BenchmarkTake/raw-script the bare script call, for comparison.
+func BenchmarkTake(b *testing.B) {
+	srv := startRedis(b)
+	store := benchStore(b, srv, true)
+	spawning := benchStore(b, srv, false)
 	ctx := context.Background()
 	b.Run("memory", func(b *testing.B) {
 		mem := resilience.NewMemoryRateLimitStore(0)
 		p := benchPolicy(resilience.FixedWindow)
 		for b.Loop() {
 			if _, err := mem.Take(ctx, "k", p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("raw-script", func(b *testing.B) {
+		// The fixed-window script straight through go-redis, without the
+		// budget's goroutine and timer: what the store adds is the rest.
+		p := benchPolicy(resilience.FixedWindow)
+		keys := []string{store.key("k", p)}
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := store.fixed.Run(ctx, store.client, keys, p.Limit, int64(p.Window/time.Microsecond), 1000, "").Err(); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -46,6 +68,17 @@ func BenchmarkTake(b *testing.B) {
 			}
 		})
 	}
+	b.Run("fixed-window-goroutine", func(b *testing.B) {
+		// A client without ContextTimeoutEnabled: the store holds the
+		// budget with a goroutine per call.
+		p := benchPolicy(resilience.FixedWindow)
+		b.ReportAllocs()
+		for b.Loop() {
+			if d, err := spawning.Take(ctx, "k", p); err != nil || !d.Allowed {
+				b.Fatal(d, err)
+			}
+		}
+	})
 }
 
 // BenchmarkMiddleware is the inbound middleware around an empty handler
@@ -54,10 +87,7 @@ func BenchmarkTake(b *testing.B) {
 // cost of a rate-limit decision in each.
 func BenchmarkMiddleware(b *testing.B) {
 	srv := startRedis(b)
-	store, err := New(Options{Client: srv.Client(), Budget: time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
+	store := benchStore(b, srv, true)
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	rl := func(s resilience.RateLimitStore) *resilience.RateLimiterOptions {
 		return &resilience.RateLimiterOptions{Name: "bench", PermitLimit: 1_000_000, Window: time.Second, Store: s}

@@ -27,10 +27,12 @@ type instance struct {
 	events chan resilience.Event
 }
 
-func newInstance(t *testing.T, addr string, rl resilience.RateLimiterOptions, budget time.Duration) *instance {
+// newInstance makes an instance; ctxTimeouts sets the client's
+// ContextTimeoutEnabled, which lets the store call Redis inline.
+func newInstance(t *testing.T, addr string, rl resilience.RateLimiterOptions, budget time.Duration, ctxTimeouts bool) *instance {
 	t.Helper()
 	client := redis.NewClient(&redis.Options{
-		Addr: addr,
+		Addr: addr, ContextTimeoutEnabled: ctxTimeouts,
 		// Timeouts far past the budget: the store, not the client, must
 		// bound the wait.
 		DialTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
@@ -39,6 +41,9 @@ func newInstance(t *testing.T, addr string, rl resilience.RateLimiterOptions, bu
 	store, err := New(Options{Client: client, Budget: budget})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if store.inline != ctxTimeouts {
+		t.Fatalf("inline %v with ContextTimeoutEnabled %v", store.inline, ctxTimeouts)
 	}
 	rl.Store = store
 	if rl.Key == nil {
@@ -96,8 +101,8 @@ func TestTwoInstancesShareOneLimitPerKey(t *testing.T) {
 		t.Run(string(alg), func(t *testing.T) {
 			// A long window: no permit comes back while the test runs.
 			rl := resilience.RateLimiterOptions{Name: "api-" + string(alg), Algorithm: alg, PermitLimit: 5, Window: time.Hour}
-			a := newInstance(t, srv.Addr(), rl, time.Second)
-			b := newInstance(t, srv.Addr(), rl, time.Second)
+			a := newInstance(t, srv.Addr(), rl, time.Second, false)
+			b := newInstance(t, srv.Addr(), rl, time.Second, true)
 			for _, key := range []string{"alice", "bob"} {
 				for i := range 8 {
 					in := a
@@ -159,13 +164,23 @@ func (in *instance) storeErrors() []resilience.Event {
 // and emits the store-error event (reason fail-open, error matching
 // ErrBudgetExceeded or the connection failure); a fail-closed one answers
 // 503 without internal error text; and decisions resume by themselves once
-// Redis is back, after a restart too.
+// Redis is back, after a restart too. It runs with both ways of holding the
+// budget: the client's own (ContextTimeoutEnabled, inline) and the store's
+// goroutine.
 func TestRedisOutageFailsWithinBudget(t *testing.T) {
+	for _, ctxTimeouts := range []bool{true, false} {
+		t.Run("ContextTimeoutEnabled="+strconv.FormatBool(ctxTimeouts), func(t *testing.T) {
+			testRedisOutage(t, ctxTimeouts)
+		})
+	}
+}
+
+func testRedisOutage(t *testing.T, ctxTimeouts bool) {
 	srv := startRedis(t)
 	const budget = 200 * time.Millisecond
 	const slack = 1500 * time.Millisecond // loopback on a loaded machine; far below the 10 s client timeouts
-	open := newInstance(t, srv.Addr(), resilience.RateLimiterOptions{Name: "open", PermitLimit: 100, Window: time.Hour}, budget)
-	closed := newInstance(t, srv.Addr(), resilience.RateLimiterOptions{Name: "closed", PermitLimit: 100, Window: time.Hour, FailClosed: true}, budget)
+	open := newInstance(t, srv.Addr(), resilience.RateLimiterOptions{Name: "open", PermitLimit: 100, Window: time.Hour}, budget, ctxTimeouts)
+	closed := newInstance(t, srv.Addr(), resilience.RateLimiterOptions{Name: "closed", PermitLimit: 100, Window: time.Hour, FailClosed: true}, budget, ctxTimeouts)
 
 	if r := open.get(t, "k"); r.status != http.StatusOK || r.remaining != "99" {
 		t.Fatalf("healthy: %+v", r)

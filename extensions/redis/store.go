@@ -33,8 +33,12 @@ type Options struct {
 	// Client runs the scripts: a *redis.Client, *redis.ClusterClient,
 	// *redis.Ring or anything else go-redis accepts as a Scripter.
 	// Required. The store never closes it. Set ContextTimeoutEnabled on
-	// it: a call abandoned at the budget then ends there too, instead of
-	// running on (off the request path) until the client's own timeouts.
+	// it (a *redis.Client, ClusterClient or Ring): go-redis then bounds
+	// every wait by the budget itself and a Take runs on the caller's
+	// goroutine. Otherwise each Take runs the call on a goroutine of its
+	// own to hold the budget, which costs a scheduler hand-off per
+	// decision, and a call abandoned at the budget runs on (off the
+	// request path) until the client's own timeouts.
 	Client redis.Scripter
 	// Prefix starts every key (default DefaultPrefix). Stores of unrelated
 	// services sharing one Redis need distinct prefixes.
@@ -88,6 +92,7 @@ type Store struct {
 	fixed    *redis.Script
 	sliding  *redis.Script
 	bucket   *redis.Script
+	inline   bool          // the client bounds its waits by the context's deadline
 	clockArg func() string // tests only: the time argument of the scripts
 }
 
@@ -108,6 +113,14 @@ func New(opts Options) (*Store, error) {
 		fixed:   redis.NewScript(luaFixedWindow),
 		sliding: redis.NewScript(luaSlidingWindow),
 		bucket:  redis.NewScript(luaTokenBucket),
+	}
+	switch c := opts.Client.(type) {
+	case *redis.Client:
+		s.inline = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		s.inline = c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		s.inline = c.Options().ContextTimeoutEnabled
 	}
 	if s.prefix == "" {
 		s.prefix = DefaultPrefix
@@ -172,11 +185,10 @@ type evalResult struct {
 	err error
 }
 
-// take runs the policy's script within the budget. The script runs on its
-// own goroutine so the budget holds whatever the client's timeouts are
-// (go-redis ignores context deadlines on sockets unless
-// ContextTimeoutEnabled is set): a call that outlives the budget is
-// abandoned, and ends by the client's own timeouts.
+// take runs the policy's script within the budget. go-redis ignores
+// context deadlines on sockets unless ContextTimeoutEnabled is set, so
+// without it the script runs on its own goroutine and a call that outlives
+// the budget is abandoned, to end by the client's own timeouts.
 func (s *Store) take(ctx context.Context, key string, p resilience.RateLimitPolicy) (resilience.RateLimitDecision, error) {
 	script, span := s.fixed, p.Window
 	switch p.Algorithm {
@@ -195,12 +207,16 @@ func (s *Store) take(ctx context.Context, key string, p resilience.RateLimitPoli
 
 	bctx, cancel := context.WithTimeout(ctx, s.budget)
 	defer cancel()
+	var r evalResult
+	if s.inline {
+		r.v, r.err = script.Run(bctx, s.client, keys, args...).Int64Slice()
+		return decision(ctx, bctx, p, r)
+	}
 	done := make(chan evalResult, 1)
 	go func() {
 		v, err := script.Run(bctx, s.client, keys, args...).Int64Slice()
 		done <- evalResult{v, err}
 	}()
-	var r evalResult
 	select {
 	case r = <-done:
 	case <-bctx.Done():
@@ -209,12 +225,21 @@ func (s *Store) take(ctx context.Context, key string, p resilience.RateLimitPoli
 		}
 		return resilience.RateLimitDecision{}, ErrBudgetExceeded
 	}
+	return decision(ctx, bctx, p, r)
+}
+
+// decision turns the script's reply into a decision, or classifies its
+// error: the caller's context first, then the budget, then Redis's.
+func decision(ctx, bctx context.Context, p resilience.RateLimitPolicy, r evalResult) (resilience.RateLimitDecision, error) {
 	if r.err != nil {
 		if err := ctx.Err(); err != nil {
 			return resilience.RateLimitDecision{}, err
 		}
 		if bctx.Err() != nil {
-			return resilience.RateLimitDecision{}, fmt.Errorf("%w: %w", ErrBudgetExceeded, r.err)
+			// Not wrapped: the client's error would match
+			// context.DeadlineExceeded, which reads as the request's own
+			// deadline (a 504) rather than the store's failure.
+			return resilience.RateLimitDecision{}, ErrBudgetExceeded
 		}
 		return resilience.RateLimitDecision{}, fmt.Errorf("resilienceredis: %w", r.err)
 	}
