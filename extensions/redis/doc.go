@@ -5,7 +5,7 @@
 // Plug a Store into a rate limiter (or the inbound middleware's
 // RateLimit options) as its Store:
 //
-//	client := redis.NewClient(&redis.Options{Addr: "redis:6379"})
+//	client := redis.NewClient(&redis.Options{Addr: "redis:6379", ContextTimeoutEnabled: true})
 //	store, err := resilienceredis.New(resilienceredis.Options{Client: client})
 //	...
 //	mw, err := inbound.New(inbound.Options{RateLimit: &resilience.RateLimiterOptions{

@@ -14,7 +14,7 @@ import (
 // A fleet-wide limit of 600 requests a minute per API key, failing open
 // within 50 ms when Redis does not answer, behind a circuit breaker.
 func Example() {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	defer client.Close()
 	breaker, err := resilience.NewCircuitBreaker(resilience.CircuitBreakerOptions[resilience.RateLimitDecision]{
 		Name: "redis", MinimumThroughput: 20, BreakDuration: 2 * time.Second,
