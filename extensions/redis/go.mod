@@ -6,6 +6,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/ylcnfrht/resilience/core v0.1.0
 	go.uber.org/goleak v1.3.0
+	pgregory.net/rapid v1.3.0
 )
 
 require (

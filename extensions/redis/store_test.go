@@ -12,6 +12,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"pgregory.net/rapid"
 )
 
 // step is one take of a side-by-side sequence: after gap, take for key.
@@ -73,16 +74,18 @@ func sequence(seed uint64, p resilience.RateLimitPolicy, keys, n int) []step {
 func TestSameNumbersAsMemoryStore(t *testing.T) {
 	srv := startRedis(t)
 	client := srv.Client()
+	// Windows of 10 s and more: the keys' TTLs run on Redis's real clock
+	// and must not expire during a case while the pinned clock stands still.
 	shapes := []struct {
 		limit  int
 		window time.Duration
 	}{
-		{1, time.Second},
+		{1, 30 * time.Second},
 		{3, time.Minute},
 		{7, 10 * time.Second},
 		{13, 7*time.Second + 333*time.Microsecond},
 		{60, time.Minute},
-		{1000, time.Second},
+		{1000, 20 * time.Second},
 		{100_000, 24 * time.Hour}, // Limit × Window near 2⁵³ µs: the split arithmetic
 	}
 	algs := []resilience.RateLimitAlgorithm{resilience.FixedWindow, resilience.SlidingWindow, resilience.TokenBucket}
@@ -220,4 +223,54 @@ func TestKeysKeepPoliciesApart(t *testing.T) {
 		}
 		seen[k] = true
 	}
+}
+
+// TestSameNumbersAsMemoryStoreRapid is TestSameNumbersAsMemoryStore with
+// rapid choosing the policy (any algorithm, limits 1–50, windows of whole
+// µs from 10 s to an hour) and the sequence, so shrinking finds the shortest
+// disagreement if there is one.
+func TestSameNumbersAsMemoryStoreRapid(t *testing.T) {
+	srv := startRedis(t)
+	client := srv.Client()
+	var run atomic.Int64
+	rapid.Check(t, func(rt *rapid.T) {
+		alg := rapid.SampledFrom([]resilience.RateLimitAlgorithm{resilience.FixedWindow, resilience.SlidingWindow, resilience.TokenBucket}).Draw(rt, "alg")
+		p := resilience.RateLimitPolicy{
+			Name: "rapid", Algorithm: alg,
+			Limit:  rapid.IntRange(1, 50).Draw(rt, "limit"),
+			// At least 10 s: the keys' TTLs run on Redis's real clock and
+			// must not expire while the pinned clock stands still.
+			Window: time.Duration(rapid.Int64Range(int64(10*time.Second/time.Microsecond), int64(time.Hour/time.Microsecond)).Draw(rt, "windowµs")) * time.Microsecond,
+		}
+		steps := sequence(rapid.Uint64().Draw(rt, "seed"), p, rapid.IntRange(1, 3).Draw(rt, "keys"), rapid.IntRange(1, 60).Draw(rt, "takes"))
+
+		var want []resilience.RateLimitDecision
+		synctest.Test(t, func(t *testing.T) {
+			mem := resilience.NewMemoryRateLimitStore(0)
+			for _, st := range steps {
+				time.Sleep(st.gap)
+				d, err := mem.Take(context.Background(), st.key, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, d)
+			}
+		})
+		store, err := New(Options{Client: client, Prefix: fmt.Sprintf("rapid%d:", run.Add(1)), Budget: 5 * time.Second})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		now := int64(1_700_000_000_000_000)
+		store.clockArg = func() string { return strconv.FormatInt(now, 10) }
+		for i, st := range steps {
+			now += int64(st.gap / time.Microsecond)
+			got, err := store.Take(context.Background(), st.key, p)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			if got != want[i] {
+				rt.Fatalf("take %d (%s after %v): redis %+v, memory %+v", i, st.key, st.gap, got, want[i])
+			}
+		}
+	})
 }
