@@ -35,15 +35,18 @@ func sequence(seed uint64, p resilience.RateLimitPolicy, keys, n int) []step {
 	}
 	idle := make([]int64, keys)
 	steps := make([]step, 0, n)
+	k := 0
 	for range n {
 		var g int64
-		switch rng.IntN(6) {
-		case 0, 1: // burst
-		case 2:
-			g = rng.Int64N(w/int64(p.Limit) + 1)
+		switch rng.IntN(8) {
+		case 0, 1, 2: // burst: drains the quota
 		case 3:
-			g = rng.Int64N(w)
+			g = rng.Int64N(w/int64(p.Limit)/4 + 1)
 		case 4:
+			g = rng.Int64N(w/int64(p.Limit) + 1) // about one token's refill
+		case 5:
+			g = rng.Int64N(w)
+		case 6:
 			g = w - rng.Int64N(3) // at or just before a boundary
 		default:
 			g = rng.Int64N(3 * w)
@@ -55,7 +58,9 @@ func sequence(seed uint64, p resilience.RateLimitPolicy, keys, n int) []step {
 				}
 			}
 		}
-		k := rng.IntN(keys)
+		if rng.IntN(4) == 0 { // mostly one key at a time, so its quota runs out
+			k = rng.IntN(keys)
+		}
 		for i := range idle {
 			idle[i] += g
 		}
