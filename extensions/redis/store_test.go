@@ -242,7 +242,7 @@ func TestSameNumbersAsMemoryStoreRapid(t *testing.T) {
 		alg := rapid.SampledFrom([]resilience.RateLimitAlgorithm{resilience.FixedWindow, resilience.SlidingWindow, resilience.TokenBucket}).Draw(rt, "alg")
 		p := resilience.RateLimitPolicy{
 			Name: "rapid", Algorithm: alg,
-			Limit:  rapid.IntRange(1, 50).Draw(rt, "limit"),
+			Limit: rapid.IntRange(1, 50).Draw(rt, "limit"),
 			// At least 10 s: the keys' TTLs run on Redis's real clock and
 			// must not expire while the pinned clock stands still.
 			Window: time.Duration(rapid.Int64Range(int64(10*time.Second/time.Microsecond), int64(time.Hour/time.Microsecond)).Draw(rt, "windowµs")) * time.Microsecond,
