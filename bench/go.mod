@@ -5,7 +5,7 @@ go 1.26
 require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/go-chi/chi/v5 v5.5.0
-	github.com/ylcnfrht/resilience/core v0.0.0-00010101000000-000000000000
+	github.com/ylcnfrht/resilience/core v0.1.0
 )
 
 require (

@@ -26,12 +26,12 @@ func ourEmpty() (*resilience.Pipeline[int], error) {
 }
 
 func ourRetryBreakerTimeout() (*resilience.Pipeline[int], error) {
-	return resilience.NewBuilder[int](resilience.Name("dependency")).
+	return resilience.NewBuilder[int](resilience.WithName("dependency")).
 		AddRetry(resilience.RetryOptions[int]{MaxRetryAttempts: 3, Delay: 2 * time.Second}).
 		AddCircuitBreaker(resilience.CircuitBreakerOptions[int]{
 			FailureRatio: 0.1, MinimumThroughput: 100, SamplingDuration: 30 * time.Second, BreakDuration: 5 * time.Second,
 		}).
-		AddTimeout(5 * time.Second).
+		AddTimeout(resilience.TimeoutOptions{Timeout: 5 * time.Second}).
 		Build()
 }
 

@@ -62,7 +62,7 @@ func kneeService(knee int, base time.Duration) http.Handler {
 	})
 }
 
-func caseAdaptive(t *T, e *env) {
+func caseAdaptive(t *caseT, e *env) {
 	opts := inbound.Options{
 		Timeout: 2 * time.Second, // far above any latency the limit allows; a 504 is allowed but not expected
 		Adaptive: &resilience.AdaptiveLimiterOptions{

@@ -1,6 +1,9 @@
 package conformance
 
 import (
+	"fmt"
+	"os"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -50,4 +53,59 @@ func TestCasesIsACopy(t *testing.T) {
 	if Cases()[0].Name == "changed" {
 		t.Error("Cases returned the suite's own slice")
 	}
+}
+
+// The package documentation lists every case, in the order Run runs them,
+// so KnownFailing can be written from go doc.
+func TestDocListsEveryCase(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, line := range strings.Split(string(doc), "\n") {
+		if f := strings.Fields(strings.TrimPrefix(line, "//\t")); strings.HasPrefix(line, "//\t") && len(f) > 1 {
+			for _, c := range Cases() {
+				if f[0] == c.Name {
+					listed = append(listed, f[0])
+				}
+			}
+		}
+	}
+	var want []string
+	for _, c := range Cases() {
+		want = append(want, c.Name)
+	}
+	if strings.Join(listed, " ") != strings.Join(want, " ") {
+		t.Errorf("doc.go lists\n  %v\nwant every case in Run's order\n  %v", listed, want)
+	}
+}
+
+// A failure names the line that found it: a helper's failure the line that
+// called the helper, a cleanup's the cleanup's own line (not the runtime's
+// panic.go, from which deferred cleanups run).
+func TestFailuresNameTheSuiteLine(t *testing.T) {
+	ct := &caseT{t: t}
+	var caseLine, cleanupLine int
+	ct.execute(func(ct *caseT) {
+		ct.Cleanup(func() {
+			_, _, cleanupLine, _ = runtime.Caller(0)
+			ct.Errorf("from a cleanup")
+		})
+		_, _, caseLine, _ = runtime.Caller(0)
+		failingHelper(ct)
+	})
+	got := ct.Failures()
+	want := []string{
+		fmt.Sprintf("cases_test.go:%d: from a helper", caseLine+1),
+		fmt.Sprintf("cases_test.go:%d: from a cleanup", cleanupLine+1),
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("failures\n  %q\nwant\n  %q", got, want)
+	}
+}
+
+func failingHelper(t *caseT) {
+	t.Helper()
+	t.Fatalf("from a helper")
 }

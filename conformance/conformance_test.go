@@ -28,7 +28,7 @@ func netHTTPHarness() conformance.Harness {
 			mux.Handle("GET "+conformance.HealthPath, cfg.Health) // before (outside) the middleware
 			mux.Handle("/", m.Handler(cfg.Handler))
 			mux.Handle(conformance.RoutePattern, m.Handler(cfg.Handler))
-			return conformance.NewHTTPServer(mux, conformance.StatsFrom(m))
+			return conformance.NewHTTPServer(mux, m.Stats)
 		},
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 var disconnectCases = []Case{
@@ -17,8 +18,8 @@ var disconnectCases = []Case{
 		Requires: CapDisconnect,
 		Pinned: "the queued request is not told the client left: it holds its queue place until its queue timeout (300 ms), " +
 			"then leaves the queue without running; nothing is lost.",
-		run:    func(t *T, e *env) { caseDisconnectQueued(t, e, false) },
-		pinned: func(t *T, e *env) { caseDisconnectQueued(t, e, true) },
+		run:    func(t *caseT, e *env) { caseDisconnectQueued(t, e, false) },
+		pinned: func(t *caseT, e *env) { caseDisconnectQueued(t, e, true) },
 	},
 	{
 		Name: "disconnect-while-running",
@@ -27,8 +28,8 @@ var disconnectCases = []Case{
 		Requires: CapDisconnect,
 		Pinned: "the running handler is not told the client left: its context is ended by the inbound timeout (300 ms), " +
 			"and the permit comes back.",
-		run:    func(t *T, e *env) { caseDisconnectRunning(t, e, false) },
-		pinned: func(t *T, e *env) { caseDisconnectRunning(t, e, true) },
+		run:    func(t *caseT, e *env) { caseDisconnectRunning(t, e, false) },
+		pinned: func(t *caseT, e *env) { caseDisconnectRunning(t, e, true) },
 	},
 	{
 		Name: "disconnect-unread-post-body",
@@ -49,7 +50,7 @@ func endedByTimeout(x exit) bool {
 		errors.Is(x.cause, context.DeadlineExceeded) || errors.Is(x.cause, resilience.ErrTimeoutRejected)
 }
 
-func caseDisconnectQueued(t *T, e *env, pinned bool) {
+func caseDisconnectQueued(t *caseT, e *env, pinned bool) {
 	h := e.holder(true)
 	qt := long
 	if pinned {
@@ -61,12 +62,12 @@ func caseDisconnectQueued(t *T, e *env, pinned bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b := s.send(req{path: "/held?id=b", ctx: ctx})
-	s.waitStats("request b queued", func(st Stats) bool { return st.Queued == 1 })
+	s.waitQueued("b", 1)
 	cancel()
 	if r := s.await("request b", b); r.err == nil {
 		t.Errorf("request b after its client gave up: got %v, want a client-side error", r)
 	}
-	s.waitStats("request b's queue place freed", func(st Stats) bool { return st.Queued == 0 })
+	s.waitStats("request b's queue place freed", func(st inbound.Stats) bool { return st.Queued == 0 })
 	if st := s.Stats(); st.InFlight != 1 {
 		t.Errorf("stats after b left the queue: %+v, want InFlight 1 (a still runs)", st)
 	}
@@ -79,7 +80,7 @@ func caseDisconnectQueued(t *T, e *env, pinned bool) {
 	s.waitIdle("after the disconnect")
 }
 
-func caseDisconnectRunning(t *T, e *env, pinned bool) {
+func caseDisconnectRunning(t *caseT, e *env, pinned bool) {
 	h := e.holder(true)
 	timeout := long
 	if pinned {
@@ -106,7 +107,7 @@ func caseDisconnectRunning(t *T, e *env, pinned bool) {
 	expectOK(t, "request b after the permit came back", s.do(req{path: "/held?id=b"}), "done b")
 }
 
-func caseDisconnectUnreadBody(t *T, e *env) {
+func caseDisconnectUnreadBody(t *caseT, e *env) {
 	h := e.holder(true) // never reads the body
 	const timeout = 300 * time.Millisecond
 	s := e.start(limited(timeout, resilience.ConcurrencyLimiterOptions{PermitLimit: 1}), h)

@@ -31,21 +31,66 @@ const (
 // env is a case's view of the harness: it starts servers and cleans up
 // after them.
 type env struct {
-	t *T
+	t *caseT
 	h Harness
 
 	mu    sync.Mutex
 	gates []*gate
+	// Requests started with send, by id: how many were sent and how many
+	// answered. A request whose every send is answered can no longer
+	// enter a handler or a queue, so a wait for that fails at once.
+	sent, answered map[string]int
+}
+
+// requestID is the id query parameter the suite's requests carry.
+func requestID(path string) string {
+	if i := strings.Index(path, "id="); i >= 0 {
+		id := path[i+3:]
+		if j := strings.IndexByte(id, '&'); j >= 0 {
+			id = id[:j]
+		}
+		return id
+	}
+	return ""
+}
+
+func (e *env) noteSent(id string) {
+	e.mu.Lock()
+	if e.sent == nil {
+		e.sent, e.answered = map[string]int{}, map[string]int{}
+	}
+	e.sent[id]++
+	e.mu.Unlock()
+}
+
+func (e *env) noteAnswered(id string) {
+	e.mu.Lock()
+	e.answered[id]++
+	e.mu.Unlock()
+}
+
+// allAnswered reports whether request id was sent and every send of it
+// has been answered.
+func (e *env) allAnswered(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.sent[id] > 0 && e.answered[id] >= e.sent[id]
 }
 
 // server is a started harness server plus the client the case uses.
 type server struct {
 	*Server
-	t      *T
+	t      *caseT
+	e      *env
 	client *http.Client
 	fresh  *http.Client // one connection per request
 	app    *appTracker
 	reqs   sync.WaitGroup // client requests started with send
+
+	// abort ends every client request still open, so that a failed case
+	// does not wait for answers that can no longer change its outcome.
+	abortCtx context.Context
+	abort    context.CancelFunc
 }
 
 // appTracker wraps the case's handler to count handlers running inside
@@ -80,6 +125,7 @@ var healthHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request
 // case it opens the case's gates, waits for the case's requests and
 // handlers to finish, then closes the client and the server.
 func (e *env) start(opts inbound.Options, h http.Handler) *server {
+	e.t.Helper()
 	app := &appTracker{next: h}
 	srv, err := e.h.Start(Config{Options: opts, Handler: app, Health: healthHandler})
 	if err != nil {
@@ -95,15 +141,21 @@ func (e *env) start(opts inbound.Options, h http.Handler) *server {
 		DisableCompression:  true,
 	}
 	freshTr := &http.Transport{DisableKeepAlives: true, DisableCompression: true}
-	s := &server{Server: srv, t: e.t, client: &http.Client{Transport: tr},
+	s := &server{Server: srv, t: e.t, e: e, client: &http.Client{Transport: tr},
 		fresh: &http.Client{Transport: freshTr}, app: app}
+	s.abortCtx, s.abort = context.WithCancel(context.Background())
 	e.t.Cleanup(func() {
+		defer s.abort()
 		// Open every gate first, including those made before the server.
 		e.mu.Lock()
 		for _, g := range e.gates {
 			g.open()
 		}
 		e.mu.Unlock()
+		if e.t.Failed() {
+			// The outcome is decided: answers still owed cannot change it.
+			s.abort()
+		}
 		if !waitGroupWithin(&s.reqs, waitDeadline) {
 			e.t.Errorf("client requests still pending %v after the case ended", waitDeadline)
 		}
@@ -173,11 +225,14 @@ type req struct {
 }
 
 func (s *server) newRequest(q req) (*http.Request, context.CancelFunc) {
+	s.t.Helper()
 	ctx := q.ctx
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, cancel := context.WithTimeout(ctx, requestDeadline)
+	ctx, cancelTimeout := context.WithTimeout(ctx, requestDeadline)
+	stop := context.AfterFunc(s.abortCtx, cancelTimeout)
+	cancel := func() { stop(); cancelTimeout() }
 	method := q.method
 	if method == "" {
 		method = http.MethodGet
@@ -199,6 +254,7 @@ func (s *server) newRequest(q req) (*http.Request, context.CancelFunc) {
 
 // do sends q and reads the whole response.
 func (s *server) do(q req) result {
+	s.t.Helper()
 	r, cancel := s.newRequest(q)
 	defer cancel()
 	c := s.client
@@ -218,10 +274,14 @@ func (s *server) do(q req) result {
 // send starts q on its own goroutine; the result arrives on the channel.
 func (s *server) send(q req) <-chan result {
 	ch := make(chan result, 1)
+	id := requestID(q.path)
+	s.e.noteSent(id)
 	s.reqs.Add(1)
 	go func() {
 		defer s.reqs.Done()
-		ch <- s.do(q)
+		r := s.do(q)
+		s.e.noteAnswered(id)
+		ch <- r
 	}()
 	return ch
 }
@@ -229,6 +289,7 @@ func (s *server) send(q req) <-chan result {
 // await returns the result of a request started with send, or fails the
 // case after waitDeadline.
 func (s *server) await(what string, ch <-chan result) result {
+	s.t.Helper()
 	select {
 	case r := <-ch:
 		return r
@@ -241,6 +302,7 @@ func (s *server) await(what string, ch <-chan result) result {
 // pending asserts that a request started with send has not been answered
 // yet (the caller knows it must still be held), without waiting.
 func (s *server) pending(what string, ch <-chan result) {
+	s.t.Helper()
 	select {
 	case r := <-ch:
 		s.t.Errorf("%s: answered early with %v; it should still be held", what, r)
@@ -249,24 +311,56 @@ func (s *server) pending(what string, ch <-chan result) {
 }
 
 // waitStats waits until cond holds for the middleware's stats.
-func (s *server) waitStats(what string, cond func(Stats) bool) {
-	var last Stats
+func (s *server) waitStats(what string, cond func(inbound.Stats) bool) {
+	s.t.Helper()
+	var last inbound.Stats
 	if !pollUntil(func() bool { last = s.Stats(); return cond(last) }) {
 		s.t.Fatalf("waiting for %s: still %+v after %v", what, last, waitDeadline)
+	}
+}
+
+// waitQueued waits until n requests are queued, the last being request
+// id. It fails at once when the outcome is decided otherwise: request id
+// was answered, or a request entered the handler (none may while the
+// permits are held and requests queue).
+func (s *server) waitQueued(id string, n int) {
+	s.t.Helper()
+	started := s.app.started.Load()
+	var last inbound.Stats
+	decided := ""
+	ok := pollUntil(func() bool {
+		last = s.Stats()
+		if last.Queued == n {
+			return true
+		}
+		if s.e.allAnswered(id) {
+			decided = "it was answered instead"
+		} else if now := s.app.started.Load(); now != started {
+			decided = "a request entered the handler instead"
+		}
+		return decided != ""
+	})
+	switch {
+	case decided != "":
+		s.t.Fatalf("waiting for request %s queued (%d queued): %s; stats %+v", id, n, decided, last)
+	case !ok:
+		s.t.Fatalf("waiting for request %s queued (%d queued): still %+v after %v", id, n, last, waitDeadline)
 	}
 }
 
 // waitIdle waits until no permit is held and nobody is queued: invariant 2,
 // a permit or queue place is never lost.
 func (s *server) waitIdle(what string) {
-	var last Stats
+	s.t.Helper()
+	var last inbound.Stats
 	if !pollUntil(func() bool { last = s.Stats(); return last.InFlight == 0 && last.Queued == 0 }) {
 		s.t.Errorf("%s: in flight and queued must return to zero, still %+v after %v", what, last, waitDeadline)
 	}
 }
 
 // receive waits for a value on ch.
-func receive[V any](t *T, what string, ch <-chan V) V {
+func receive[V any](t *caseT, what string, ch <-chan V) V {
+	t.Helper()
 	select {
 	case v := <-ch:
 		return v
@@ -312,7 +406,8 @@ type rejectionBody struct {
 
 // expectRejection checks a rejection response: status, JSON content type
 // and body with the given code and (if not empty) reason.
-func expectRejection(t *T, what string, r result, status int, code, reason string) {
+func expectRejection(t *caseT, what string, r result, status int, code, reason string) {
+	t.Helper()
 	if r.err != nil {
 		t.Errorf("%s: want %d %s, got %v", what, status, code, r.err)
 		return
@@ -347,7 +442,8 @@ func expectRejection(t *T, what string, r result, status int, code, reason strin
 	}
 }
 
-func expectOK(t *T, what string, r result, body string) {
+func expectOK(t *caseT, what string, r result, body string) {
+	t.Helper()
 	if r.err != nil || r.status != http.StatusOK {
 		t.Errorf("%s: want 200, got %v", what, r)
 		return

@@ -25,7 +25,7 @@ func ExampleRun() {
 				mux.Handle("GET "+conformance.HealthPath, cfg.Health) // outside the middleware
 				mux.Handle("/", m.Handler(cfg.Handler))               // every method and path
 				mux.Handle(conformance.RoutePattern, m.Handler(cfg.Handler))
-				return conformance.NewHTTPServer(mux, conformance.StatsFrom(m))
+				return conformance.NewHTTPServer(mux, m.Stats)
 			},
 			// A framework that cannot do something declares it, with the
 			// reason users will read:

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // The suite's handlers are ordinary net/http handlers. Each request names
@@ -75,17 +76,43 @@ func (h *holder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, "done "+id)
 }
 
-// waitEntered waits for the request id to enter the handler.
+// waitEntered waits for the request id to enter the handler. It fails at
+// once if the request was answered without entering it.
 func (h *holder) waitEntered(id string) {
-	got := receive(h.e.t, "request "+id+" entering the handler", h.entered)
-	if got != id {
-		h.e.t.Fatalf("request %q entered the handler, want %q", got, id)
+	h.e.t.Helper()
+	deadline := time.After(waitDeadline)
+	tick := time.NewTicker(pollTick)
+	defer tick.Stop()
+	for {
+		select {
+		case got := <-h.entered:
+			if got != id {
+				h.e.t.Fatalf("request %q entered the handler, want %q", got, id)
+			}
+			return
+		case <-tick.C:
+			if !h.e.allAnswered(id) {
+				continue
+			}
+			select { // it entered, then was answered
+			case got := <-h.entered:
+				if got != id {
+					h.e.t.Fatalf("request %q entered the handler, want %q", got, id)
+				}
+				return
+			default:
+			}
+			h.e.t.Fatalf("request %s was answered without entering the handler", id)
+		case <-deadline:
+			h.e.t.Fatalf("request %s entering the handler: nothing after %v", id, waitDeadline)
+		}
 	}
 }
 
 // notEntered asserts that no request entered the handler since the last
 // one received, without waiting.
 func (h *holder) notEntered(why string) {
+	h.e.t.Helper()
 	select {
 	case id := <-h.entered:
 		h.e.t.Errorf("request %q entered the handler; %s", id, why)
@@ -94,6 +121,7 @@ func (h *holder) notEntered(why string) {
 }
 
 func (h *holder) waitExited(id string) exit {
+	h.e.t.Helper()
 	x := receive(h.e.t, "request "+id+" leaving the handler", h.exited)
 	if x.id != id {
 		h.e.t.Fatalf("request %q left the handler, want %q", x.id, id)

@@ -71,21 +71,6 @@ type Config struct {
 	Health http.Handler
 }
 
-// Stats is the middleware's live state, as the suite reads it. A plain
-// value: safe to copy and to read from several goroutines; the zero value
-// is an idle middleware without a limiter; nothing here changes on
-// failure.
-type Stats struct {
-	// InFlight is the number of requests holding a concurrency permit,
-	// including handlers still running after their 504 was sent.
-	InFlight int
-	// Queued is the number of requests waiting for a permit.
-	Queued int
-	// Limit is the concurrency limiter's current limit; the adaptive case
-	// reads it to see the limit recover.
-	Limit int
-}
-
 // Server is a running loopback server started by Harness.Start. Stats is
 // called while the server handles requests, so it must be safe for
 // concurrent use. The zero Server is incomplete: a Start that returns one
@@ -95,22 +80,14 @@ type Server struct {
 	// URL is the base URL, "http://127.0.0.1:port", without a trailing
 	// slash.
 	URL string
-	// Stats reads the middleware's current counters. Required: the suite
-	// waits for states (a request queued, permits returned) through it
-	// rather than sleeping.
-	Stats func() Stats
+	// Stats reads the middleware's current counters (for an adapter built
+	// on inbound.Middleware, its Stats method). Required: the suite waits
+	// for states (a request queued, permits returned) through it rather
+	// than sleeping. It reads InFlight, Queued and Limit.
+	Stats func() inbound.Stats
 	// Close stops the server and frees its resources. The suite calls it
 	// once, after every handler it started has returned. Required.
 	Close func()
-}
-
-// StatsFrom adapts the inbound middleware's Stats method for Server.Stats,
-// for adapters built on inbound.Middleware.
-func StatsFrom(m *inbound.Middleware) func() Stats {
-	return func() Stats {
-		s := m.Stats()
-		return Stats{InFlight: s.InFlight, Queued: s.Queued, Limit: s.Limit}
-	}
 }
 
 // NewHTTPServer serves h on a new 127.0.0.1 listener with a plain
@@ -119,7 +96,7 @@ func StatsFrom(m *inbound.Middleware) func() Stats {
 // and return the result from Harness.Start. The server's error log is
 // discarded, since the panic cases make net/http log on purpose. Close
 // closes the listener and every connection at once.
-func NewHTTPServer(h http.Handler, stats func() Stats) (*Server, error) {
+func NewHTTPServer(h http.Handler, stats func() inbound.Stats) (*Server, error) {
 	if h == nil || stats == nil {
 		return nil, errors.New("conformance: NewHTTPServer needs a handler and a stats function")
 	}

@@ -84,7 +84,7 @@ func serviceHandler(slots int, service time.Duration) http.Handler {
 // a real regression fails them all. Each attempt is logged.
 const overloadAttempts = 3
 
-func caseOverload(t *T, e *env) {
+func caseOverload(t *caseT, e *env) {
 	var problems []string
 	for attempt := 1; attempt <= overloadAttempts; attempt++ {
 		problems = overloadAttempt(t, e, attempt)
@@ -100,7 +100,7 @@ func caseOverload(t *T, e *env) {
 
 // overloadAttempt runs one overload measurement on a fresh server and
 // returns the marks it missed.
-func overloadAttempt(t *T, e *env, attempt int) (problems []string) {
+func overloadAttempt(t *caseT, e *env, attempt int) (problems []string) {
 	marks := overloadMarks()
 	miss := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	s := e.start(limited(overloadBudget, resilience.ConcurrencyLimiterOptions{

@@ -20,8 +20,8 @@ var panicCases = []Case{
 			"closed without a response, and the permit is returned.",
 		Requires: CapAbortHandler,
 		Pinned:   "the client gets no 200 (a 5xx or a closed connection), and the permit is returned.",
-		run:      func(t *T, e *env) { casePanicAbort(t, e, false) },
-		pinned:   func(t *T, e *env) { casePanicAbort(t, e, true) },
+		run:      func(t *caseT, e *env) { casePanicAbort(t, e, false) },
+		pinned:   func(t *caseT, e *env) { casePanicAbort(t, e, true) },
 	},
 	{
 		Name: "panic-after-timeout",
@@ -38,13 +38,14 @@ func panicking(v any) http.Handler {
 	return mux
 }
 
-func expectNotOK(t *T, what string, r result) {
+func expectNotOK(t *caseT, what string, r result) {
+	t.Helper()
 	if r.err == nil && r.status < 500 {
 		t.Errorf("%s: got %v, want a 5xx or a closed connection", what, r)
 	}
 }
 
-func casePanicFreesPermit(t *T, e *env) {
+func casePanicFreesPermit(t *caseT, e *env) {
 	s := e.start(limited(long, resilience.ConcurrencyLimiterOptions{PermitLimit: 1}), panicking("conformance: deliberate panic"))
 	for i := 0; i < 3; i++ {
 		expectNotOK(t, "request to a panicking handler", s.do(req{path: "/panic"}))
@@ -53,7 +54,7 @@ func casePanicFreesPermit(t *T, e *env) {
 	}
 }
 
-func casePanicAbort(t *T, e *env, pinned bool) {
+func casePanicAbort(t *caseT, e *env, pinned bool) {
 	s := e.start(limited(long, resilience.ConcurrencyLimiterOptions{PermitLimit: 1}), panicking(http.ErrAbortHandler))
 	for i := 0; i < 3; i++ {
 		r := s.do(req{path: "/panic"})
@@ -67,7 +68,7 @@ func casePanicAbort(t *T, e *env, pinned bool) {
 	}
 }
 
-func casePanicAfterTimeout(t *T, e *env) {
+func casePanicAfterTimeout(t *caseT, e *env) {
 	const timeout = 200 * time.Millisecond
 	g := e.gate()
 	returned := make(chan struct{})

@@ -49,6 +49,7 @@ var priorityCases = []Case{
 // queueSetup holds request "run" in the handler with a limiter of one
 // permit and queueLimit places, under the given overflow policy.
 func queueSetup(e *env, queueLimit int, overflow resilience.OverflowPolicy) (*server, *holder, <-chan result) {
+	e.t.Helper()
 	h := e.holder(true)
 	s := e.start(limited(long, resilience.ConcurrencyLimiterOptions{
 		PermitLimit:  1,
@@ -66,14 +67,16 @@ func prio(p int) map[string]string { return map[string]string{priorityHeader: st
 
 // enqueue sends a request and waits until the queue has grown to n.
 func enqueue(s *server, id string, p, n int) <-chan result {
+	s.t.Helper()
 	ch := s.send(req{path: "/held?id=" + id, header: prio(p)})
-	s.waitStats("request "+id+" queued", func(st Stats) bool { return st.Queued == n })
+	s.waitQueued(id, n)
 	return ch
 }
 
 // drain releases the running request and then each request in want in
 // turn, checking that they enter the handler in exactly that order.
-func drain(t *T, s *server, h *holder, run <-chan result, want []string, queued map[string]<-chan result) {
+func drain(t *caseT, s *server, h *holder, run <-chan result, want []string, queued map[string]<-chan result) {
+	t.Helper()
 	h.release("run")
 	expectOK(t, "request run", s.await("request run", run), "done run")
 	for _, id := range want {
@@ -87,7 +90,7 @@ func drain(t *T, s *server, h *holder, run <-chan result, want []string, queued 
 	s.waitIdle("after the queue drained")
 }
 
-func casePriorityOrder(t *T, e *env) {
+func casePriorityOrder(t *caseT, e *env) {
 	s, h, run := queueSetup(e, 4, resilience.OverflowRejectNew)
 	q := map[string]<-chan result{}
 	q["p5"] = enqueue(s, "p5", 5, 1)
@@ -97,7 +100,7 @@ func casePriorityOrder(t *T, e *env) {
 	drain(t, s, h, run, []string{"p1a", "p1b", "p3", "p5"}, q)
 }
 
-func caseOverflowRejectNew(t *T, e *env) {
+func caseOverflowRejectNew(t *caseT, e *env) {
 	s, h, run := queueSetup(e, 2, resilience.OverflowRejectNew)
 	q := map[string]<-chan result{}
 	q["a"] = enqueue(s, "a", 5, 1)
@@ -110,18 +113,18 @@ func caseOverflowRejectNew(t *T, e *env) {
 	drain(t, s, h, run, []string{"a", "b"}, q)
 }
 
-func caseOverflowDropOldest(t *T, e *env) {
+func caseOverflowDropOldest(t *caseT, e *env) {
 	s, h, run := queueSetup(e, 2, resilience.OverflowDropOldest)
 	q := map[string]<-chan result{}
 	a := enqueue(s, "a", 0, 1)
 	q["b"] = enqueue(s, "b", 0, 2)
 	q["c"] = s.send(req{path: "/held?id=c", header: prio(0)})
 	expectRejection(t, "oldest waiter a (evicted by c)", s.await("request a", a), http.StatusServiceUnavailable, "BULKHEAD_FULL", "dropped")
-	s.waitStats("c queued in a's place", func(st Stats) bool { return st.Queued == 2 })
+	s.waitQueued("c", 2) // in a's place
 	drain(t, s, h, run, []string{"b", "c"}, q)
 }
 
-func caseOverflowDropLowest(t *T, e *env) {
+func caseOverflowDropLowest(t *caseT, e *env) {
 	s, h, run := queueSetup(e, 2, resilience.OverflowDropLowestPriority)
 	q := map[string]<-chan result{}
 	q["mid"] = enqueue(s, "mid", 3, 1)
@@ -132,11 +135,11 @@ func caseOverflowDropLowest(t *T, e *env) {
 	// One that does evicts the lowest waiter.
 	q["high"] = s.send(req{path: "/held?id=high", header: prio(1)})
 	expectRejection(t, "waiter low (evicted by high)", s.await("request low", low), http.StatusServiceUnavailable, "BULKHEAD_FULL", "dropped")
-	s.waitStats("high queued in low's place", func(st Stats) bool { return st.Queued == 2 })
+	s.waitQueued("high", 2) // in low's place
 	drain(t, s, h, run, []string{"high", "mid"}, q)
 }
 
-func caseRunningNeverInterrupted(t *T, e *env) {
+func caseRunningNeverInterrupted(t *caseT, e *env) {
 	// run has priority 9, the lowest; everything after outranks it.
 	s, h, run := queueSetup(e, 1, resilience.OverflowDropLowestPriority)
 	q := map[string]<-chan result{}
@@ -145,7 +148,7 @@ func caseRunningNeverInterrupted(t *T, e *env) {
 		id := "w" + strconv.Itoa(i)
 		ch := s.send(req{path: "/held?id=" + id, header: prio(5 - i)})
 		expectRejection(t, "waiter evicted by "+id, s.await("evicted waiter", first), http.StatusServiceUnavailable, "BULKHEAD_FULL", "dropped")
-		s.waitStats(id+" queued", func(st Stats) bool { return st.Queued == 1 })
+		s.waitQueued(id, 1)
 		first = ch
 	}
 	q["w3"] = first

@@ -30,7 +30,7 @@ var rateLimitCases = []Case{
 
 func client(id string) map[string]string { return map[string]string{clientHeader: id} }
 
-func caseRateLimitPerKey(t *T, e *env) {
+func caseRateLimitPerKey(t *caseT, e *env) {
 	s := e.start(inboundOptions(long, nil, perClientRateLimit(2)), okHandler)
 	for i := 0; i < 2; i++ {
 		expectOK(t, "client x within quota", s.do(req{path: "/ok", header: client("x")}), "ok")
@@ -44,7 +44,7 @@ func caseRateLimitPerKey(t *T, e *env) {
 	expectRejection(t, "client y over quota", r, http.StatusTooManyRequests, "RATE_LIMITED", "")
 }
 
-func caseRateLimitHeaders(t *T, e *env) {
+func caseRateLimitHeaders(t *caseT, e *env) {
 	s := e.start(inboundOptions(long, nil, perClientRateLimit(2)), okHandler)
 	for i, remaining := range []int{1, 0} {
 		r := s.do(req{path: "/ok", header: client("x")})
@@ -65,7 +65,8 @@ func caseRateLimitHeaders(t *T, e *env) {
 	}
 }
 
-func expectRateLimitHeaders(t *T, what string, h http.Header, limit, remaining int) {
+func expectRateLimitHeaders(t *caseT, what string, h http.Header, limit, remaining int) {
+	t.Helper()
 	if got := h.Get("RateLimit-Limit"); got != strconv.Itoa(limit) {
 		t.Errorf("%s: RateLimit-Limit %q, want %d", what, got, limit)
 	}
@@ -77,7 +78,7 @@ func expectRateLimitHeaders(t *T, what string, h http.Header, limit, remaining i
 	}
 }
 
-func caseRateLimit429vs503(t *T, e *env) {
+func caseRateLimit429vs503(t *caseT, e *env) {
 	h := e.holder(false)
 	s := e.start(inboundOptions(long, &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}, perClientRateLimit(1)), h)
 	a := s.send(req{path: "/held?id=a", header: client("x")})

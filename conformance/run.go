@@ -29,8 +29,8 @@ type Case struct {
 	// Requires. Empty when Requires is "".
 	Pinned string
 
-	run    func(t *T, e *env)
-	pinned func(t *T, e *env)
+	run    func(t *caseT, e *env)
+	pinned func(t *caseT, e *env)
 }
 
 // Cases returns the suite's cases in the order Run runs them. The slice is
@@ -97,8 +97,8 @@ func runCase(t *testing.T, h Harness, c Case) {
 	if variant == "pinned" {
 		t.Logf("adapter %s lacks %q (%s); running the pinned variant: %s", h.Name, c.Requires, missingReason, c.Pinned)
 	}
-	ct := &T{t: t}
-	ct.execute(func(ct *T) { body(ct, &env{t: ct, h: h}) })
+	ct := &caseT{t: t}
+	ct.execute(func(ct *caseT) { body(ct, &env{t: ct, h: h}) })
 	failures := ct.Failures()
 
 	reason, known := h.KnownFailing[c.Name]
@@ -130,14 +130,13 @@ func indent(lines []string) string {
 	return b.String()
 }
 
-// T is what a case runs with. It records failures instead of reporting
+// caseT is what a case runs with. It records failures instead of reporting
 // them at once, so that Run can invert the outcome of a known-failing case.
 // Errorf and Logf are safe to call from any goroutine while the case runs;
 // Fatalf stops the case and must be called from the case's own goroutine,
 // as with testing.T. Cleanup functions run last-in first-out when the case
-// ends, whatever the outcome. Only Run makes a T: the zero value is not
-// usable (Logf and Context panic).
-type T struct {
+// ends, whatever the outcome.
+type caseT struct {
 	t *testing.T
 
 	mu       sync.Mutex
@@ -147,18 +146,18 @@ type T struct {
 }
 
 // Errorf records a failure and lets the case go on.
-func (t *T) Errorf(format string, args ...any) {
+func (t *caseT) Errorf(format string, args ...any) {
 	t.record(fmt.Sprintf(format, args...))
 }
 
 // Fatalf records a failure and ends the case.
-func (t *T) Fatalf(format string, args ...any) {
+func (t *caseT) Fatalf(format string, args ...any) {
 	t.record(fmt.Sprintf(format, args...))
 	runtime.Goexit()
 }
 
 // Logf logs to the subtest, shown with -v or on failure.
-func (t *T) Logf(format string, args ...any) {
+func (t *caseT) Logf(format string, args ...any) {
 	t.mu.Lock()
 	done := t.done
 	t.mu.Unlock()
@@ -168,39 +167,61 @@ func (t *T) Logf(format string, args ...any) {
 }
 
 // Cleanup registers f to run when the case ends.
-func (t *T) Cleanup(f func()) {
+func (t *caseT) Cleanup(f func()) {
 	t.mu.Lock()
 	t.cleanups = append(t.cleanups, f)
 	t.mu.Unlock()
 }
 
 // Context is cancelled when the case ends.
-func (t *T) Context() context.Context { return t.t.Context() }
+func (t *caseT) Context() context.Context { return t.t.Context() }
 
 // Failed reports whether a failure was recorded.
-func (t *T) Failed() bool {
+func (t *caseT) Failed() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.failures) > 0
 }
 
 // Failures returns the failures recorded so far.
-func (t *T) Failures() []string {
+func (t *caseT) Failures() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return append([]string(nil), t.failures...)
 }
 
-func (t *T) record(msg string) {
-	// Prefix the caller's file:line, skipping the suite's helper files so
-	// a failure points at the case, as testing.T.Helper does.
-	for skip := 2; skip < 12; skip++ {
-		_, file, line, ok := runtime.Caller(skip)
-		if !ok {
+// Helper marks the calling function as a helper, as testing.T.Helper
+// does: a failure recorded inside it is reported at the line that called
+// it. Every helper of the suite calls it, so each failure names a line of
+// a case (or of the cleanup that found it).
+func (t *caseT) Helper() {
+	var pc [1]uintptr
+	if runtime.Callers(2, pc[:]) == 0 {
+		return
+	}
+	f, _ := runtime.CallersFrames(pc[:]).Next()
+	helpers.Store(f.Function, true)
+}
+
+// helpers holds the names of the functions marked by T.Helper. The
+// suite's functions are helpers or not whatever the case, so one set
+// serves every T.
+var helpers sync.Map
+
+func (t *caseT) record(msg string) {
+	// Prefix the file:line of the first caller that is neither a helper
+	// nor the runtime (a cleanup runs from the runtime's deferred calls).
+	var pcs [32]uintptr
+	n := runtime.Callers(3, pcs[:]) // skip Callers, record, Errorf or Fatalf
+	frames := runtime.CallersFrames(pcs[:n])
+	for {
+		f, more := frames.Next()
+		_, helper := helpers.Load(f.Function)
+		if !helper && !strings.HasPrefix(f.Function, "runtime.") && f.File != "" {
+			msg = fmt.Sprintf("%s:%d: %s", filepath.Base(f.File), f.Line, msg)
 			break
 		}
-		if base := filepath.Base(file); base != "run.go" && base != "env.go" && base != "handlers.go" {
-			msg = fmt.Sprintf("%s:%d: %s", filepath.Base(file), line, msg)
+		if !more {
 			break
 		}
 	}
@@ -212,7 +233,7 @@ func (t *T) record(msg string) {
 // execute runs body on its own goroutine, so that Fatalf can end it with
 // runtime.Goexit without touching the testing.T, then runs the cleanups.
 // A panic in the body is recorded as a failure with its stack.
-func (t *T) execute(body func(*T)) {
+func (t *caseT) execute(body func(*caseT)) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -230,7 +251,7 @@ func (t *T) execute(body func(*T)) {
 	t.mu.Unlock()
 }
 
-func (t *T) runCleanups() {
+func (t *caseT) runCleanups() {
 	for {
 		t.mu.Lock()
 		n := len(t.cleanups)

@@ -19,8 +19,8 @@ var streamingCases = []Case{
 			"still held before the second, through http.ResponseController's Flush (the middleware's writer unwraps to a flusher).",
 		Requires: CapStreaming,
 		Pinned:   "the events are delivered whole when the handler returns: the body is both events, in order.",
-		run:      func(t *T, e *env) { caseSSE(t, e, false) },
-		pinned:   func(t *T, e *env) { caseSSE(t, e, true) },
+		run:      func(t *caseT, e *env) { caseSSE(t, e, false) },
+		pinned:   func(t *caseT, e *env) { caseSSE(t, e, true) },
 	},
 	{
 		Name: "streaming-deadline-aborts",
@@ -30,8 +30,8 @@ var streamingCases = []Case{
 			"ignores it keeps the connection until it returns, since net/http cannot close a connection under a running handler.)",
 		Requires: CapStreaming,
 		Pinned:   "nothing was committed (the framework buffers), so the client gets a complete 504 TIMEOUT at the deadline.",
-		run:      func(t *T, e *env) { caseStreamingDeadline(t, e, false) },
-		pinned:   func(t *T, e *env) { caseStreamingDeadline(t, e, true) },
+		run:      func(t *caseT, e *env) { caseStreamingDeadline(t, e, false) },
+		pinned:   func(t *caseT, e *env) { caseStreamingDeadline(t, e, true) },
 	},
 }
 
@@ -63,7 +63,8 @@ func sseHandler(g *gate, watch bool, flushErr chan<- error) http.Handler {
 }
 
 // openStream starts a GET and returns the response with its body unread.
-func openStream(t *T, s *server, path string) (*http.Response, context.CancelFunc) {
+func openStream(t *caseT, s *server, path string) (*http.Response, context.CancelFunc) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitDeadline)
 	r, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+path, nil)
 	if err != nil {
@@ -78,7 +79,7 @@ func openStream(t *T, s *server, path string) (*http.Response, context.CancelFun
 	return resp, func() { resp.Body.Close(); cancel() }
 }
 
-func caseSSE(t *T, e *env, pinned bool) {
+func caseSSE(t *caseT, e *env, pinned bool) {
 	g := e.gate()
 	flushErr := make(chan error, 1)
 	s := e.start(limited(long, resilience.ConcurrencyLimiterOptions{PermitLimit: 1}), sseHandler(g, false, flushErr))
@@ -129,7 +130,7 @@ func readEvent(br *bufio.Reader) (string, error) {
 	}
 }
 
-func caseStreamingDeadline(t *T, e *env, pinned bool) {
+func caseStreamingDeadline(t *caseT, e *env, pinned bool) {
 	const timeout = 300 * time.Millisecond
 	g := e.gate()
 	flushErr := make(chan error, 1)

@@ -83,7 +83,7 @@ func stressHandler() http.Handler {
 	})
 }
 
-func caseStress(t *T, e *env) {
+func caseStress(t *caseT, e *env) {
 	seed := rand.Uint64()
 	t.Logf("stress seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))

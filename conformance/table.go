@@ -7,6 +7,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 // Cases for the rows of the inbound behaviour table (docs/DESIGN.md). The
@@ -55,7 +56,7 @@ var tableCases = []Case{
 	},
 }
 
-func caseAdmitBelowLimit(t *T, e *env) {
+func caseAdmitBelowLimit(t *caseT, e *env) {
 	h := e.holder(false)
 	s := e.start(limited(long, resilience.ConcurrencyLimiterOptions{PermitLimit: 2}), h)
 	a := s.send(req{path: "/held?id=a"})
@@ -75,13 +76,13 @@ func caseAdmitBelowLimit(t *T, e *env) {
 	s.waitIdle("after both finished")
 }
 
-func caseQueueWaitsForSlot(t *T, e *env) {
+func caseQueueWaitsForSlot(t *caseT, e *env) {
 	h := e.holder(false)
 	s := e.start(limited(long, resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, QueueTimeout: long}), h)
 	a := s.send(req{path: "/held?id=a"})
 	h.waitEntered("a")
 	b := s.send(req{path: "/held?id=b"})
-	s.waitStats("request b queued", func(st Stats) bool { return st.Queued == 1 })
+	s.waitQueued("b", 1)
 	h.notEntered("request b must wait for the slot held by a")
 	s.pending("request b", b)
 	h.release("a")
@@ -92,13 +93,13 @@ func caseQueueWaitsForSlot(t *T, e *env) {
 	s.waitIdle("after both finished")
 }
 
-func caseQueueFull(t *T, e *env) {
+func caseQueueFull(t *caseT, e *env) {
 	h := e.holder(false)
 	s := e.start(limited(long, resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, QueueTimeout: long}), h)
 	a := s.send(req{path: "/held?id=a"})
 	h.waitEntered("a")
 	b := s.send(req{path: "/held?id=b"})
-	s.waitStats("request b queued", func(st Stats) bool { return st.Queued == 1 })
+	s.waitQueued("b", 1)
 	// a and b are held by the gate, so c can only be answered by the limiter.
 	c := s.do(req{path: "/held?id=c"})
 	expectRejection(t, "request c (queue full)", c, http.StatusServiceUnavailable, "BULKHEAD_FULL", "full")
@@ -114,7 +115,7 @@ func caseQueueFull(t *T, e *env) {
 	s.waitIdle("after the rejection")
 }
 
-func caseQueueTimeout(t *T, e *env) {
+func caseQueueTimeout(t *caseT, e *env) {
 	h := e.holder(false)
 	const qt = 150 * time.Millisecond
 	s := e.start(limited(long, resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, QueueTimeout: qt}), h)
@@ -126,7 +127,7 @@ func caseQueueTimeout(t *T, e *env) {
 	if b.elapsed < qt {
 		t.Errorf("request b answered after %v, before its queue timeout %v", b.elapsed, qt)
 	}
-	s.waitStats("request b leaving the queue", func(st Stats) bool { return st.Queued == 0 })
+	s.waitStats("request b leaving the queue", func(st inbound.Stats) bool { return st.Queued == 0 })
 	s.pending("request a", a)
 	h.release("a")
 	expectOK(t, "request a", s.await("request a", a), "done a")
@@ -134,7 +135,7 @@ func caseQueueTimeout(t *T, e *env) {
 	s.waitIdle("after the queue timeout")
 }
 
-func caseTimeout504(t *T, e *env) {
+func caseTimeout504(t *caseT, e *env) {
 	h := e.holder(true)
 	const timeout = 200 * time.Millisecond
 	s := e.start(limited(timeout, resilience.ConcurrencyLimiterOptions{PermitLimit: 1}), h)
@@ -150,7 +151,7 @@ func caseTimeout504(t *T, e *env) {
 	s.waitIdle("after the 504")
 }
 
-func caseHealth(t *T, e *env) {
+func caseHealth(t *caseT, e *env) {
 	h := e.holder(false)
 	opts := limited(long, resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, QueueTimeout: long})
 	opts.RateLimit = perClientRateLimit(1)
@@ -158,7 +159,7 @@ func caseHealth(t *T, e *env) {
 	a := s.send(req{path: "/held?id=a", header: map[string]string{clientHeader: "x"}})
 	h.waitEntered("a")
 	b := s.send(req{path: "/held?id=b", header: map[string]string{clientHeader: "y"}})
-	s.waitStats("request b queued", func(st Stats) bool { return st.Queued == 1 })
+	s.waitQueued("b", 1)
 	// Full limiter, full queue, and client x has spent its quota.
 	shed := s.do(req{path: "/held?id=c", header: map[string]string{clientHeader: "z"}})
 	expectRejection(t, "request c (limiter and queue full)", shed, http.StatusServiceUnavailable, "BULKHEAD_FULL", "full")

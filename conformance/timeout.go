@@ -32,7 +32,7 @@ var timeoutCases = []Case{
 	},
 }
 
-func caseTimeoutIgnoredContext(t *T, e *env) {
+func caseTimeoutIgnoredContext(t *caseT, e *env) {
 	h := e.holder(false)
 	const timeout = 200 * time.Millisecond
 	s := e.start(limited(timeout, resilience.ConcurrencyLimiterOptions{PermitLimit: 1}), h)
@@ -56,7 +56,7 @@ func caseTimeoutIgnoredContext(t *T, e *env) {
 	expectOK(t, "request c after the permit came back", s.do(req{path: "/held?id=c"}), "done c")
 }
 
-func caseTimeoutLateWrites(t *T, e *env) {
+func caseTimeoutLateWrites(t *caseT, e *env) {
 	const timeout = 200 * time.Millisecond
 	g := e.gate()
 	wrote := make(chan error, 1)
@@ -89,12 +89,12 @@ func caseTimeoutLateWrites(t *T, e *env) {
 	}
 }
 
-func caseTimeoutNestedPipeline(t *T, e *env) {
+func caseTimeoutNestedPipeline(t *caseT, e *env) {
 	const timeout = 200 * time.Millisecond
 	type outcome struct{ ctxErr, execErr error }
 	done := make(chan outcome, 1)
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := resilience.NewBuilder[int](resilience.Name("nested")).AddTimeout(long).Build()
+		p, err := resilience.NewBuilder[int](resilience.WithName("nested")).AddTimeout(resilience.TimeoutOptions{Timeout: long}).Build()
 		if err != nil {
 			done <- outcome{execErr: err}
 			return

@@ -29,8 +29,8 @@ var viewCases = []Case{
 			"configuration, or a priority that ranks by route silently ranks every request alike.",
 		Requires: CapRoute,
 		Pinned:   "every field but Route as in the full case; Route is \"\" (unknown), never a wrong pattern",
-		run:      func(t *T, e *env) { caseRequestView(t, e, true) },
-		pinned:   func(t *T, e *env) { caseRequestView(t, e, false) },
+		run:      func(t *caseT, e *env) { caseRequestView(t, e, true) },
+		pinned:   func(t *caseT, e *env) { caseRequestView(t, e, false) },
 	},
 }
 
@@ -71,7 +71,7 @@ func (v *viewRecorder) get(header string) (viewSeen, bool) {
 	return s, ok
 }
 
-func caseRequestView(t *T, e *env, routeKnown bool) {
+func caseRequestView(t *caseT, e *env, routeKnown bool) {
 	queue := func(rec *viewRecorder) resilience.ConcurrencyLimiterOptions {
 		return resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, QueueTimeout: long, Priority: rec.priority}
 	}
@@ -115,7 +115,7 @@ func caseRequestView(t *T, e *env, routeKnown bool) {
 		}
 		probe := s.send(req{method: http.MethodPost, path: "/route/42?id=probe", header: map[string]string{viewHeader: c.name}})
 		if c.queue {
-			s.waitStats("probe queued ("+c.name+")", func(st Stats) bool { return st.Queued == 1 })
+			s.waitStats("probe queued ("+c.name+")", func(st inbound.Stats) bool { return st.Queued == 1 })
 			h.release("run")
 			expectOK(t, "request run ("+c.name+")", s.await("request run", run), "done run")
 		}

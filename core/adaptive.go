@@ -8,10 +8,8 @@ import (
 	"time"
 )
 
-// LimitOutcome is how an adaptive limiter counts one finished execution. A
-// plain value: safe to copy and to read from several goroutines; the zero
-// value is LimitSampled, and an unknown value counts as a sample too;
-// nothing here changes on failure.
+// LimitOutcome is how an adaptive limiter counts one finished execution;
+// an unknown value counts as a sample.
 type LimitOutcome uint8
 
 const (
@@ -80,18 +78,15 @@ func DefaultClassify(ctx context.Context, err error) LimitOutcome {
 	return LimitSampled
 }
 
-// Defaults of AdaptiveLimiterOptions.
 const (
-	DefaultAdaptiveInitialLimit = 20
-	DefaultAdaptiveMinLimit     = 1
-	DefaultAdaptiveMaxLimit     = 1000
+	defaultAdaptiveInitialLimit = 20
+	defaultAdaptiveMinLimit     = 1
+	defaultAdaptiveMaxLimit     = 1000
 )
 
-// AdaptiveLimiterOptions configures an AdaptiveLimiter. Zero values mean
-// the defaults. A plain value: NewAdaptiveLimiter copies it, so it may be
-// shared and reused (except Algorithm, below); its functions are called
-// concurrently and must be safe for that. An invalid field makes
-// NewAdaptiveLimiter return a *ConfigError and build nothing.
+// AdaptiveLimiterOptions configures an AdaptiveLimiter; the zero value of
+// each field means its default. Its functions are called concurrently and
+// must be safe for that.
 type AdaptiveLimiterOptions struct {
 	// Name labels the strategy's events. Default "AdaptiveLimiter".
 	Name string
@@ -99,14 +94,14 @@ type AdaptiveLimiterOptions struct {
 	// Gradient2 with its defaults. An algorithm holds state: give each
 	// limiter its own value.
 	Algorithm LimitAlgorithm
-	// InitialLimit is the limit before the first sample. Default 20.
+	// InitialLimit is the limit before the first sample; 0 means 20.
 	InitialLimit int
-	// MinLimit is the floor of the limit, default 1. A floor above 1 keeps
+	// MinLimit is the floor of the limit; 0 means 1. A floor above 1 keeps
 	// the service admitting work when latency rises for reasons the
 	// limit cannot fix (a slow dependency), instead of shedding almost
 	// everything until latency recovers.
 	MinLimit int
-	// MaxLimit is the ceiling of the limit. Default 1000.
+	// MaxLimit is the ceiling of the limit; 0 means 1000.
 	MaxLimit int
 	// QueueLimit, QueueTimeout, Priority, Overflow and CoDel work exactly
 	// as in ConcurrencyLimiterOptions: the two limiters share one queue
@@ -121,20 +116,6 @@ type AdaptiveLimiterOptions struct {
 	Classify Classifier
 }
 
-// LimitProvider reports a limiter's live state: its current limit, the
-// permits in use and the executions queued. Health checks, dashboards and
-// metrics read it from any goroutine. ConcurrencyLimiter and
-// AdaptiveLimiter implement it. Stats cannot fail and changes nothing; the
-// zero value of either limiter reports a limit of 0.
-type LimitProvider interface {
-	Stats() LimiterStats
-}
-
-var (
-	_ LimitProvider = (*ConcurrencyLimiter)(nil)
-	_ LimitProvider = (*AdaptiveLimiter)(nil)
-)
-
 // AdaptiveLimiter is a concurrency limiter whose limit is found while the
 // service runs: it raises the limit while latency stays flat and lowers it
 // as soon as latency climbs or executions time out. It is a Strategy, and
@@ -145,34 +126,6 @@ var (
 // timeouts and the optional CoDel discipline. Only the limit moves. A
 // lower limit never interrupts running work; it only stops admitting until
 // in-flight falls below it.
-//
-// Finished executions are summarised per sampling window (at least one
-// mean round-trip time, a millisecond and ten samples, or the limit if
-// smaller; at most a second; the first window closes after ten samples)
-// and each window is handed to the LimitAlgorithm, which returns the new
-// limit; the limiter clamps it to [MinLimit, MaxLimit]. Windows rather
-// than single samples keep the per-execution cost to a few additions under
-// the lock the release takes anyway, and give the algorithms a mean that
-// is far less noisy than one request's latency.
-//
-// Timing is sampled at high throughput. Reading the monotonic clock twice
-// per execution would cost more than the rest of acquire and release
-// together, so the limiter times every execution only until the current
-// window has started 64 timed ones; after that it times one execution in
-// 16, picked under the acquire lock by a fixed-seed pseudo-random sequence
-// (reproducible, yet not in step with traffic that cycles through routes),
-// and an untimed execution reads no clock at all. Each timed execution
-// weighs the inverse of the chance it had to be timed (1 or 16) in the
-// window's mean, and the choice is made before its latency exists, so the
-// mean is an unbiased estimate of the mean over every execution in the
-// window. Drops and the in-flight maximum are counted for every execution,
-// timed or not; only a timed release can close a window, since only it
-// holds a clock reading, and a window with samples closes only once it
-// has timed ones. A service with fewer than 64 executions per window (in
-// flight stays below 64, by Little's law) is timed in full, so the
-// sampling applies only where the clock's cost matters. MinRTT is the
-// minimum over timed executions. Executions that waited in the queue are
-// always timed.
 //
 // When to use it instead of the fixed limiter: when the right limit is not
 // known or changes (instance sizes, traffic mix, a dependency's speed). A
@@ -191,15 +144,41 @@ var (
 //     change once the limit is at MinLimit or the service is below half
 //     its limit.
 //
-// An AdaptiveLimiter is safe for concurrent use and may be shared by
-// pipelines, which then share its permits and its limit. Create it with
-// NewAdaptiveLimiter; the zero value rejects every execution with
-// ReasonFull and fails Validate. A rejection, cancellation or panic leaves
-// no state behind: permits and queue places are always returned (a panic
-// is not a sample). Must not be copied after first use.
+// Safe for concurrent use; pipelines that share one share its permits and
+// its limit. Create it with NewAdaptiveLimiter; the zero value rejects
+// every execution. A rejection, cancellation or panic returns the permit
+// and queue place (a panic is not a sample).
 type AdaptiveLimiter struct {
+	// Finished executions are summarised per sampling window (at least one
+	// mean round-trip time, a millisecond and ten samples, or the limit if
+	// smaller; at most a second; the first window closes after ten samples)
+	// and each window is handed to the LimitAlgorithm, which returns the new
+	// limit; the limiter clamps it to [MinLimit, MaxLimit]. Windows rather
+	// than single samples keep the per-execution cost to a few additions under
+	// the lock the release takes anyway, and give the algorithms a mean that
+	// is far less noisy than one request's latency.
+	//
+	// Timing is sampled at high throughput. Reading the monotonic clock twice
+	// per execution would cost more than the rest of acquire and release
+	// together, so the limiter times every execution only until the current
+	// window has started 64 timed ones; after that it times one execution in
+	// 16, picked under the acquire lock by a fixed-seed pseudo-random sequence
+	// (reproducible, yet not in step with traffic that cycles through routes),
+	// and an untimed execution reads no clock at all. Each timed execution
+	// weighs the inverse of the chance it had to be timed (1 or 16) in the
+	// window's mean, and the choice is made before its latency exists, so the
+	// mean is an unbiased estimate of the mean over every execution in the
+	// window. Drops and the in-flight maximum are counted for every execution,
+	// timed or not; only a timed release can close a window, since only it
+	// holds a clock reading, and a window with samples closes only once it
+	// has timed ones. A service with fewer than 64 executions per window (in
+	// flight stays below 64, by Little's law) is timed in full, so the
+	// sampling applies only where the clock's cost matters. MinRTT is the
+	// minimum over timed executions. Executions that waited in the queue are
+	// always timed.
+
 	name     string
-	opts     AdaptiveLimiterOptions // as given, for Validate
+	opts     AdaptiveLimiterOptions // as given, for validate
 	alg      LimitAlgorithm
 	classify Classifier
 	minLimit int
@@ -261,8 +240,8 @@ func NewAdaptiveLimiter(opts AdaptiveLimiterOptions) (*AdaptiveLimiter, error) {
 		opts:     opts,
 		alg:      opts.Algorithm,
 		classify: opts.Classify,
-		minLimit: defaultInt(opts.MinLimit, DefaultAdaptiveMinLimit),
-		maxLimit: defaultInt(opts.MaxLimit, DefaultAdaptiveMaxLimit),
+		minLimit: defaultInt(opts.MinLimit, defaultAdaptiveMinLimit),
+		maxLimit: defaultInt(opts.MaxLimit, defaultAdaptiveMaxLimit),
 		epoch:    time.Now(),
 		pick:     0x9e3779b97f4a7c15, // any non-zero seed
 	}
@@ -275,14 +254,14 @@ func NewAdaptiveLimiter(opts AdaptiveLimiterOptions) (*AdaptiveLimiter, error) {
 	if a.classify == nil {
 		a.classify = DefaultClassify
 	}
-	initial := min(max(defaultInt(opts.InitialLimit, DefaultAdaptiveInitialLimit), a.minLimit), a.maxLimit)
+	initial := min(max(defaultInt(opts.InitialLimit, defaultAdaptiveInitialLimit), a.minLimit), a.maxLimit)
 	a.estimate = float64(initial)
 	a.initEngine(initial, opts.QueueLimit, opts.QueueTimeout, opts.Priority, opts.Overflow, opts.CoDel)
 	return a, nil
 }
 
 // AddAdaptiveLimiter appends a new adaptive limiter configured by opts. To
-// read its live limit (its LimitProvider), build it with
+// read its live limit (Stats), build it with
 // NewAdaptiveLimiter and add it with AddStrategy instead.
 func (b *Builder[T]) AddAdaptiveLimiter(opts AdaptiveLimiterOptions) *Builder[T] {
 	a, err := NewAdaptiveLimiter(opts)
@@ -309,8 +288,8 @@ func validateAdaptiveOptions(o AdaptiveLimiterOptions) error {
 			return err
 		}
 	}
-	minL := defaultInt(o.MinLimit, DefaultAdaptiveMinLimit)
-	maxL := defaultInt(o.MaxLimit, DefaultAdaptiveMaxLimit)
+	minL := defaultInt(o.MinLimit, defaultAdaptiveMinLimit)
+	maxL := defaultInt(o.MaxLimit, defaultAdaptiveMaxLimit)
 	if minL > maxL {
 		return configErrorf(t+"MinLimit", "must not exceed MaxLimit (%d), got %d", maxL, minL)
 	}
@@ -320,23 +299,18 @@ func validateAdaptiveOptions(o AdaptiveLimiterOptions) error {
 	if err := checkNonNegativeDuration(t+"QueueTimeout", o.QueueTimeout); err != nil {
 		return err
 	}
-	if o.Overflow != "" {
-		if _, err := ParseOverflowPolicy(string(o.Overflow)); err != nil {
-			return &ConfigError{Field: t + "Overflow", Problem: err.(*ConfigError).Problem}
-		}
+	if _, err := ParseOverflowPolicy(string(o.Overflow)); err != nil {
+		return &ConfigError{Field: t + "Overflow", Problem: err.(*ConfigError).Problem}
 	}
 	if err := validateCoDel("AdaptiveLimiterOptions", o.CoDel); err != nil {
 		return err
 	}
-	if v, ok := o.Algorithm.(Validator); ok {
-		return v.Validate()
-	}
-	return nil
+	return validateStrategy(o.Algorithm)
 }
 
-// Validate reports invalid options as a *ConfigError. A limiter made by
+// validate reports invalid options as a *ConfigError. A limiter made by
 // NewAdaptiveLimiter is always valid; the zero value is not.
-func (a *AdaptiveLimiter) Validate() error {
+func (a *AdaptiveLimiter) validate() error {
 	if a.alg == nil {
 		return configErrorf("AdaptiveLimiter", "not created by NewAdaptiveLimiter")
 	}
@@ -369,14 +343,22 @@ type AdaptivePermit struct {
 // Release returns the permit and counts the execution as o: its round-trip
 // time since Acquire is a sample (LimitSampled; at high throughput only
 // some permits carry a start time, see AdaptiveLimiter), it signals
-// overload (LimitDropped), or it is not counted (LimitIgnored). Releasing the zero
-// AdaptivePermit, or a permit twice, is a bug in the caller and panics
-// when the limiter notices it (no permit held).
-func (p AdaptivePermit) Release(o LimitOutcome) {
+// overload (LimitDropped), or it is not counted (LimitIgnored). Releasing
+// the zero AdaptivePermit, or a permit twice, is a bug in the caller and
+// panics when the limiter notices it (no permit held).
+//
+// The release that closes a sampling window runs the LimitAlgorithm. If
+// the algorithm panics, the panic stops there: the previous limit stands,
+// the permit is returned all the same, and Release returns a
+// *HookPanicError for the caller to report; otherwise it returns nil.
+func (p AdaptivePermit) Release(o LimitOutcome) error {
 	if p.l == nil {
 		panic("resilience: AdaptivePermit.Release of a zero permit")
 	}
-	p.l.release(p, o)
+	if err := p.l.release(p, o); err != nil {
+		return err
+	}
+	return nil
 }
 
 // Acquire takes a permit, queueing for one if the options allow, like
@@ -388,12 +370,17 @@ func (a *AdaptiveLimiter) Acquire(ctx context.Context) (AdaptivePermit, error) {
 	return p, err
 }
 
+// Close stops admission for good, as ConcurrencyLimiter.Close does:
+// queued and later executions are rejected with ReasonShuttingDown, and
+// running ones release their permits as usual.
+func (a *AdaptiveLimiter) Close() { a.close() }
+
 // TryAcquire takes a permit if one is free and nobody is waiting; it never
 // queues.
 func (a *AdaptiveLimiter) TryAcquire() (AdaptivePermit, bool) {
 	a.mu.Lock()
 	// inFlight < limit implies an empty queue (see permitEngine.tryAcquire).
-	if a.inFlight >= a.limit {
+	if a.inFlight >= a.limit || a.closed {
 		a.mu.Unlock()
 		return AdaptivePermit{}, false
 	}
@@ -411,7 +398,7 @@ func (a *AdaptiveLimiter) begin(ctx context.Context) (AdaptivePermit, time.Durat
 		return AdaptivePermit{}, 0, context.Cause(ctx)
 	}
 	a.mu.Lock()
-	if a.inFlight < a.limit {
+	if a.inFlight < a.limit && !a.closed {
 		a.inFlight++
 		weight := a.timingLocked()
 		a.mu.Unlock()
@@ -461,8 +448,11 @@ func (a *AdaptiveLimiter) now() int64 { return int64(time.Since(a.epoch)) }
 
 // Execute implements Strategy: it takes a permit (or rejects, emitting
 // EventRateLimiterRejected like ConcurrencyLimiter), runs next, classifies
-// the result and returns the permit. A panic in next releases the permit
-// without a sample and propagates.
+// the result and returns the permit. A panic in next, or in the
+// Classifier, releases the permit without a sample and propagates to this
+// execution's caller. A LimitAlgorithm that panics when this execution
+// closes a window is contained (see AdaptivePermit.Release) and reported
+// as EventHookPanic.
 func (a *AdaptiveLimiter) Execute(ctx context.Context, tel Telemetry, next Next) error {
 	p, waited, err := a.begin(ctx)
 	if err != nil {
@@ -470,15 +460,20 @@ func (a *AdaptiveLimiter) Execute(ctx context.Context, tel Telemetry, next Next)
 		return err
 	}
 	outcome := LimitIgnored // if next or the classifier panics
-	defer func() { a.release(p, outcome) }()
+	defer func() {
+		if herr := a.release(p, outcome); herr != nil {
+			tel.Emit(ctx, Event{Name: EventHookPanic, Reason: herr.Hook, Err: herr})
+		}
+	}()
 	err = next(ctx)
 	outcome = a.classify(ctx, err)
 	return err
 }
 
 // release returns a permit and records the execution in the window. The
-// release that closes a window hands it to the algorithm after unlocking.
-func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) {
+// release that closes a window hands it to the algorithm after unlocking,
+// and returns the algorithm's contained panic, if any.
+func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) *HookPanicError {
 	var now int64
 	if p.weight > 0 {
 		now = a.now()
@@ -491,7 +486,7 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) {
 	}
 	if o == LimitIgnored {
 		a.mu.Unlock()
-		return
+		return nil
 	}
 	w := &a.win
 	if o == LimitDropped {
@@ -516,13 +511,13 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) {
 	// (when every execution is timed, both always hold).
 	if p.weight == 0 || a.updating || (w.samples > 0 && w.timed == 0) {
 		a.mu.Unlock()
-		return
+		return nil
 	}
 	elapsed := now - w.start
 	n := w.samples + w.drops
 	if !(elapsed >= maxWindow || (n >= min(windowMinSamples, a.limit) && w.timed >= min(windowMinSamples, w.samples) && elapsed >= w.length)) {
 		a.mu.Unlock()
-		return
+		return nil
 	}
 	s := LimitSample{
 		Limit:    a.estimate,
@@ -543,15 +538,22 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) {
 	*w = sampleWindow{start: now, length: max(length, minWindow)}
 	a.updating = true
 	a.mu.Unlock()
-	a.update(s)
+	return a.update(s)
 }
 
 // update runs the algorithm outside the lock and applies its limit. The
 // updating flag keeps windows in order (one update at a time) and is
-// cleared even if a user's algorithm panics.
-func (a *AdaptiveLimiter) update(s LimitSample) {
+// cleared even if a user's algorithm panics. Such a panic is recovered
+// here, on whichever execution closed the window, because it would
+// otherwise fail that unrelated execution: the previous limit stands and
+// the panic comes back as a *HookPanicError.
+func (a *AdaptiveLimiter) update(s LimitSample) (err *HookPanicError) {
 	next := s.Limit
 	defer func() {
+		if v := recover(); v != nil {
+			next = s.Limit
+			err = &HookPanicError{Hook: HookLimitAlgorithm, Value: v}
+		}
 		if math.IsNaN(next) || math.IsInf(next, 0) {
 			next = s.Limit
 		}
@@ -565,4 +567,5 @@ func (a *AdaptiveLimiter) update(s LimitSample) {
 		a.mu.Unlock()
 	}()
 	next = a.alg.Update(s)
+	return nil
 }

@@ -6,10 +6,7 @@ import (
 )
 
 // LimitSample summarises the executions an adaptive limiter saw finish in
-// one sampling window. It is what a LimitAlgorithm decides on. A plain
-// value, handed over by value: safe to copy and to read from several
-// goroutines; the zero value is an empty window (no samples, no drops, a
-// limit of 0); nothing here changes on failure.
+// one sampling window: what a LimitAlgorithm decides on.
 type LimitSample struct {
 	// Limit is the limit in force, unrounded (the algorithm's last answer,
 	// clamped to [MinLimit, MaxLimit]).
@@ -40,8 +37,9 @@ type LimitSample struct {
 // limiters. An algorithm may implement Validator; NewAdaptiveLimiter then
 // checks it. A nil Algorithm in AdaptiveLimiterOptions means a new
 // Gradient2. Update has no error result; if it panics, the limiter keeps
-// its limit, hands the next window over as usual, and the panic propagates
-// to the execution whose release closed the window.
+// its previous limit, hands the next window over as usual, and reports the
+// panic as EventHookPanic (see the package documentation, User hooks); the
+// execution whose release closed the window goes on unharmed.
 type LimitAlgorithm interface {
 	Update(s LimitSample) float64
 }
@@ -116,9 +114,8 @@ func (ss *slowStart) grow(s LimitSample, congested bool) (float64, bool) {
 	return s.Limit * 2, true
 }
 
-// Gradient2Options tunes Gradient2. Zero values mean the defaults. A plain
-// value: NewGradient2 copies it, so it may be shared and reused; an invalid
-// field makes NewGradient2 return a *ConfigError and no algorithm.
+// Gradient2Options tunes Gradient2; the zero value of each field means its
+// default.
 type Gradient2Options struct {
 	// Tolerance is how far the window's mean RTT may exceed the baseline
 	// before the limit falls. Default 1.05 (Netflix: 1.5; see Gradient2).
@@ -190,7 +187,7 @@ type Gradient2 struct {
 // NewGradient2 returns the algorithm, or a *ConfigError.
 func NewGradient2(opts Gradient2Options) (*Gradient2, error) {
 	g := &Gradient2{opts: opts}
-	if err := g.Validate(); err != nil {
+	if err := g.validate(); err != nil {
 		return nil, err
 	}
 	o := &g.opts
@@ -215,8 +212,8 @@ func NewGradient2(opts Gradient2Options) (*Gradient2, error) {
 	return g, nil
 }
 
-// Validate reports invalid options as a *ConfigError.
-func (g *Gradient2) Validate() error {
+// validate reports invalid options as a *ConfigError.
+func (g *Gradient2) validate() error {
 	o := g.opts
 	if o.Tolerance != 0 && !(o.Tolerance >= 1 && o.Tolerance <= 10) {
 		return configErrorf("Gradient2Options.Tolerance", "must be between 1 and 10, got %v", o.Tolerance)
@@ -262,10 +259,8 @@ func (g *Gradient2) Update(s LimitSample) float64 {
 	return s.Limit*(1-g.opts.Smoothing) + newLimit*g.opts.Smoothing
 }
 
-// VegasOptions tunes Vegas. Zero values mean the defaults; Alpha, Beta and
-// Threshold are multiples of log10(limit). A plain value: NewVegas copies
-// it, so it may be shared and reused; an invalid field makes NewVegas
-// return a *ConfigError and no algorithm.
+// VegasOptions tunes Vegas; the zero value of each field means its
+// default. Alpha, Beta and Threshold are multiples of log10(limit).
 type VegasOptions struct {
 	// Alpha: below Alpha*log10(limit) estimated queued executions the limit
 	// grows by log10(limit). Default 3.
@@ -322,7 +317,7 @@ type Vegas struct {
 // NewVegas returns the algorithm, or a *ConfigError.
 func NewVegas(opts VegasOptions) (*Vegas, error) {
 	v := &Vegas{opts: opts}
-	if err := v.Validate(); err != nil {
+	if err := v.validate(); err != nil {
 		return nil, err
 	}
 	o := &v.opts
@@ -346,8 +341,8 @@ func NewVegas(opts VegasOptions) (*Vegas, error) {
 	return v, nil
 }
 
-// Validate reports invalid options as a *ConfigError.
-func (v *Vegas) Validate() error {
+// validate reports invalid options as a *ConfigError.
+func (v *Vegas) validate() error {
 	o := v.opts
 	for _, f := range []struct {
 		name string
@@ -410,9 +405,7 @@ func (v *Vegas) Update(s LimitSample) float64 {
 	return limit*(1-v.opts.Smoothing) + next*v.opts.Smoothing
 }
 
-// AIMDOptions tunes AIMD. Zero values mean the defaults. A plain value:
-// NewAIMD copies it, so it may be shared and reused; an invalid field
-// makes NewAIMD return a *ConfigError and no algorithm.
+// AIMDOptions tunes AIMD; the zero value of each field means its default.
 type AIMDOptions struct {
 	// BackoffRatio multiplies the limit after a window with drops or a
 	// mean RTT above Timeout, in (0, 1). Default 0.9, as Netflix.
@@ -447,7 +440,7 @@ type AIMD struct {
 // NewAIMD returns the algorithm, or a *ConfigError.
 func NewAIMD(opts AIMDOptions) (*AIMD, error) {
 	a := &AIMD{opts: opts}
-	if err := a.Validate(); err != nil {
+	if err := a.validate(); err != nil {
 		return nil, err
 	}
 	if a.opts.BackoffRatio == 0 {
@@ -460,8 +453,8 @@ func NewAIMD(opts AIMDOptions) (*AIMD, error) {
 	return a, nil
 }
 
-// Validate reports invalid options as a *ConfigError.
-func (a *AIMD) Validate() error {
+// validate reports invalid options as a *ConfigError.
+func (a *AIMD) validate() error {
 	if r := a.opts.BackoffRatio; r != 0 && !(r > 0 && r < 1) {
 		return configErrorf("AIMDOptions.BackoffRatio", "must be in (0, 1), got %v", r)
 	}

@@ -257,7 +257,7 @@ func TestAdaptiveSteadyTimeoutsLowerTheLimit(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				timeout := Timeout(50 * time.Millisecond)
+				timeout := newTimeout(TimeoutOptions{Timeout: 50 * time.Millisecond})
 				next := func(ctx context.Context) error {
 					return timeout.Execute(ctx, Telemetry{}, func(ctx context.Context) error {
 						<-ctx.Done() // the dependency never answers in time

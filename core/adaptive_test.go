@@ -48,7 +48,7 @@ func TestAdaptiveLimiterOptionsValidation(t *testing.T) {
 		wantConfigField(t, err, c.field)
 	}
 	var zero AdaptiveLimiter
-	if zero.Validate() == nil {
+	if zero.validate() == nil {
 		t.Fatal("zero AdaptiveLimiter validated")
 	}
 }
@@ -110,8 +110,6 @@ func TestAdaptiveLimiterDefaults(t *testing.T) {
 	if _, ok := a.alg.(*Gradient2); !ok {
 		t.Fatalf("default algorithm %T", a.alg)
 	}
-	var lp LimitProvider = a
-	_ = lp
 }
 
 func TestDefaultClassify(t *testing.T) {
@@ -274,20 +272,65 @@ func TestAdaptiveLimiterSurvivesBadAlgorithm(t *testing.T) {
 	if s := a.Stats(); s.Limit != 1 {
 		t.Fatalf("NaN changed the limit: %+v", s)
 	}
-	b := newTestAdaptive(t, AdaptiveLimiterOptions{Algorithm: panicAlg{}, InitialLimit: 1})
-	p, _ = b.TryAcquire()
-	func() {
-		defer func() { _ = recover() }()
-		p.Release(LimitSampled)
-	}()
-	if b.updating || b.Stats().InFlight != 0 {
-		t.Fatalf("stuck after a panicking algorithm: %+v", b.Stats())
+}
+
+// A panicking LimitAlgorithm stays where it ran: the execution whose
+// release closed the window is not failed by it (neither through Release
+// nor through Execute), the previous limit stands, the next window is
+// handed over as usual, and the panic is reported as EventHookPanic.
+func TestAdaptiveAlgorithmPanicIsContained(t *testing.T) {
+	alg := &panicOnceAlg{}
+	b := newTestAdaptive(t, AdaptiveLimiterOptions{Algorithm: alg, InitialLimit: 3})
+	p1, _ := b.TryAcquire()
+	p2, _ := b.TryAcquire()
+	p, _ := b.TryAcquire()
+	if err := errors.Join(p1.Release(LimitSampled), p2.Release(LimitSampled)); err != nil {
+		t.Fatal(err)
+	}
+	err := p.Release(LimitSampled) // the first window closes: the algorithm panics
+	var hp *HookPanicError
+	if !errors.As(err, &hp) || hp.Hook != HookLimitAlgorithm || hp.Value != "algorithm bug" {
+		t.Fatalf("Release = %v, want a *HookPanicError for %s", err, HookLimitAlgorithm)
+	}
+	if s := b.Stats(); b.updating || s.InFlight != 0 || s.Limit != 3 {
+		t.Fatalf("after a panicking algorithm: %+v (updating %v), want the permit back and limit 3", s, b.updating)
+	}
+
+	// Through Execute: the execution succeeds and the event names the hook.
+	var events []Event
+	tel := NewTelemetry("p", "a", ListenerFunc(func(_ context.Context, e Event) { events = append(events, e) }))
+	c := newTestAdaptive(t, AdaptiveLimiterOptions{Algorithm: &panicOnceAlg{}, InitialLimit: 3})
+	for i := 0; i < 3; i++ { // the third closes the first window
+		if err := c.Execute(context.Background(), tel, func(context.Context) error { return nil }); err != nil {
+			t.Fatalf("Execute = %v, want the callback's nil", err)
+		}
+	}
+	if len(events) != 1 || events[0].Name != EventHookPanic || events[0].Reason != HookLimitAlgorithm || !errors.As(events[0].Err, &hp) {
+		t.Fatalf("events = %+v, want one %s", events, EventHookPanic)
+	}
+	if s := c.Stats(); s.Limit != 3 || s.InFlight != 0 {
+		t.Fatalf("stats = %+v, want limit 3 and nothing in flight", s)
+	}
+	// The next window goes to the algorithm as usual and its limit applies.
+	for i := 0; i < 2*windowMinSamples && c.Stats().Limit == 3; i++ {
+		time.Sleep(2 * time.Millisecond) // windows close after at least a millisecond
+		_ = c.Execute(context.Background(), tel, func(context.Context) error { return nil })
+	}
+	if s := c.Stats(); s.Limit != 7 {
+		t.Fatalf("limit %d after the algorithm recovered, want its 7", s.Limit)
 	}
 }
 
-type panicAlg struct{}
+// panicOnceAlg panics on its first update and answers 7 after.
+type panicOnceAlg struct{ n int }
 
-func (panicAlg) Update(LimitSample) float64 { panic("algorithm bug") }
+func (a *panicOnceAlg) Update(LimitSample) float64 {
+	a.n++
+	if a.n == 1 {
+		panic("algorithm bug")
+	}
+	return 7
+}
 
 func nan() float64 { var z float64; return z / z }
 

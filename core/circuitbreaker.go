@@ -8,9 +8,7 @@ import (
 	"time"
 )
 
-// CircuitState is the state of a circuit breaker. A plain value: safe to
-// copy and to read from several goroutines; the zero value is
-// CircuitClosed; nothing here changes on failure.
+// CircuitState is the state of a circuit breaker.
 type CircuitState int
 
 const (
@@ -43,10 +41,7 @@ func (s CircuitState) String() string {
 	return "CircuitState(?)"
 }
 
-// BreakDurationArgs is what a BreakDurationGenerator decides from. A plain
-// value, handed over by value: safe to copy, keep and read from several
-// goroutines, and changing it changes nothing in the breaker; the zero
-// value describes no failures.
+// BreakDurationArgs is what a BreakDurationGenerator decides from.
 type BreakDurationArgs struct {
 	// FailureRate is failures/throughput in the sampling window when the
 	// circuit opened from closed; 1 when a probe failed.
@@ -61,10 +56,8 @@ type BreakDurationArgs struct {
 }
 
 // CircuitArgs describes a transition to OnOpened, OnClosed and OnHalfOpened.
-// A plain value, handed over by value: safe to copy, keep and read from
-// several goroutines; the zero value (no outcome, no break, not manual) is
-// what OnHalfOpened gets. The transition has already happened when a
-// callback gets it, so a callback that panics does not undo it.
+// The transition has already happened when a callback gets it, so a
+// callback that panics does not undo it.
 type CircuitArgs[T any] struct {
 	// Outcome is the outcome that caused the transition (zero for a
 	// manual one or for half-opening).
@@ -75,26 +68,25 @@ type CircuitArgs[T any] struct {
 	Manual bool
 }
 
-// CircuitBreakerOptions configures a circuit breaker. The zero value (with
-// T chosen) is Polly's default breaker: it opens for 5 s when at least 10 %
-// of at least 100 executions in the last 30 s failed. A plain value:
-// CircuitBreakerOf copies it, so it may be shared and reused; its functions
-// are called concurrently and must be safe for that. An invalid field is a
-// *ConfigError from NewCircuitBreaker, Validate or Builder.Build.
+// CircuitBreakerOptions configures a CircuitBreaker; the zero value of
+// each field means its default, so the zero value is Polly's default
+// breaker: it opens for 5 s when at least 10 % of at least 100 executions
+// in the last 30 s failed. Its functions are called concurrently and must
+// be safe for that.
 type CircuitBreakerOptions[T any] struct {
 	// Name labels the strategy's events. Default "CircuitBreaker".
 	Name string
 	// FailureRatio is the share of handled outcomes in the sampling window
-	// at or above which the circuit opens, in (0, 1]. Default 0.1.
+	// at or above which the circuit opens, in (0, 1]; 0 means 0.1.
 	FailureRatio float64
 	// MinimumThroughput is the number of executions the sampling window
-	// must hold before the ratio is trusted. Default 100; at least 2.
+	// must hold before the ratio is trusted, at least 2; 0 means 100.
 	MinimumThroughput int
-	// SamplingDuration is the window over which outcomes are counted.
-	// Default 30 s; at least 500 ms.
+	// SamplingDuration is the window over which outcomes are counted, at
+	// least 500 ms; 0 means 30 s.
 	SamplingDuration time.Duration
-	// BreakDuration is how long the circuit stays open before a probe.
-	// Default 5 s; at least 500 ms.
+	// BreakDuration is how long the circuit stays open before a probe, at
+	// least 500 ms; 0 means 5 s.
 	BreakDuration time.Duration
 	// BreakDurationGenerator, when set, decides each break duration; a
 	// result <= 0 means BreakDuration, and it is capped at 100 years. It
@@ -147,13 +139,13 @@ const (
 //
 // It is a ResultStrategy[T]; the same breaker may be added to several
 // pipelines of T, which then share its state. Safe for concurrent use.
-// Create it with NewCircuitBreaker (or CircuitBreakerOf); the zero value
-// is not usable. A panic in the callback, like a cancellation by the
+// Create it with NewCircuitBreaker or Builder.AddCircuitBreaker. A panic
+// in the callback, like a cancellation by the
 // caller (see ShouldHandle), counts as neither success nor failure and
 // leaves the state as it was, except that such a probe frees the probe
 // slot for the next execution.
 type CircuitBreaker[T any] struct {
-	opts     CircuitBreakerOptions[T] // as given, for Validate
+	opts     CircuitBreakerOptions[T] // as given, for validate
 	name     string
 	ratio    float64
 	minThru  int
@@ -182,16 +174,16 @@ type CircuitBreaker[T any] struct {
 // NewCircuitBreaker returns a closed circuit breaker configured by opts, or
 // a *ConfigError naming the first invalid option.
 func NewCircuitBreaker[T any](opts CircuitBreakerOptions[T]) (*CircuitBreaker[T], error) {
-	cb := CircuitBreakerOf(opts)
-	if err := cb.Validate(); err != nil {
+	cb := newCircuitBreaker(opts)
+	if err := cb.validate(); err != nil {
 		return nil, err
 	}
 	return cb, nil
 }
 
-// CircuitBreakerOf returns a closed circuit breaker without validating
-// opts; Builder.Build (or Validate) reports invalid ones.
-func CircuitBreakerOf[T any](opts CircuitBreakerOptions[T]) *CircuitBreaker[T] {
+// newCircuitBreaker applies the defaults without validating; Build
+// validates.
+func newCircuitBreaker[T any](opts CircuitBreakerOptions[T]) *CircuitBreaker[T] {
 	cb := &CircuitBreaker[T]{
 		opts:     opts,
 		name:     opts.Name,
@@ -229,11 +221,11 @@ func CircuitBreakerOf[T any](opts CircuitBreakerOptions[T]) *CircuitBreaker[T] {
 // read its state or isolate it, make it with NewCircuitBreaker and add it
 // with AddResultStrategy instead.
 func (b *Builder[T]) AddCircuitBreaker(opts CircuitBreakerOptions[T]) *Builder[T] {
-	return b.AddResultStrategy(CircuitBreakerOf(opts))
+	return b.AddResultStrategy(newCircuitBreaker(opts))
 }
 
-// Validate reports invalid options as a *ConfigError.
-func (cb *CircuitBreaker[T]) Validate() error {
+// validate reports invalid options as a *ConfigError.
+func (cb *CircuitBreaker[T]) validate() error {
 	o := cb.opts
 	if o.FailureRatio != 0 && !(o.FailureRatio > 0 && o.FailureRatio <= 1) {
 		return configErrorf("CircuitBreakerOptions.FailureRatio", "must be in (0, 1], got %v", o.FailureRatio)

@@ -29,25 +29,22 @@ import "time"
 // clock once more. Leave it off for queues whose waits are meant to be long
 // (a batch job waiting its turn), where a standing queue is the intent.
 //
-// The zero value of each field means its default. A plain value: the
-// limiter copies it when it is made, so it may be shared and reused; a
-// negative or too large duration makes the limiter's constructor return a
-// *ConfigError and build nothing.
+// The zero value of each field means its default.
 type CoDelOptions struct {
 	// Interval is how long the queue must have been non-empty before it
-	// counts as standing. Default 100ms.
+	// counts as standing; 0 means 100 ms.
 	Interval time.Duration
-	// Target is the queue timeout while the queue is standing. Default 5ms.
+	// Target is the queue timeout while the queue is standing; 0 means
+	// 5 ms.
 	Target time.Duration
 	// AdaptiveLIFO grants the newest waiter (of the best priority) while the
 	// queue is standing, instead of the oldest.
 	AdaptiveLIFO bool
 }
 
-// Defaults of CoDelOptions.
 const (
-	DefaultCoDelInterval = 100 * time.Millisecond
-	DefaultCoDelTarget   = 5 * time.Millisecond
+	defaultCoDelInterval = 100 * time.Millisecond
+	defaultCoDelTarget   = 5 * time.Millisecond
 )
 
 func validateCoDel(typeName string, o *CoDelOptions) error {
@@ -83,10 +80,10 @@ func newCoDel(o *CoDelOptions) *codel {
 	}
 	c := &codel{interval: o.Interval, target: o.Target, lifo: o.AdaptiveLIFO}
 	if c.interval == 0 {
-		c.interval = DefaultCoDelInterval
+		c.interval = defaultCoDelInterval
 	}
 	if c.target == 0 {
-		c.target = DefaultCoDelTarget
+		c.target = defaultCoDelTarget
 	}
 	return c
 }

@@ -18,10 +18,10 @@ func composed(t *testing.T, total time.Duration, seen *error) (*Pipeline[int], *
 	}
 	p, err := NewBuilder[int]().
 		AddFallback(FallbackOptions[int]{FallbackValue: -1, OnFallback: func(_ context.Context, o Outcome[int]) { *seen = o.Err }}).
-		AddTimeout(total).
+		AddTimeout(TimeoutOptions{Timeout: total}).
 		AddRetry(RetryOptions[int]{MaxRetryAttempts: 5, Delay: 100 * time.Millisecond}).
 		AddResultStrategy(cb).
-		AddTimeout(time.Second).
+		AddTimeout(TimeoutOptions{Timeout: time.Second}).
 		Build()
 	if err != nil {
 		t.Fatal(err)

@@ -7,15 +7,12 @@ import (
 
 // OverflowPolicy says what a concurrency limiter does when an execution must
 // queue and the queue is already full. Running executions are never
-// interrupted to make room, whatever the policy. A plain value: safe to
-// copy and to read from several goroutines; the zero value "" means
-// OverflowRejectNew; an unknown value makes the limiter's constructor
-// return a *ConfigError.
+// interrupted to make room. Its values are stable strings for
+// configuration files; the empty string means OverflowRejectNew.
 type OverflowPolicy string
 
 const (
-	// OverflowRejectNew rejects the newcomer with ReasonFull. It is the
-	// default; the empty string means this policy.
+	// OverflowRejectNew rejects the newcomer with ReasonFull.
 	OverflowRejectNew OverflowPolicy = "reject-new"
 	// OverflowDropOldest evicts the waiter that has waited longest, whatever
 	// its priority, with ReasonDropped, and queues the newcomer. Useful when
@@ -29,28 +26,22 @@ const (
 	OverflowDropLowestPriority OverflowPolicy = "drop-lowest-priority"
 )
 
-// ParseOverflowPolicy returns the policy named by s, one of "reject-new",
-// "drop-oldest" or "drop-lowest-priority" (for configuration files and
-// flags). Any other value, including "", is a *ConfigError that quotes it.
+// ParseOverflowPolicy returns the policy named by s, ignoring case,
+// surrounding space and '_' for '-'; "" is OverflowRejectNew. Anything else
+// is a *ConfigError that lists the accepted names.
 func ParseOverflowPolicy(s string) (OverflowPolicy, error) {
-	switch p := OverflowPolicy(s); p {
-	case OverflowRejectNew, OverflowDropOldest, OverflowDropLowestPriority:
-		return p, nil
+	v, ok := parseEnum(s, OverflowRejectNew, overflowPolicies...)
+	if !ok {
+		return "", unknownEnum("ConcurrencyLimiterOptions.Overflow", "overflow policy", s, overflowPolicies...)
 	}
-	return "", unknownOverflow(s)
+	return v, nil
 }
 
-func unknownOverflow(s string) error {
-	return configErrorf("ConcurrencyLimiterOptions.Overflow",
-		"unknown overflow policy %q; want %q, %q or %q",
-		s, OverflowRejectNew, OverflowDropOldest, OverflowDropLowestPriority)
-}
+var overflowPolicies = []OverflowPolicy{OverflowRejectNew, OverflowDropOldest, OverflowDropLowestPriority}
 
-// ConcurrencyLimiterOptions configures a ConcurrencyLimiter. A plain
-// value: NewConcurrencyLimiter copies it, so it may be shared and reused;
-// Priority is called concurrently and must be safe for that. The zero
-// value is invalid (PermitLimit is required): NewConcurrencyLimiter
-// returns a *ConfigError and builds nothing.
+// ConcurrencyLimiterOptions configures a ConcurrencyLimiter. PermitLimit
+// is required; the zero value of every other field means its default.
+// Priority is called concurrently and must be safe for that.
 type ConcurrencyLimiterOptions struct {
 	// Name labels the strategy's events. Default "ConcurrencyLimiter".
 	Name string
@@ -102,16 +93,13 @@ type ConcurrencyLimiterOptions struct {
 // small struct and channel; the fast path (a free permit and nobody waiting)
 // allocates nothing.
 //
-// A ConcurrencyLimiter is safe for concurrent use, and may be shared by
-// several pipelines, which then share its permits. Create it with
-// NewConcurrencyLimiter; the zero value has a limit of 0 and no queue, so it
-// rejects every execution with ReasonFull (and fails Validate). A rejection,
-// cancellation or panic leaves no state behind: permits and queue places
-// are always returned. A ConcurrencyLimiter must not be copied after first
-// use.
+// Safe for concurrent use; pipelines that share one share its permits.
+// Create it with NewConcurrencyLimiter; the zero value rejects every
+// execution with ReasonFull. A rejection, cancellation or panic returns
+// the permit and queue place. It must not be copied after first use.
 type ConcurrencyLimiter struct {
 	name string
-	opts ConcurrencyLimiterOptions // as given, for Validate
+	opts ConcurrencyLimiterOptions // as given, for validate
 	permitEngine
 }
 
@@ -122,6 +110,7 @@ var (
 	errBulkheadFull         = &BulkheadRejectedError{Reason: ReasonFull}
 	errBulkheadQueueTimeout = &BulkheadRejectedError{Reason: ReasonQueueTimeout}
 	errBulkheadDropped      = &BulkheadRejectedError{Reason: ReasonDropped}
+	errBulkheadShuttingDown = &BulkheadRejectedError{Reason: ReasonShuttingDown}
 )
 
 // NewConcurrencyLimiter returns a limiter configured by opts, or a
@@ -146,10 +135,7 @@ func (e *permitEngine) initEngine(limit, queueLimit int, queueTimeout time.Durat
 	e.queueLimit = queueLimit
 	e.queueTimeout = queueTimeout
 	e.priority = priority
-	e.overflow = overflow
-	if e.overflow == "" {
-		e.overflow = OverflowRejectNew
-	}
+	e.overflow, _ = ParseOverflowPolicy(string(overflow)) // validated: never fails
 	if e.queueLimit == 0 {
 		e.queueTimeout = 0
 	} else {
@@ -178,17 +164,15 @@ func validateConcurrencyOptions(o ConcurrencyLimiterOptions) error {
 	if err := checkNonNegativeDuration("ConcurrencyLimiterOptions.QueueTimeout", o.QueueTimeout); err != nil {
 		return err
 	}
-	if o.Overflow != "" {
-		if _, err := ParseOverflowPolicy(string(o.Overflow)); err != nil {
-			return err
-		}
+	if _, err := ParseOverflowPolicy(string(o.Overflow)); err != nil {
+		return err
 	}
 	return validateCoDel("ConcurrencyLimiterOptions", o.CoDel)
 }
 
-// Validate reports invalid options as a *ConfigError. A limiter made by
+// validate reports invalid options as a *ConfigError. A limiter made by
 // NewConcurrencyLimiter is always valid; the zero value is not.
-func (l *ConcurrencyLimiter) Validate() error { return validateConcurrencyOptions(l.opts) }
+func (l *ConcurrencyLimiter) validate() error { return validateConcurrencyOptions(l.opts) }
 
 // StrategyName returns the name used in telemetry.
 func (l *ConcurrencyLimiter) StrategyName() string {
@@ -198,10 +182,9 @@ func (l *ConcurrencyLimiter) StrategyName() string {
 	return l.name
 }
 
-// LimiterStats is a snapshot of a limiter's state. A plain value: safe to
-// copy and to read from several goroutines; the zero value is what a zero
-// limiter reports (limit 0, nothing in flight or queued). Taking it cannot
-// fail.
+// LimiterStats is a snapshot of a concurrency limiter's (fixed or
+// adaptive) state, for health checks, dashboards and metrics; the JSON
+// names are stable.
 type LimiterStats struct {
 	// Limit is the current permit limit.
 	Limit int `json:"limit"`
@@ -228,6 +211,13 @@ func (l *ConcurrencyLimiter) SetLimit(n int) {
 	l.setLimitLocked(n)
 	l.mu.Unlock()
 }
+
+// Close stops admission for good, for a graceful shutdown: every queued
+// execution is rejected at once, and every later Acquire, TryAcquire or
+// Execute, with ReasonShuttingDown. Running executions keep their permits
+// and release them as usual; Stats shows them finishing. Closing twice
+// is harmless.
+func (l *ConcurrencyLimiter) Close() { l.close() }
 
 // TryAcquire takes a permit if one is free and nobody is waiting, and
 // reports whether it did. It never queues. After true, the caller must call
@@ -283,7 +273,7 @@ func (l *ConcurrencyLimiter) Execute(ctx context.Context, tel Telemetry, next Ne
 // rejections. A context error is returned as is and emits nothing, even if
 // its cause is a *BulkheadRejectedError.
 func emitBulkheadRejection(ctx context.Context, tel Telemetry, waited time.Duration, err error) {
-	if r, ok := err.(*BulkheadRejectedError); ok && (r == errBulkheadFull || r == errBulkheadQueueTimeout || r == errBulkheadDropped) {
+	if r, ok := err.(*BulkheadRejectedError); ok && (r == errBulkheadFull || r == errBulkheadQueueTimeout || r == errBulkheadDropped || r == errBulkheadShuttingDown) {
 		tel.Emit(ctx, Event{Name: EventRateLimiterRejected, Reason: string(r.Reason), Duration: waited, Err: err})
 	}
 }

@@ -125,7 +125,7 @@ func TestConcurrencyLimiterOptionsValidation(t *testing.T) {
 				if err != nil || berr != nil {
 					t.Fatalf("valid options rejected: %v / %v", err, berr)
 				}
-				if verr := l.Validate(); verr != nil {
+				if verr := l.validate(); verr != nil {
 					t.Fatalf("Validate on a built limiter: %v", verr)
 				}
 				return
@@ -161,37 +161,6 @@ func TestConcurrencyLimiterDefaults(t *testing.T) {
 	}
 }
 
-func TestParseOverflowPolicy(t *testing.T) {
-	for _, p := range []OverflowPolicy{OverflowRejectNew, OverflowDropOldest, OverflowDropLowestPriority} {
-		got, err := ParseOverflowPolicy(string(p))
-		if err != nil || got != p {
-			t.Errorf("ParseOverflowPolicy(%q) = %q, %v", p, got, err)
-		}
-	}
-	for _, s := range []string{"", "Reject-New", "drop_oldest", "lifo"} {
-		_, err := ParseOverflowPolicy(s)
-		var ce *ConfigError
-		if !errors.As(err, &ce) || !strings.Contains(ce.Problem, fmt.Sprintf("%q", s)) {
-			t.Errorf("ParseOverflowPolicy(%q) error %v does not name the value", s, err)
-		}
-	}
-}
-
-// FuzzParseOverflowPolicy: the parser never panics and accepts exactly the
-// three policy names.
-func FuzzParseOverflowPolicy(f *testing.F) {
-	for _, s := range []string{"reject-new", "drop-oldest", "drop-lowest-priority", "", "x", "drop-oldest "} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		p, err := ParseOverflowPolicy(s)
-		valid := s == "reject-new" || s == "drop-oldest" || s == "drop-lowest-priority"
-		if valid != (err == nil) || (valid && string(p) != s) {
-			t.Fatalf("ParseOverflowPolicy(%q) = %q, %v", s, p, err)
-		}
-	})
-}
-
 // FuzzConcurrencyLimiterOptions: any options either build a working limiter
 // or return a *ConfigError; nothing panics.
 func FuzzConcurrencyLimiterOptions(f *testing.F) {
@@ -211,7 +180,7 @@ func FuzzConcurrencyLimiterOptions(f *testing.F) {
 			}
 			return
 		}
-		if err := l.Validate(); err != nil {
+		if err := l.validate(); err != nil {
 			t.Fatalf("built limiter fails Validate: %v", err)
 		}
 		if !l.TryAcquire() {
@@ -254,7 +223,7 @@ func TestConcurrencyLimiterZeroValueRejects(t *testing.T) {
 		t.Fatal("zero value granted a permit")
 	}
 	var ce *ConfigError
-	if err := l.Validate(); !errors.As(err, &ce) || ce.Field != "ConcurrencyLimiterOptions.PermitLimit" {
+	if err := l.validate(); !errors.As(err, &ce) || ce.Field != "ConcurrencyLimiterOptions.PermitLimit" {
 		t.Fatalf("Validate() = %v", err)
 	}
 	if l.StrategyName() != "ConcurrencyLimiter" {
@@ -691,7 +660,7 @@ func TestConcurrencyLimiterExecuteTelemetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &clRecorder{}
 		l := newTestLimiter(t, ConcurrencyLimiterOptions{Name: "bulkhead", PermitLimit: 1, QueueLimit: 1, QueueTimeout: 300 * time.Millisecond})
-		p, err := NewBuilder[int](Name("api"), WithListener(rec)).AddStrategy(l).Build()
+		p, err := NewBuilder[int](WithName("api"), WithListener(rec)).AddStrategy(l).Build()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,9 +11,9 @@
 // A Pipeline[T] runs a callback that returns (T, error) through strategies,
 // outermost first in the order they were added:
 //
-//	p, err := resilience.NewBuilder[int](resilience.Name("inventory")).
+//	p, err := resilience.NewBuilder[int](resilience.WithName("inventory")).
 //		AddConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{PermitLimit: 50}).
-//		AddTimeout(2 * time.Second).
+//		AddTimeout(resilience.TimeoutOptions{Timeout: 2 * time.Second}).
 //		Build() // invalid options: an error naming the field
 //	n, err := p.Execute(ctx, func(ctx context.Context) (int, error) { return queryInventory(ctx, sku) })
 //
@@ -46,6 +46,25 @@
 // labelled with the pipeline's and the strategy's names to the Listener set
 // with WithListener. NewSlogListener logs them with log/slog.
 //
+// # User hooks
+//
+// Functions you supply run inside executions: a limiter's Priority, a rate
+// limiter's Key, an adaptive limiter's Classifier and LimitAlgorithm, and
+// inbound's Options.Render. One rule covers them all: a hook's panic stays
+// in the execution it belongs to, and every limiter stays valid.
+//
+//   - Priority, Key and Classifier run on their execution's own goroutine,
+//     for it alone. Their panic propagates to that execution's caller,
+//     after the limiter has taken back what it held: no permit or queue
+//     place is lost.
+//   - LimitAlgorithm.Update runs for everyone, on whichever execution
+//     closes a sampling window. Its panic is recovered there, the previous
+//     limit stands, and it is reported as EventHookPanic with a
+//     *HookPanicError (AdaptivePermit.Release returns it).
+//   - inbound's Render is recovered too, since the 504 at the deadline is
+//     rendered on a timer's goroutine: the default response is sent and
+//     the panic is reported as EventHookPanic.
+//
 // # Fixed or adaptive concurrency limit
 //
 // ConcurrencyLimiter holds a limit you choose; AdaptiveLimiter finds one
@@ -53,8 +72,8 @@
 // own LimitAlgorithm), raising it while latency stays flat and lowering it
 // as soon as latency climbs or executions time out. Both share one queue
 // engine, so priorities, the overflow policies, queue timeouts and CoDel
-// work the same; a provider (LimitProvider, Stats) reads the live limit,
-// in-flight and queued counts of either.
+// work the same; Stats reads the live limit, in-flight and queued counts
+// of either.
 //
 // Prefer the fixed limit when you have measured one under load: it is
 // simpler and fully predictable. Choose the adaptive one when the right
@@ -85,16 +104,17 @@
 // dependencies. They see the callback's value as well as its error, so
 // they are ResultStrategy[T] values (RetryOptions[T], …) added with
 // AddRetry, AddCircuitBreaker, AddFallback, AddHedging or
-// AddResultStrategy. Every predicate and generator receives an Outcome[T];
-// ExecuteOutcome returns one for callers who prefer to match on it. They
-// all run under the caller's context: a request that reached its inbound
+// AddResultStrategy. Every predicate and generator receives an Outcome[T].
+// They all run under the caller's context: a request that reached its inbound
 // deadline also stops its retries, hedges and waits. WithSingleAttempt
 // marks a context whose operation must not be repeated. They emit
 // EventRetry, EventCircuitOpened, EventCircuitClosed,
 // EventCircuitHalfOpened, EventFallback, EventHedging and, per attempt of
 // a retry or hedging strategy, EventExecutionAttempt with its duration.
 // Package outbound, in this module, runs such a pipeline inside an
-// http.RoundTripper.
+// http.RoundTripper; there the per-attempt timeout is
+// outbound.Options.AttemptTimeout, since a Timeout strategy would also end
+// the returned response's body.
 //
 // # Composition
 //

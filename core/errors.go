@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -26,9 +27,7 @@ var (
 
 // RejectReason says why a concurrency limiter (bulkhead) rejected an
 // execution. The values are stable strings: they appear in response bodies,
-// logs and metrics. A plain value: safe to copy and to read from several
-// goroutines; the zero value "" is no reason (no limiter reports it);
-// nothing here changes on failure.
+// logs and metrics.
 type RejectReason string
 
 const (
@@ -40,14 +39,17 @@ const (
 	// ReasonDropped: the execution was queued and later evicted by the
 	// overflow policy to make room for another.
 	ReasonDropped RejectReason = "dropped"
+	// ReasonShuttingDown: the limiter was closed for shutdown (Close)
+	// while the execution was queued or before it arrived. The inbound
+	// middleware also answers with it a request whose context the server
+	// ended before it was served.
+	ReasonShuttingDown RejectReason = "shutting-down"
 )
 
 // BulkheadRejectedError is returned when a concurrency limiter rejects an
 // execution. The callback did not run. Match with errors.As, or with
 // errors.Is against ErrBulkheadRejected or ErrRejected. The limiters
-// return one shared value per reason: safe to read from any goroutine,
-// never modified after it is returned, and not to be modified by the
-// caller. The zero value has an empty Reason; no limiter returns it.
+// return one shared value per reason: do not modify it.
 type BulkheadRejectedError struct {
 	Reason RejectReason
 }
@@ -65,9 +67,7 @@ func (e *BulkheadRejectedError) Is(target error) bool {
 // deadline fired before the callback finished. It is also the cause
 // (context.Cause) of the context the callback ran with, so code below the
 // strategy can tell a timeout from its caller's cancellation. One value
-// may be shared by many executions; it is never modified after it is
-// returned, so it is safe to read from any goroutine. The zero value
-// reports a Timeout of 0.
+// may be shared by many executions: do not modify it.
 type TimeoutRejectedError struct {
 	// Timeout is the duration the strategy allowed.
 	Timeout time.Duration
@@ -83,9 +83,7 @@ func (e *TimeoutRejectedError) Is(target error) bool {
 }
 
 // RateLimitRejectedError is returned when a rate limiter refuses an
-// execution. The callback did not run. It is made per rejection and never
-// modified after it is returned, so it is safe to read from any goroutine;
-// the zero value carries no numbers (a RetryAfter of 0).
+// execution. The callback did not run.
 type RateLimitRejectedError struct {
 	// RetryAfter is how long until a permit is likely to be available.
 	RetryAfter time.Duration
@@ -106,13 +104,35 @@ func (e *RateLimitRejectedError) Is(target error) bool {
 	return target == ErrRateLimitRejected || target == ErrRejected
 }
 
+// Hook names in HookPanicError.Hook and the Reason of EventHookPanic.
+const (
+	// HookLimitAlgorithm is LimitAlgorithm.Update, run by the release that
+	// closes an adaptive limiter's sampling window.
+	HookLimitAlgorithm = "LimitAlgorithm.Update"
+	// HookRender is inbound.Options.Render, when it renders the 504 at the
+	// deadline (on the timer's goroutine, not the request's).
+	HookRender = "Options.Render"
+)
+
+// HookPanicError reports a panic in a function supplied by the user that
+// was contained instead of failing an execution it did not belong to: the
+// LimitAlgorithm (the previous limit stands) or inbound's Render for the
+// 504 at the deadline (the default 504 is sent). It is the Err of an
+// EventHookPanic. Value is what the hook panicked with. Never sent to
+// clients; safe to read from any goroutine once returned.
+type HookPanicError struct {
+	Hook  string
+	Value any
+}
+
+func (e *HookPanicError) Error() string {
+	return fmt.Sprintf("resilience: %s panicked: %v", e.Hook, e.Value)
+}
+
 // ConfigError reports an invalid option. Field names the option as
 // Type.Field (for example "ConcurrencyLimiterOptions.PermitLimit"); Problem
-// says what is wrong with it. Builders and constructors return it; nothing
-// in this module panics on bad configuration. A builder or constructor
-// that returns it has built nothing. It is never modified after it is
-// returned, so it is safe to read from any goroutine; the zero value names
-// no field.
+// says what is wrong with it. Builders and constructors return it and
+// build nothing; nothing in this module panics on bad configuration.
 type ConfigError struct {
 	Field   string
 	Problem string
@@ -184,9 +204,7 @@ var (
 // BrokenCircuitError is returned by a circuit breaker that is open (or
 // half-open with its probe already running). The callback did not run.
 // Match with errors.As, or errors.Is against ErrBrokenCircuit or
-// ErrRejected. It is made per rejection and never modified after it is
-// returned, so it is safe to read from any goroutine; the zero value has
-// a RetryAfter of 0, as when a probe is running.
+// ErrRejected.
 type BrokenCircuitError struct {
 	// RetryAfter is the time until the circuit lets a probe through; 0 when
 	// a probe is running now.
@@ -205,8 +223,7 @@ func (e *BrokenCircuitError) Is(target error) bool {
 // IsolatedCircuitError is returned while a circuit breaker is held open by
 // CircuitBreaker.Isolate. The callback did not run. It matches
 // ErrIsolatedCircuit, ErrBrokenCircuit and ErrRejected with errors.Is.
-// It has no fields: the zero value is the error, the breaker returns one
-// shared value, and it is safe to use from any goroutine.
+// It has no fields.
 type IsolatedCircuitError struct{}
 
 func (e *IsolatedCircuitError) Error() string {
@@ -217,4 +234,29 @@ func (e *IsolatedCircuitError) Error() string {
 // ErrRejected.
 func (e *IsolatedCircuitError) Is(target error) bool {
 	return target == ErrIsolatedCircuit || target == ErrBrokenCircuit || target == ErrRejected
+}
+
+// parseEnum is the one parsing rule of every Parse function: case and
+// surrounding space are ignored, '_' stands for '-', and "" is def.
+func parseEnum[E ~string](s string, def E, values ...E) (E, bool) {
+	n := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), "_", "-")
+	if n == "" {
+		return def, true
+	}
+	for _, v := range values {
+		if string(v) == n {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// unknownEnum is the *ConfigError of a Parse function: it quotes the input
+// and lists the accepted names.
+func unknownEnum[E ~string](field, what, s string, values ...E) error {
+	names := make([]string, len(values))
+	for i, v := range values {
+		names[i] = strconv.Quote(string(v))
+	}
+	return configErrorf(field, "unknown %s %q; want one of %s", what, s, strings.Join(names, ", "))
 }

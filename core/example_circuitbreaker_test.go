@@ -22,7 +22,7 @@ func ExampleNewCircuitBreaker() {
 		fmt.Println(err)
 		return
 	}
-	p, _ := resilience.NewBuilder[string](resilience.Name("payments")).AddResultStrategy(cb).Build()
+	p, _ := resilience.NewBuilder[string](resilience.WithName("payments")).AddResultStrategy(cb).Build()
 	down := func(ctx context.Context) (string, error) { return "", errors.New("503 from payments") }
 	for range 4 {
 		p.Execute(context.Background(), down)

@@ -101,5 +101,5 @@ func ExampleParseOverflowPolicy() {
 	fmt.Println(err)
 	// Output:
 	// drop-lowest-priority <nil>
-	// resilience: invalid option ConcurrencyLimiterOptions.Overflow: unknown overflow policy "drop-newest"; want "reject-new", "drop-oldest" or "drop-lowest-priority"
+	// resilience: invalid option ConcurrencyLimiterOptions.Overflow: unknown overflow policy "drop-newest"; want one of "reject-new", "drop-oldest", "drop-lowest-priority"
 }

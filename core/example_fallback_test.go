@@ -12,7 +12,7 @@ import (
 // concurrency limiter and a timeout, answered by an empty list when shed,
 // so the page still renders.
 func ExampleFallback() {
-	p, err := resilience.NewBuilder[[]string](resilience.Name("recommendations")).
+	p, err := resilience.NewBuilder[[]string](resilience.WithName("recommendations")).
 		AddFallback(resilience.FallbackOptions[[]string]{
 			FallbackValue: []string{},
 			OnFallback: func(_ context.Context, o resilience.Outcome[[]string]) {
@@ -20,7 +20,7 @@ func ExampleFallback() {
 			},
 		}).
 		AddConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{PermitLimit: 20}).
-		AddTimeout(10 * time.Millisecond).
+		AddTimeout(resilience.TimeoutOptions{Timeout: 10 * time.Millisecond}).
 		Build()
 	if err != nil {
 		fmt.Println(err)

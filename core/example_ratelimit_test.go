@@ -14,10 +14,10 @@ import (
 // refused with the time to wait, and another client is unaffected.
 func ExampleRateLimiter() {
 	client := resilience.NewKey[string]("client")
-	p, err := resilience.NewBuilder[string](resilience.Name("search")).
+	p, err := resilience.NewBuilder[string](resilience.WithName("search")).
 		AddRateLimiter(resilience.RateLimiterOptions{
 			Name:        "per-client",
-			Algorithm:   resilience.FixedWindow,
+			Algorithm:   resilience.RateLimitFixedWindow,
 			PermitLimit: 2,
 			Window:      time.Minute,
 			Key: func(ctx context.Context) string {
@@ -56,7 +56,7 @@ func ExampleRateLimiter() {
 // anything, as an HTTP middleware needs on admitted responses too.
 func ExampleRateLimiter_Allow() {
 	l, err := resilience.NewRateLimiter(resilience.RateLimiterOptions{
-		Algorithm:   resilience.TokenBucket,
+		Algorithm:   resilience.RateLimitTokenBucket,
 		PermitLimit: 10,
 		Window:      time.Second,
 	})

@@ -10,7 +10,7 @@ import (
 )
 
 func ExampleRetry() {
-	p, err := resilience.NewBuilder[string](resilience.Name("inventory")).
+	p, err := resilience.NewBuilder[string](resilience.WithName("inventory")).
 		AddRetry(resilience.RetryOptions[string]{
 			MaxRetryAttempts: 3,
 			Delay:            time.Millisecond,
@@ -43,8 +43,8 @@ func ExampleRetry() {
 func ExampleRetryOptions_shouldHandle() {
 	p, _ := resilience.NewBuilder[int]().
 		AddRetry(resilience.RetryOptions[int]{
-			Delay:        resilience.NoDelay,
-			ShouldHandle: func(o resilience.Outcome[int]) bool { return o.Err != nil || o.Value == 503 },
+			MaxRetryAttempts: 3,
+			ShouldHandle:     func(o resilience.Outcome[int]) bool { return o.Err != nil || o.Value == 503 },
 		}).
 		Build()
 	statuses := []int{503, 503, 200}

@@ -10,8 +10,8 @@ import (
 )
 
 func ExampleNewBuilder() {
-	p, err := resilience.NewBuilder[string](resilience.Name("greeter")).
-		AddTimeout(time.Second).
+	p, err := resilience.NewBuilder[string](resilience.WithName("greeter")).
+		AddTimeout(resilience.TimeoutOptions{Timeout: time.Second}).
 		Build()
 	if err != nil {
 		fmt.Println(err)
@@ -25,7 +25,7 @@ func ExampleNewBuilder() {
 }
 
 func ExampleBuilder_Build_invalidOptions() {
-	_, err := resilience.NewBuilder[int]().AddTimeout(-time.Second).Build()
+	_, err := resilience.NewBuilder[int]().AddTimeout(resilience.TimeoutOptions{Timeout: -time.Second}).Build()
 	var ce *resilience.ConfigError
 	fmt.Println(errors.As(err, &ce), ce.Field)
 	// Output: true TimeoutOptions.Timeout

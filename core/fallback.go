@@ -2,10 +2,9 @@ package resilience
 
 import "context"
 
-// FallbackOptions configures a fallback strategy. A plain value: Fallback
-// copies it, so it may be shared and reused; its functions are called
-// concurrently and must be safe for that. Every value is valid; the zero
-// value answers every handled failure with the zero T and a nil error.
+// FallbackOptions configures a Fallback. Every value is valid; the zero
+// value answers every handled failure with the zero T and a nil error. Its
+// functions are called concurrently and must be safe for that.
 type FallbackOptions[T any] struct {
 	// Name labels the strategy's events. Default "Fallback".
 	Name string
@@ -31,25 +30,25 @@ type FallbackOptions[T any] struct {
 	OnFallback func(ctx context.Context, o Outcome[T])
 }
 
-// FallbackStrategy answers a failure of the rest of the pipeline with a
-// substitute value, so a caller degrades (renders a page without its
+// Fallback answers a failure of the rest of the pipeline with a substitute
+// value, so a caller degrades (renders a page without its
 // recommendations) instead of failing. Outcomes it does not handle pass
 // through unchanged. Put it outermost, so it sees the final outcome of the
 // strategies inside it.
 //
-// Safe for concurrent use; it holds no state, and a panic in the callback
-// or in FallbackAction propagates without being answered. Emits
-// EventFallback with the failure's error. Create it with Fallback or
-// NewFallback; the zero value is not usable.
-type FallbackStrategy[T any] struct {
+// Safe for concurrent use; a panic in the callback or in FallbackAction
+// propagates without being answered. Emits EventFallback with the
+// failure's error. Create it with NewFallback or Builder.AddFallback.
+type Fallback[T any] struct {
 	opts   FallbackOptions[T]
 	name   string
 	handle func(Outcome[T]) bool
 }
 
-// Fallback returns a fallback strategy configured by opts.
-func Fallback[T any](opts FallbackOptions[T]) *FallbackStrategy[T] {
-	s := &FallbackStrategy[T]{opts: opts, name: opts.Name, handle: opts.ShouldHandle}
+// NewFallback returns a fallback strategy configured by opts. Every
+// FallbackOptions is valid, so there is no error to return.
+func NewFallback[T any](opts FallbackOptions[T]) *Fallback[T] {
+	s := &Fallback[T]{opts: opts, name: opts.Name, handle: opts.ShouldHandle}
 	if s.name == "" {
 		s.name = "Fallback"
 	}
@@ -59,23 +58,16 @@ func Fallback[T any](opts FallbackOptions[T]) *FallbackStrategy[T] {
 	return s
 }
 
-// NewFallback returns a fallback strategy. Every FallbackOptions is valid,
-// so the error is always nil; it is there for symmetry with the other
-// constructors and for options added later.
-func NewFallback[T any](opts FallbackOptions[T]) (*FallbackStrategy[T], error) {
-	return Fallback(opts), nil
-}
-
-// AddFallback appends a fallback strategy configured by opts.
+// AddFallback appends a Fallback configured by opts.
 func (b *Builder[T]) AddFallback(opts FallbackOptions[T]) *Builder[T] {
-	return b.AddResultStrategy(Fallback(opts))
+	return b.AddResultStrategy(NewFallback(opts))
 }
 
 // StrategyName returns the name used in telemetry.
-func (s *FallbackStrategy[T]) StrategyName() string { return s.name }
+func (s *Fallback[T]) StrategyName() string { return s.name }
 
 // ExecuteResult implements ResultStrategy.
-func (s *FallbackStrategy[T]) ExecuteResult(ctx context.Context, tel Telemetry, next ResultNext[T]) (T, error) {
+func (s *Fallback[T]) ExecuteResult(ctx context.Context, tel Telemetry, next ResultNext[T]) (T, error) {
 	v, err := next(ctx)
 	o := Outcome[T]{Value: v, Err: err}
 	if !s.handle(o) {

@@ -5,22 +5,20 @@ import (
 	"time"
 )
 
-// HedgingOptions configures a hedging strategy. The zero value (with T
-// chosen) is Polly's default: one hedged attempt, launched if the first
-// has not produced an acceptable outcome after 2 s. A plain value: Hedging
-// copies it, so it may be shared and reused; its functions are called
-// concurrently and must be safe for that. An invalid field is a
-// *ConfigError from NewHedging, Validate or Builder.Build.
+// HedgingOptions configures a Hedging. The zero value launches one hedged
+// attempt at once, beside the first; set Delay to wait for the first
+// attempt before hedging. Its functions are called concurrently and must
+// be safe for that.
 type HedgingOptions[T any] struct {
 	// Name labels the strategy's events. Default "Hedging".
 	Name string
 	// MaxHedgedAttempts is the number of attempts that may be launched in
-	// addition to the first, 1 to 10. 0 means the default, 1.
+	// addition to the first, 1 to 10; 0 means 1.
 	MaxHedgedAttempts int
 	// Delay is how long to wait for an acceptable outcome before launching
-	// the next attempt. 0 means the default, 2 s; NoDelay launches every
-	// attempt at once. A handled (unacceptable) outcome launches the next
-	// attempt at once whatever the delay.
+	// the next attempt; 0 launches every attempt at once. A handled
+	// (unacceptable) outcome launches the next attempt at once whatever the
+	// delay.
 	Delay time.Duration
 	// ActionGenerator, when set, returns what hedged attempt n (1, 2, …)
 	// runs, given next, the rest of the pipeline (for example next against
@@ -55,7 +53,7 @@ type HedgingOptions[T any] struct {
 
 const maxHedgedAttempts = 10
 
-// HedgingStrategy races attempts against slowness: it starts the rest of
+// Hedging races attempts against slowness: it starts the rest of
 // the pipeline, and if no acceptable outcome has arrived after Delay
 // starts it again in parallel, up to MaxHedgedAttempts more times. The
 // first acceptable outcome wins, and the contexts of the other attempts
@@ -77,11 +75,10 @@ const maxHedgedAttempts = 10
 // of the hook's). A context marked by WithSingleAttempt gets one attempt,
 // run directly.
 //
-// Safe for concurrent use; it keeps no state between executions. Emits
-// EventHedging for each hedged launch and EventExecutionAttempt for each
-// attempt. Create it with Hedging or NewHedging; the zero value is not
-// usable.
-type HedgingStrategy[T any] struct {
+// Safe for concurrent use. Emits EventHedging for each hedged launch and
+// EventExecutionAttempt for each attempt. Create it with NewHedging or
+// Builder.AddHedging.
+type Hedging[T any] struct {
 	opts   HedgingOptions[T]
 	name   string
 	max    int
@@ -89,59 +86,47 @@ type HedgingStrategy[T any] struct {
 	handle func(Outcome[T]) bool
 }
 
-// Hedging returns a hedging strategy configured by opts. Invalid options
-// are reported by Builder.Build (or Validate).
-func Hedging[T any](opts HedgingOptions[T]) *HedgingStrategy[T] {
-	s := &HedgingStrategy[T]{opts: opts, name: opts.Name, max: opts.MaxHedgedAttempts, delay: opts.Delay, handle: opts.ShouldHandle}
+// NewHedging returns a hedging strategy, or a *ConfigError naming the
+// first invalid option.
+func NewHedging[T any](opts HedgingOptions[T]) (*Hedging[T], error) {
+	s := newHedging(opts)
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newHedging applies the defaults without validating; Build validates.
+func newHedging[T any](opts HedgingOptions[T]) *Hedging[T] {
+	s := &Hedging[T]{opts: opts, name: opts.Name, max: opts.MaxHedgedAttempts, delay: max(opts.Delay, 0), handle: opts.ShouldHandle}
 	if s.name == "" {
 		s.name = "Hedging"
 	}
-	if s.max == 0 {
-		s.max = 1
-	}
-	s.max = min(max(s.max, 1), maxHedgedAttempts) // invalid values used without Build stay bounded
-	switch {
-	case s.delay == 0:
-		s.delay = defaultDelay
-	case s.delay < 0:
-		s.delay = 0
-	}
+	s.max = min(max(s.max, 1), maxHedgedAttempts) // 0 is 1; invalid values used without Build stay bounded
 	if s.handle == nil {
 		s.handle = handlesFailure[T]
 	}
 	return s
 }
 
-// NewHedging returns a hedging strategy, or a *ConfigError naming the
-// first invalid option.
-func NewHedging[T any](opts HedgingOptions[T]) (*HedgingStrategy[T], error) {
-	s := Hedging(opts)
-	if err := s.Validate(); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// AddHedging appends a hedging strategy configured by opts.
+// AddHedging appends a Hedging configured by opts; Build reports invalid
+// options.
 func (b *Builder[T]) AddHedging(opts HedgingOptions[T]) *Builder[T] {
-	return b.AddResultStrategy(Hedging(opts))
+	return b.AddResultStrategy(newHedging(opts))
 }
 
-// Validate reports invalid options as a *ConfigError.
-func (s *HedgingStrategy[T]) Validate() error {
+// validate reports invalid options as a *ConfigError.
+func (s *Hedging[T]) validate() error {
 	o := s.opts
 	if o.MaxHedgedAttempts < 0 || o.MaxHedgedAttempts > maxHedgedAttempts {
 		return configErrorf("HedgingOptions.MaxHedgedAttempts", "must be 0 (default 1) or between 1 and %d, got %d",
 			maxHedgedAttempts, o.MaxHedgedAttempts)
 	}
-	if o.Delay != NoDelay {
-		return checkNonNegativeDuration("HedgingOptions.Delay", o.Delay)
-	}
-	return nil
+	return checkNonNegativeDuration("HedgingOptions.Delay", o.Delay)
 }
 
 // StrategyName returns the name used in telemetry.
-func (s *HedgingStrategy[T]) StrategyName() string { return s.name }
+func (s *Hedging[T]) StrategyName() string { return s.name }
 
 // hedgeResult is what one attempt reports back.
 type hedgeResult[T any] struct {
@@ -156,7 +141,7 @@ type hedgeResult[T any] struct {
 // hedgeRun is the state of one hedged execution, owned by the goroutine
 // that called ExecuteResult.
 type hedgeRun[T any] struct {
-	s       *HedgingStrategy[T]
+	s       *Hedging[T]
 	ctx     context.Context
 	tel     Telemetry
 	next    ResultNext[T]
@@ -167,7 +152,7 @@ type hedgeRun[T any] struct {
 }
 
 // ExecuteResult implements ResultStrategy.
-func (s *HedgingStrategy[T]) ExecuteResult(ctx context.Context, tel Telemetry, next ResultNext[T]) (T, error) {
+func (s *Hedging[T]) ExecuteResult(ctx context.Context, tel Telemetry, next ResultNext[T]) (T, error) {
 	if SingleAttempt(ctx) {
 		return next(ctx)
 	}

@@ -41,7 +41,7 @@ func TestHedgingSlowPrimaryLosesToHedge(t *testing.T) {
 		rec := &recorder{}
 		var discarded []Outcome[int]
 		var loserDone time.Duration
-		p := buildResult[int](t, rec, Hedging(HedgingOptions[int]{Delay: time.Second,
+		p := buildResult[int](t, rec, newHedging(HedgingOptions[int]{Delay: time.Second,
 			OnDiscard: func(o Outcome[int]) { discarded = append(discarded, o) }}))
 		log := &attemptLog{}
 		start := time.Now()
@@ -83,11 +83,10 @@ func TestHedgingSlowPrimaryLosesToHedge(t *testing.T) {
 	})
 }
 
-// Invariant: with the defaults, a primary that answers within 2 s is the
-// only attempt.
+// Invariant: a primary that answers within Delay is the only attempt.
 func TestHedgingFastPrimaryLaunchesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := buildResult[int](t, nil, Hedging(HedgingOptions[int]{}))
+		p := buildResult[int](t, nil, newHedging(HedgingOptions[int]{Delay: 2 * time.Second}))
 		calls := 0
 		v, err := p.Execute(context.Background(), func(context.Context) (int, error) {
 			calls++
@@ -100,10 +99,10 @@ func TestHedgingFastPrimaryLaunchesNothing(t *testing.T) {
 	})
 }
 
-// Invariant: NoDelay launches every attempt at once, and the fastest wins.
+// Invariant: 0 launches every attempt at once, and the fastest wins.
 func TestHedgingNoDelayLaunchesAllAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := buildResult[int](t, nil, Hedging(HedgingOptions[int]{MaxHedgedAttempts: 3, Delay: NoDelay}))
+		p := buildResult[int](t, nil, newHedging(HedgingOptions[int]{MaxHedgedAttempts: 3}))
 		log := &attemptLog{}
 		start := time.Now()
 		v, err := p.Execute(context.Background(), func(ctx context.Context) (int, error) {
@@ -130,7 +129,7 @@ func TestHedgingNoDelayLaunchesAllAtOnce(t *testing.T) {
 func TestHedgingFailureLaunchesNextAndLastFailureIsReturned(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var discarded int
-		p := buildResult[int](t, nil, Hedging(HedgingOptions[int]{MaxHedgedAttempts: 2, Delay: time.Second,
+		p := buildResult[int](t, nil, newHedging(HedgingOptions[int]{MaxHedgedAttempts: 2, Delay: time.Second,
 			OnDiscard: func(Outcome[int]) { discarded++ }}))
 		log := &attemptLog{}
 		start := time.Now()
@@ -152,7 +151,7 @@ func TestHedgingFailureLaunchesNextAndLastFailureIsReturned(t *testing.T) {
 // attempts were cancelled and have returned.
 func TestHedgingPanicPropagatesAfterOthersReturn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := buildResult[int](t, nil, Hedging(HedgingOptions[int]{Delay: NoDelay}))
+		p := buildResult[int](t, nil, newHedging(HedgingOptions[int]{}))
 		log := &attemptLog{}
 		start := time.Now()
 		var got any
@@ -179,8 +178,7 @@ func TestHedgingActionGenerator(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hedgeKey := NewKey[int]("hedge")
 		var hedged []int
-		p := buildResult[int](t, nil, Hedging(HedgingOptions[int]{MaxHedgedAttempts: 5, Delay: NoDelay,
-			OnHedging: func(_ context.Context, n int) { hedged = append(hedged, n) },
+		p := buildResult[int](t, nil, newHedging(HedgingOptions[int]{MaxHedgedAttempts: 5, OnHedging: func(_ context.Context, n int) { hedged = append(hedged, n) },
 			ActionGenerator: func(n int, next ResultNext[int]) ResultNext[int] {
 				if n > 2 {
 					return nil
@@ -210,7 +208,7 @@ func TestHedgingActionGenerator(t *testing.T) {
 // the running ones end with it.
 func TestHedgingCallerCancellationStopsLaunching(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := buildResult[int](t, nil, Hedging(HedgingOptions[int]{MaxHedgedAttempts: 5, Delay: time.Second}))
+		p := buildResult[int](t, nil, newHedging(HedgingOptions[int]{MaxHedgedAttempts: 5, Delay: time.Second}))
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(1500*time.Millisecond, cancel)
 		log := &attemptLog{}
@@ -257,7 +255,7 @@ func TestHedgingEveryOutcomeReturnedOrDiscardedOnce(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				seen := map[int]int{}
-				p := buildResult[int](t, nil, Hedging(HedgingOptions[int]{MaxHedgedAttempts: len(c.ends) - 1, Delay: 150 * time.Millisecond,
+				p := buildResult[int](t, nil, newHedging(HedgingOptions[int]{MaxHedgedAttempts: len(c.ends) - 1, Delay: 150 * time.Millisecond,
 					OnDiscard: func(o Outcome[int]) { seen[o.Value]++ }}))
 				log := &attemptLog{}
 				v, err := p.Execute(context.Background(), func(ctx context.Context) (int, error) {
@@ -291,7 +289,7 @@ func TestHedgingEveryOutcomeReturnedOrDiscardedOnce(t *testing.T) {
 // Execute returns, the winner's included.
 func TestHedgingCancelsWinnerContextByDefault(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := buildResult[context.Context](t, nil, Hedging(HedgingOptions[context.Context]{Delay: NoDelay}))
+		p := buildResult[context.Context](t, nil, newHedging(HedgingOptions[context.Context]{}))
 		var mu sync.Mutex
 		var all []context.Context
 		won, err := p.Execute(context.Background(), func(ctx context.Context) (context.Context, error) {
@@ -323,11 +321,10 @@ func TestHedgingKeepWinnerKeepsContextUntilRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var release func()
 		var kept Outcome[context.Context]
-		p := buildResult[context.Context](t, nil, Hedging(HedgingOptions[context.Context]{Delay: NoDelay,
-			KeepWinner: func(o Outcome[context.Context], r func()) Outcome[context.Context] {
-				kept, release = o, r
-				return Outcome[context.Context]{Value: context.WithValue(o.Value, "kept", true)}
-			}}))
+		p := buildResult[context.Context](t, nil, newHedging(HedgingOptions[context.Context]{KeepWinner: func(o Outcome[context.Context], r func()) Outcome[context.Context] {
+			kept, release = o, r
+			return Outcome[context.Context]{Value: context.WithValue(o.Value, keptKey{}, true)}
+		}}))
 		var mu sync.Mutex
 		var all []context.Context
 		won, err := p.Execute(context.Background(), func(ctx context.Context) (context.Context, error) {
@@ -341,7 +338,7 @@ func TestHedgingKeepWinnerKeepsContextUntilRelease(t *testing.T) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		})
-		if err != nil || won.Value("kept") != true || kept.Value == nil {
+		if err != nil || won.Value(keptKey{}) != true || kept.Value == nil {
 			t.Fatalf("winner %v, %v", won, err)
 		}
 		if won.Err() != nil {
@@ -383,8 +380,8 @@ func (p *countingParent) AfterFunc(func()) (stop func() bool) {
 // registered on it, whether one attempt ran or several raced.
 func TestHedgingLeavesNothingRegisteredOnParent(t *testing.T) {
 	parent := &countingParent{Context: context.Background(), done: make(chan struct{})}
-	for _, opts := range []HedgingOptions[int]{{}, {Delay: NoDelay, MaxHedgedAttempts: 2}} {
-		s := Hedging(opts)
+	for _, opts := range []HedgingOptions[int]{{}, {MaxHedgedAttempts: 2}} {
+		s := newHedging(opts)
 		for range 10000 {
 			if _, err := s.ExecuteResult(parent, Telemetry{}, func(context.Context) (int, error) { return 1, nil }); err != nil {
 				t.Fatal(err)
@@ -402,7 +399,7 @@ func TestHedgingLeavesNothingRegisteredOnParent(t *testing.T) {
 func TestHedgingHookPanicCancelsAndWaitsForAttempts(t *testing.T) {
 	hooks := map[string]func(*HedgingOptions[int]){
 		"ShouldHandle": func(o *HedgingOptions[int]) {
-			o.Delay = NoDelay
+			o.Delay = 0
 			o.ShouldHandle = func(o Outcome[int]) bool {
 				if o.Value == 0 {
 					panic("hook")
@@ -437,7 +434,7 @@ func TestHedgingHookPanicCancelsAndWaitsForAttempts(t *testing.T) {
 				var discarded []int
 				opts := HedgingOptions[int]{OnDiscard: func(o Outcome[int]) { discarded = append(discarded, o.Value) }}
 				set(&opts)
-				p := buildResult[int](t, nil, Hedging(opts))
+				p := buildResult[int](t, nil, newHedging(opts))
 				var attempts atomic.Int32
 				var got any
 				func() {
@@ -473,7 +470,7 @@ func TestHedgingHookPanicCancelsAndWaitsForAttempts(t *testing.T) {
 
 // Invariant: WithSingleAttempt runs one attempt, with no hedge.
 func TestHedgingSingleAttempt(t *testing.T) {
-	p := buildResult[int](t, nil, Hedging(HedgingOptions[int]{Delay: NoDelay}))
+	p := buildResult[int](t, nil, newHedging(HedgingOptions[int]{}))
 	calls := 0
 	if _, err := p.Execute(WithSingleAttempt(context.Background()), func(context.Context) (int, error) {
 		calls++
@@ -500,7 +497,7 @@ func TestHedgingValidation(t *testing.T) {
 			t.Errorf("%+v: err = %v, want field %s", c.opts, err, c.field)
 		}
 	}
-	if _, err := NewHedging(HedgingOptions[int]{MaxHedgedAttempts: 10, Delay: NoDelay}); err != nil {
+	if _, err := NewHedging(HedgingOptions[int]{MaxHedgedAttempts: 10}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -522,3 +519,7 @@ func FuzzHedgingOptionsValidate(f *testing.F) {
 		}
 	})
 }
+
+// keptKey marks the context KeepWinner returns in
+// TestHedgingKeepWinnerKeepsContextUntilRelease.
+type keptKey struct{}

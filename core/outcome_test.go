@@ -6,27 +6,6 @@ import (
 	"testing"
 )
 
-// Invariant: ExecuteOutcome returns exactly what Execute returns, as one
-// value, rejections included.
-func TestExecuteOutcome(t *testing.T) {
-	p := buildResult[int](t, nil, Retry(RetryOptions[int]{Delay: NoDelay, MaxRetryAttempts: 1}))
-	o := p.ExecuteOutcome(context.Background(), succeed)
-	if o.Failed() || o.Value != 1 {
-		t.Fatalf("success outcome %+v", o)
-	}
-	o = p.ExecuteOutcome(context.Background(), fail)
-	if v, err := o.Unpack(); !o.Failed() || v != 0 || err != errDependency {
-		t.Fatalf("failure outcome %+v", o)
-	}
-	var nilPipeline *Pipeline[int]
-	if o := nilPipeline.ExecuteOutcome(context.Background(), nil); !errors.Is(o.Err, ErrNilCallback) {
-		t.Fatalf("nil callback: %+v", o)
-	}
-	if o := OutcomeOf(2, nil); o.Value != 2 || o.Failed() {
-		t.Fatalf("OutcomeOf: %+v", o)
-	}
-}
-
 // Invariant: the shared default predicate handles errors but not a
 // cancellation, wrapped or not, and never a plain value.
 func TestDefaultShouldHandle(t *testing.T) {

@@ -34,10 +34,26 @@ type Strategy interface {
 // Validator is implemented by strategies whose options can be invalid. Build
 // calls Validate and fails, naming the field, instead of failing per request.
 // Validate must only read, so it is safe to call concurrently with
-// executions and a failed check changes nothing. A strategy that does not
-// implement it is taken as valid.
+// executions. A strategy that does not implement it is taken as valid.
 type Validator interface {
 	Validate() error
+}
+
+// validator is implemented by this package's strategies, whose options
+// are checked by their constructors or, when a Builder shortcut made them,
+// by Build.
+type validator interface{ validate() error }
+
+// validateStrategy checks s through Validator or validator, if it has
+// either.
+func validateStrategy(s any) error {
+	switch v := s.(type) {
+	case Validator:
+		return v.Validate()
+	case validator:
+		return v.validate()
+	}
+	return nil
 }
 
 // ResultStrategy is a strategy that sees the callback's value, not only its
@@ -60,8 +76,8 @@ type ResultStrategy[T any] interface {
 type ResultNext[T any] func(ctx context.Context) (T, error)
 
 // Named is implemented by strategies that have a name for telemetry. A
-// strategy without one is labelled "Strategy". An empty name counts as
-// none. Build reads the name once, so it needs no locking; it cannot fail.
+// strategy without one is labelled "Strategy"; so is one with an empty
+// name. Build reads the name once.
 type Named interface {
 	StrategyName() string
 }
@@ -73,9 +89,7 @@ var ErrNilCallback = errors.New("resilience: nil callback")
 // first in the order they were added to the builder. A Pipeline is
 // immutable once built and safe for concurrent use; stateful strategies in
 // it (limiters) keep their own state. The zero value is an empty pipeline
-// that calls the callback directly. A failed execution changes nothing in
-// the pipeline; each stateful strategy documents what a failure leaves in
-// it.
+// that calls the callback directly.
 type Pipeline[T any] struct {
 	name   string
 	stages []stage[T]
@@ -131,9 +145,8 @@ func (p *Pipeline[T]) run(ctx context.Context, i int, fn func(context.Context) (
 	return v, err
 }
 
-// PipelineOption configures a Builder. Options hold no state of their own,
-// so one may be reused by several builders, concurrently too; NewBuilder
-// skips a nil one. Applying an option cannot fail.
+// PipelineOption configures a Builder: WithName, WithListener. NewBuilder
+// skips a nil one.
 type PipelineOption func(*builderConfig)
 
 type builderConfig struct {
@@ -141,8 +154,8 @@ type builderConfig struct {
 	listener Listener
 }
 
-// Name sets the pipeline's name, used to label telemetry.
-func Name(name string) PipelineOption {
+// WithName sets the pipeline's name, used to label telemetry.
+func WithName(name string) PipelineOption {
 	return func(c *builderConfig) { c.name = name }
 }
 
@@ -174,9 +187,10 @@ func NewBuilder[T any](opts ...PipelineOption) *Builder[T] {
 	return b
 }
 
-// AddStrategy appends s. Strategies from this package have shortcuts
-// (AddTimeout, AddConcurrencyLimiter, …); this is how a custom strategy or
-// a shared stateful one (a limiter whose statistics the caller reads) joins.
+// AddStrategy appends s. Each strategy of this package has a shortcut
+// taking its options (AddTimeout, AddConcurrencyLimiter, …); AddStrategy
+// is how a custom strategy or a shared stateful one (a limiter whose
+// statistics the caller reads) joins.
 func (b *Builder[T]) AddStrategy(s Strategy) *Builder[T] {
 	if s == nil {
 		b.errs = append(b.errs, &ConfigError{Field: "Builder.AddStrategy", Problem: "strategy is nil"})
@@ -215,10 +229,8 @@ func (b *Builder[T]) Build() (*Pipeline[T], error) {
 		if st.result != nil {
 			s = st.result
 		}
-		if v, ok := s.(Validator); ok {
-			if err := v.Validate(); err != nil {
-				errs = append(errs, err)
-			}
+		if err := validateStrategy(s); err != nil {
+			errs = append(errs, err)
 		}
 		name := "Strategy"
 		if n, ok := s.(Named); ok && n.StrategyName() != "" {

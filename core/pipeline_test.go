@@ -75,7 +75,7 @@ func TestEmptyAndZeroPipelinesCallTheCallback(t *testing.T) {
 
 // Invariant: a nil callback is an error, never a panic per request.
 func TestPipelineNilCallback(t *testing.T) {
-	p, _ := NewBuilder[int]().AddTimeout(1).Build()
+	p, _ := NewBuilder[int]().AddTimeout(TimeoutOptions{Timeout: 1}).Build()
 	if _, err := p.Execute(context.Background(), nil); !errors.Is(err, ErrNilCallback) {
 		t.Fatalf("err = %v", err)
 	}
@@ -85,7 +85,7 @@ func TestPipelineNilCallback(t *testing.T) {
 func TestBuildJoinsConfigErrors(t *testing.T) {
 	_, err := NewBuilder[int]().
 		AddStrategy(nil).
-		AddTimeout(-1).
+		AddTimeout(TimeoutOptions{Timeout: -1}).
 		Build()
 	if err == nil {
 		t.Fatal("Build accepted invalid options")
@@ -111,7 +111,7 @@ func TestStrategyNamesLabelTelemetry(t *testing.T) {
 		tel.Emit(ctx, Event{Name: "Custom"})
 		return next(ctx)
 	})
-	p, err := NewBuilder[int](Name("orders"), WithListener(l)).AddStrategy(emit).Build()
+	p, err := NewBuilder[int](WithName("orders"), WithListener(l)).AddStrategy(emit).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func BenchmarkPipelineExecuteEmpty(b *testing.B) {
 }
 
 func BenchmarkPipelineExecuteTimeout(b *testing.B) {
-	p, _ := NewBuilder[int]().AddTimeout(1e9).Build()
+	p, _ := NewBuilder[int]().AddTimeout(TimeoutOptions{Timeout: 1e9}).Build()
 	ctx := context.Background()
 	fn := func(context.Context) (int, error) { return 1, nil }
 	b.ReportAllocs()

@@ -4,10 +4,9 @@ import "context"
 
 // Key is a typed key for a per-execution property carried in a
 // context.Context. Two keys made by separate NewKey calls never collide, even
-// with the same name and type. The zero Key is not usable: Value always
-// reports false and With returns ctx unchanged. Keys are comparable values,
-// safe to share and to use concurrently. A Key never changes after NewKey,
-// and With and Value cannot fail.
+// with the same name and type. Keys are comparable and safe to share. The
+// zero Key stores nothing: Value always reports false and With returns ctx
+// unchanged.
 type Key[T any] struct {
 	id *keyID
 }

@@ -22,6 +22,7 @@ const (
 	waiterEvicted                      // removed by the overflow policy
 	waiterCancelled                    // its context ended first
 	waiterTimedOut                     // its queue timeout fired first
+	waiterClosed                       // the limiter was closed
 )
 
 // waiter is one Acquire call waiting in a waitQueue. Fields other than
@@ -218,6 +219,18 @@ type permitEngine struct {
 	limit    int
 	inFlight int
 	queue    waitQueue
+	closed   bool // Close: nothing is admitted or queued any more
+}
+
+// close rejects every waiter with ReasonShuttingDown and stops admission.
+func (e *permitEngine) close() {
+	e.mu.Lock()
+	e.closed = true
+	for w := e.queue.popBest(); w != nil; w = e.queue.popBest() {
+		w.state = waiterClosed
+		close(w.ready)
+	}
+	e.mu.Unlock()
 }
 
 // stats returns a consistent snapshot.
@@ -240,7 +253,7 @@ func (e *permitEngine) tryAcquire() bool {
 	e.mu.Lock()
 	// inFlight < limit implies an empty queue: grantLocked never leaves a
 	// waiter queued while a permit is free.
-	ok := e.inFlight < e.limit
+	ok := e.inFlight < e.limit && !e.closed
 	if ok {
 		e.inFlight++
 	}
@@ -256,7 +269,7 @@ func (e *permitEngine) acquire(ctx context.Context) (time.Duration, error) {
 		return 0, context.Cause(ctx)
 	}
 	e.mu.Lock()
-	if e.inFlight < e.limit { // implies an empty queue; see tryAcquire
+	if e.inFlight < e.limit && !e.closed { // implies an empty queue; see tryAcquire
 		e.inFlight++
 		e.mu.Unlock()
 		return 0, nil
@@ -269,6 +282,10 @@ func (e *permitEngine) acquire(ctx context.Context) (time.Duration, error) {
 // limiter calls it after its own fast path, which also decides under the
 // same lock whether to time the execution.
 func (e *permitEngine) acquireSlowLocked(ctx context.Context) (time.Duration, error) {
+	if e.closed {
+		e.mu.Unlock()
+		return 0, errBulkheadShuttingDown
+	}
 	if e.queueLimit == 0 || (e.overflow == OverflowRejectNew && e.queue.len() >= e.queueLimit && !e.purgeFullLocked()) {
 		// Shed without running the priority function: under overload this
 		// is the common case and should cost as little as possible.
@@ -283,6 +300,10 @@ func (e *permitEngine) acquireSlowLocked(ctx context.Context) (time.Duration, er
 	e.mu.Unlock()
 	p := e.priority(ctx)
 	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return 0, errBulkheadShuttingDown
+	}
 	if e.inFlight < e.limit {
 		e.inFlight++
 		e.mu.Unlock()
@@ -380,6 +401,8 @@ func (e *permitEngine) wait(ctx context.Context, p int) (time.Duration, error) {
 		return time.Since(start), errBulkheadDropped
 	case waiterTimedOut:
 		return time.Since(start), errBulkheadQueueTimeout
+	case waiterClosed:
+		return time.Since(start), errBulkheadShuttingDown
 	default: // waiterCancelled
 		return time.Since(start), context.Cause(ctx)
 	}

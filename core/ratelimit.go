@@ -9,57 +9,50 @@ import (
 	"time"
 )
 
-// RateLimitAlgorithm names how a rate limiter counts permits. The values are
-// stable strings, fit for configuration files; the zero value ("") means
-// FixedWindow. A plain value: safe to copy and to read from several
-// goroutines; an unknown value makes NewRateLimiter (or a store) return a
-// *ConfigError and change nothing.
+// RateLimitAlgorithm names how a rate limiter counts permits. Its values
+// are stable strings for configuration files; the empty string means
+// RateLimitFixedWindow.
 type RateLimitAlgorithm string
 
 const (
-	// FixedWindow allows PermitLimit permits in each window. A key's windows
-	// start at its first request and follow back to back. It is the default:
-	// the empty algorithm means FixedWindow. Up to 2×PermitLimit permits can
-	// pass around a window boundary (the end of one window, the start of the
-	// next).
-	FixedWindow RateLimitAlgorithm = "fixed-window"
-	// SlidingWindow approximates a window that slides with time: the count
-	// of the previous fixed window, weighted by the share of it the sliding
-	// window still covers, plus the count of the current one must stay below
-	// PermitLimit. The approximation assumes the previous window's permits
-	// were spread evenly over it. It never admits more than PermitLimit in
-	// one of the key's fixed windows and damps the boundary burst.
-	SlidingWindow RateLimitAlgorithm = "sliding-window"
-	// TokenBucket keeps a bucket of PermitLimit tokens that refills
-	// PermitLimit tokens per Window, evenly (one every Window/PermitLimit).
-	// A full bucket absorbs a burst of PermitLimit; the sustained rate is
-	// PermitLimit per Window.
-	TokenBucket RateLimitAlgorithm = "token-bucket"
+	// RateLimitFixedWindow allows PermitLimit permits in each window. A
+	// key's windows start at its first request and follow back to back. Up
+	// to 2×PermitLimit permits can pass around a window boundary (the end of
+	// one window, the start of the next).
+	RateLimitFixedWindow RateLimitAlgorithm = "fixed-window"
+	// RateLimitSlidingWindow approximates a window that slides with time:
+	// the count of the previous fixed window, weighted by the share of it
+	// the sliding window still covers, plus the count of the current one
+	// must stay below PermitLimit. The approximation assumes the previous
+	// window's permits were spread evenly over it. It never admits more than
+	// PermitLimit in one of the key's fixed windows and damps the boundary
+	// burst.
+	RateLimitSlidingWindow RateLimitAlgorithm = "sliding-window"
+	// RateLimitTokenBucket keeps a bucket of PermitLimit tokens that
+	// refills PermitLimit tokens per Window, evenly (one every
+	// Window/PermitLimit). A full bucket absorbs a burst of PermitLimit; the
+	// sustained rate is PermitLimit per Window.
+	RateLimitTokenBucket RateLimitAlgorithm = "token-bucket"
 )
 
-// ParseRateLimitAlgorithm parses a configured algorithm name. It ignores
-// case and surrounding space and accepts '_' for '-'; the empty string is
-// FixedWindow. An unknown name is a *ConfigError for
-// RateLimiterOptions.Algorithm.
+var rateLimitAlgorithms = []RateLimitAlgorithm{RateLimitFixedWindow, RateLimitSlidingWindow, RateLimitTokenBucket}
+
+// ParseRateLimitAlgorithm returns the algorithm named by s, ignoring case,
+// surrounding space and '_' for '-'; "" is RateLimitFixedWindow. Anything
+// else is a *ConfigError that lists the accepted names.
 func ParseRateLimitAlgorithm(s string) (RateLimitAlgorithm, error) {
-	n := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), "_", "-")
-	switch RateLimitAlgorithm(n) {
-	case "", FixedWindow:
-		return FixedWindow, nil
-	case SlidingWindow:
-		return SlidingWindow, nil
-	case TokenBucket:
-		return TokenBucket, nil
+	v, ok := parseEnum(s, RateLimitFixedWindow, rateLimitAlgorithms...)
+	if !ok {
+		return "", unknownEnum("RateLimiterOptions.Algorithm", "algorithm", s, rateLimitAlgorithms...)
 	}
-	return "", configErrorf("RateLimiterOptions.Algorithm",
-		"unknown algorithm %q; want %q, %q or %q", s, FixedWindow, SlidingWindow, TokenBucket)
+	return v, nil
 }
 
 // RateLimitPolicy is what a RateLimitStore needs to decide: the limit of a
 // rate limiter, without its key function or store. Name identifies the
-// policy in a shared store and in the IETF RateLimit-Policy header. It is a
-// plain value, safe to copy and share. The zero value is invalid (no Limit
-// or Window): a store refuses it with a *ConfigError and changes nothing.
+// policy in a shared store and in the IETF RateLimit-Policy header. The
+// zero value is invalid (no Limit or Window): a store refuses it with a
+// *ConfigError.
 type RateLimitPolicy struct {
 	// Name is the limiter's name, or "default" when it has none.
 	Name string
@@ -71,20 +64,17 @@ type RateLimitPolicy struct {
 	Window time.Duration
 }
 
-// algorithm returns the policy's algorithm with the empty default resolved.
+// algorithm returns the policy's algorithm with the empty default resolved
+// (validate accepts only names ParseRateLimitAlgorithm knows).
 func (p RateLimitPolicy) algorithm() RateLimitAlgorithm {
-	if p.Algorithm == "" {
-		return FixedWindow
-	}
-	return p.Algorithm
+	a, _ := ParseRateLimitAlgorithm(string(p.Algorithm))
+	return a
 }
 
 // validate checks a policy handed to a store directly.
 func (p RateLimitPolicy) validate() error {
-	switch p.Algorithm {
-	case "", FixedWindow, SlidingWindow, TokenBucket:
-	default:
-		return configErrorf("RateLimitPolicy.Algorithm", "unknown algorithm %q", string(p.Algorithm))
+	if _, err := ParseRateLimitAlgorithm(string(p.Algorithm)); err != nil {
+		return &ConfigError{Field: "RateLimitPolicy.Algorithm", Problem: err.(*ConfigError).Problem}
 	}
 	if err := checkPositiveInt("RateLimitPolicy.Limit", p.Limit); err != nil {
 		return err
@@ -93,10 +83,7 @@ func (p RateLimitPolicy) validate() error {
 }
 
 // RateLimitDecision is the outcome of one take: whether the permit was
-// granted and the numbers for the RateLimit-* and Retry-After headers. It
-// is a plain value, safe to copy and share; the zero value is a refusal
-// that carries no numbers. A store failure still yields one from Allow:
-// the decision the limiter applies (see Allow).
+// granted and the numbers for the RateLimit-* and Retry-After headers.
 type RateLimitDecision struct {
 	// Allowed reports whether a permit was granted.
 	Allowed bool
@@ -120,9 +107,7 @@ type RateLimitDecision struct {
 // RateLimitStoreError reports that a RateLimitStore failed, so no decision
 // was made. Match with errors.As, or errors.Is against ErrRateLimitStore; it
 // unwraps to the store's error. It is not a rejection (it does not match
-// ErrRejected): the limiter could not decide. Like every error here it is
-// not modified after it is returned, so it is safe to share. The zero
-// value reports a failure with no cause (Err nil).
+// ErrRejected): the limiter could not decide.
 type RateLimitStoreError struct {
 	// Policy is the name of the policy being applied.
 	Policy string
@@ -161,25 +146,23 @@ const (
 	minRateLimitMaxKeyLength = 32
 )
 
-// RateLimiterOptions configures a rate limiter. NewRateLimiter copies it,
-// so changing it afterwards has no effect. The zero value is invalid:
-// PermitLimit and Window are required. A plain value, safe to share; Key
-// is called concurrently and must be safe for that. An invalid field makes
-// NewRateLimiter return a *ConfigError and build nothing.
+// RateLimiterOptions configures a RateLimiter. PermitLimit and Window are
+// required; the zero value of every other field means its default. Key is
+// called concurrently and must be safe for that.
 type RateLimiterOptions struct {
 	// Name labels telemetry (default "RateLimiter") and names the policy
 	// (default "default"; see RateLimitPolicy.Name).
 	Name string
-	// Algorithm is FixedWindow (the default when empty), SlidingWindow or
-	// TokenBucket. Use ParseRateLimitAlgorithm for names from configuration.
+	// Algorithm is RateLimitFixedWindow (the default when empty), RateLimitSlidingWindow or
+	// RateLimitTokenBucket. Use ParseRateLimitAlgorithm for names from configuration.
 	Algorithm RateLimitAlgorithm
 	// PermitLimit is the number of permits per Window (> 0).
 	PermitLimit int
 	// Window is the period PermitLimit applies to (> 0).
 	Window time.Duration
 	// Key returns the partition an execution counts against (client IP, API
-	// key, …). Nil means one partition shared by every execution. Each key
-	// has its own quota.
+	// key, …); nil means one partition shared by every execution, here and
+	// in inbound.Options. Each key has its own quota.
 	Key func(ctx context.Context) string
 	// MaxKeys caps the keys of the default in-memory store, so memory is
 	// bounded whatever traffic arrives; idle keys are evicted first (see
@@ -213,9 +196,8 @@ type RateLimiterOptions struct {
 // Allow directly (an HTTP middleware does, to set the RateLimit-* headers
 // on admitted responses too).
 //
-// Safe for concurrent use. The zero value is not usable: Validate reports
-// the missing options and Execute and Allow return that *ConfigError
-// without running anything. A rejected take consumes no permit; a store
+// Safe for concurrent use. The zero value is not usable: Execute and Allow
+// return a *ConfigError without running anything. A rejected take consumes no permit; a store
 // failure leaves the counters as the store left them (see FailClosed).
 // Emits EventRateLimiterRejected (Reason ReasonRateLimited, Duration the
 // retry-after) and EventRateLimiterStoreError. Its in-memory store reads
@@ -232,12 +214,10 @@ type RateLimiter struct {
 // invalid option.
 func NewRateLimiter(opts RateLimiterOptions) (*RateLimiter, error) {
 	l := &RateLimiter{opts: opts}
-	if err := l.Validate(); err != nil {
+	if err := l.validate(); err != nil {
 		return nil, err
 	}
-	if l.opts.Algorithm == "" {
-		l.opts.Algorithm = FixedWindow
-	}
+	l.opts.Algorithm, _ = ParseRateLimitAlgorithm(string(l.opts.Algorithm)) // validated
 	if l.opts.MaxKeyLength == 0 {
 		l.opts.MaxKeyLength = defaultRateLimitMaxKeyLength
 	}
@@ -260,14 +240,11 @@ func (b *Builder[T]) AddRateLimiter(opts RateLimiterOptions) *Builder[T] {
 	return b.addBuilt(NewRateLimiter(opts))
 }
 
-// Validate reports the first invalid option as a *ConfigError.
-func (l *RateLimiter) Validate() error {
+// validate reports the first invalid option as a *ConfigError.
+func (l *RateLimiter) validate() error {
 	o := &l.opts
-	switch o.Algorithm {
-	case "", FixedWindow, SlidingWindow, TokenBucket:
-	default:
-		return configErrorf("RateLimiterOptions.Algorithm",
-			"unknown algorithm %q; want %q, %q or %q", string(o.Algorithm), FixedWindow, SlidingWindow, TokenBucket)
+	if _, err := ParseRateLimitAlgorithm(string(o.Algorithm)); err != nil {
+		return err
 	}
 	if err := checkPositiveInt("RateLimiterOptions.PermitLimit", o.PermitLimit); err != nil {
 		return err
@@ -337,7 +314,7 @@ func (l *RateLimiter) AllowKey(ctx context.Context, key string) (RateLimitDecisi
 
 // unusable explains why a limiter not made by NewRateLimiter cannot run.
 func (l *RateLimiter) unusable() error {
-	if err := l.Validate(); err != nil {
+	if err := l.validate(); err != nil {
 		return err
 	}
 	return &ConfigError{Field: "RateLimiter", Problem: "not made by NewRateLimiter"}

@@ -256,7 +256,7 @@ func ceilDiv(a, b int64) int64 {
 // to "full" whatever it was: one window for fixed window and token bucket,
 // two for sliding window (the current window's permits weigh on the next).
 func rlIdleSpan(alg RateLimitAlgorithm, window time.Duration) int64 {
-	if alg == SlidingWindow {
+	if alg == RateLimitSlidingWindow {
 		if window > maxDuration { // cannot happen after validation; keep 2·window in range
 			return int64(window)
 		}

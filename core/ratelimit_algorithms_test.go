@@ -59,7 +59,7 @@ func TestRateLimitFixedWindowExact(t *testing.T) {
 		rlExpect(t, l, "k", "t=4s", rlWant{false, 0, 6 * time.Second, 6 * time.Second})
 		time.Sleep(6*time.Second - 1)
 		rlExpect(t, l, "k", "t=10s-1ns", rlWant{false, 0, 1, 1})
-		time.Sleep(1)
+		time.Sleep(time.Nanosecond)
 		rlExpect(t, l, "k", "t=10s", rlWant{true, 2, s, 0})
 		// Windows follow back to back from the key's first request: at 35s
 		// the window is [30s, 40s).
@@ -73,7 +73,7 @@ func TestRateLimitFixedWindowExact(t *testing.T) {
 // admits, reset the time until no permit weighs any more.
 func TestRateLimitSlidingWindowExact(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := rlNew(t, RateLimiterOptions{Algorithm: SlidingWindow, PermitLimit: 4, Window: 10 * time.Second})
+		l := rlNew(t, RateLimiterOptions{Algorithm: RateLimitSlidingWindow, PermitLimit: 4, Window: 10 * time.Second})
 		ms := time.Millisecond
 		for i, rem := range []int{3, 2, 1, 0} {
 			rlExpect(t, l, "k", "t=0 #"+string(rune('1'+i)), rlWant{true, rem, 20 * time.Second, 0})
@@ -85,7 +85,7 @@ func TestRateLimitSlidingWindowExact(t *testing.T) {
 		rlExpect(t, l, "k", "t=10s", rlWant{false, 0, 10 * time.Second, 2500 * ms})
 		time.Sleep(2500*ms - 1)
 		rlExpect(t, l, "k", "t=12.5s-1ns", rlWant{false, 0, 7500*ms + 1, 1})
-		time.Sleep(1)
+		time.Sleep(time.Nanosecond)
 		// 4·0.75 + 1 = 4 <= 4; nothing left at this instant.
 		rlExpect(t, l, "k", "t=12.5s", rlWant{true, 0, 17500 * ms, 0})
 		time.Sleep(2500 * ms)
@@ -105,7 +105,7 @@ func TestRateLimitSlidingWindowExact(t *testing.T) {
 // per Window evenly; retry-after is the next token, reset the time to full.
 func TestRateLimitTokenBucketExact(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := rlNew(t, RateLimiterOptions{Algorithm: TokenBucket, PermitLimit: 4, Window: 10 * time.Second})
+		l := rlNew(t, RateLimiterOptions{Algorithm: RateLimitTokenBucket, PermitLimit: 4, Window: 10 * time.Second})
 		ms := time.Millisecond
 		rlExpect(t, l, "k", "#1", rlWant{true, 3, 2500 * ms, 0})
 		rlExpect(t, l, "k", "#2", rlWant{true, 2, 5000 * ms, 0})
@@ -126,7 +126,7 @@ func TestRateLimitTokenBucketExact(t *testing.T) {
 // ⌈Window/PermitLimit⌉, never earlier.
 func TestRateLimitTokenBucketFractionalInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := rlNew(t, RateLimiterOptions{Algorithm: TokenBucket, PermitLimit: 3, Window: time.Second})
+		l := rlNew(t, RateLimiterOptions{Algorithm: RateLimitTokenBucket, PermitLimit: 3, Window: time.Second})
 		for range 3 {
 			if d, _ := l.AllowKey(context.Background(), "k"); !d.Allowed {
 				t.Fatal("a full bucket refused")
@@ -135,7 +135,7 @@ func TestRateLimitTokenBucketFractionalInterval(t *testing.T) {
 		rlExpect(t, l, "k", "empty", rlWant{false, 0, time.Second, 333_333_334})
 		time.Sleep(333_333_333)
 		rlExpect(t, l, "k", "1ns early", rlWant{false, 0, 666_666_667, 1})
-		time.Sleep(1)
+		time.Sleep(time.Nanosecond)
 		// Emptied again at 333 333 334ns; tokens keep arriving on the grid
 		// ⌈i·Window/3⌉ from the first emptying, so the bucket is full with
 		// token 4 at ⌈4·Window/3⌉ = 1 333 333 334ns, one Window from now.
@@ -162,7 +162,7 @@ type rlBubbleTB struct{ *testing.T }
 func TestRateLimitPropertyAdmittedNeverExceedsLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rapid.Check(rlBubbleTB{t}, func(rt *rapid.T) {
-			alg := rapid.SampledFrom([]RateLimitAlgorithm{FixedWindow, SlidingWindow, TokenBucket}).Draw(rt, "alg")
+			alg := rapid.SampledFrom([]RateLimitAlgorithm{RateLimitFixedWindow, RateLimitSlidingWindow, RateLimitTokenBucket}).Draw(rt, "alg")
 			limit := rapid.IntRange(1, 6).Draw(rt, "limit")
 			window := time.Duration(rapid.Int64Range(1, 1000).Draw(rt, "window_ms")) * time.Millisecond
 			if rapid.Bool().Draw(rt, "odd_window") {
@@ -198,7 +198,7 @@ func TestRateLimitPropertyAdmittedNeverExceedsLimit(t *testing.T) {
 					if take().Allowed {
 						rt.Fatalf("%s admitted 1ns before retry-after %v", alg, d.RetryAfter)
 					}
-					time.Sleep(1)
+					time.Sleep(time.Nanosecond)
 					if !take().Allowed {
 						rt.Fatalf("%s refused at retry-after %v", alg, d.RetryAfter)
 					}
@@ -209,7 +209,7 @@ func TestRateLimitPropertyAdmittedNeverExceedsLimit(t *testing.T) {
 					}
 				}
 			}
-			if alg == TokenBucket {
+			if alg == RateLimitTokenBucket {
 				for i := range admitted {
 					for j := i; j < len(admitted); j++ {
 						span := admitted[j] - admitted[i]
@@ -264,13 +264,13 @@ func TestRateLimitMathLargeValues(t *testing.T) {
 // goroutine advanced it) neither rewinds the state nor reports negative
 // durations.
 func TestRateLimitStaleClockRead(t *testing.T) {
-	for _, alg := range []RateLimitAlgorithm{FixedWindow, SlidingWindow, TokenBucket} {
+	for _, alg := range []RateLimitAlgorithm{RateLimitFixedWindow, RateLimitSlidingWindow, RateLimitTokenBucket} {
 		s := initialState(alg, 100, 2)
 		var r rlResult
 		switch alg {
-		case TokenBucket:
+		case RateLimitTokenBucket:
 			r = takeTokenBucket(&s, 50, 2, 10)
-		case SlidingWindow:
+		case RateLimitSlidingWindow:
 			r = takeSlidingWindow(&s, 50, 2, 10)
 		default:
 			r = takeFixedWindow(&s, 50, 2, 10)

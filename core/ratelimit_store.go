@@ -121,7 +121,7 @@ func (s *MemoryRateLimitStore) init() {
 }
 
 // MaxKeys returns the key cap.
-func (s *MemoryRateLimitStore) MaxKeys() int {
+func (s *MemoryRateLimitStore) maxKeysCap() int {
 	s.once.Do(s.init)
 	return s.maxKeys
 }
@@ -159,9 +159,9 @@ func (s *MemoryRateLimitStore) Take(_ context.Context, key string, policy RateLi
 	e := sh.entry(memKey{policy: policy.Name, key: key}, alg, now, limit)
 	var r rlResult
 	switch alg {
-	case TokenBucket:
+	case RateLimitTokenBucket:
 		r = takeTokenBucket(&e.st, now, limit, window)
-	case SlidingWindow:
+	case RateLimitSlidingWindow:
 		r = takeSlidingWindow(&e.st, now, limit, window)
 	default:
 		r = takeFixedWindow(&e.st, now, limit, window)
@@ -252,7 +252,7 @@ func (sh *memShard) victim(now int64) int32 {
 }
 
 func initialState(alg RateLimitAlgorithm, now, limit int64) rlState {
-	if alg == TokenBucket {
+	if alg == RateLimitTokenBucket {
 		return newBucketState(now, limit)
 	}
 	return newWindowState(now)

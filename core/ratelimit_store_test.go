@@ -13,7 +13,7 @@ import (
 )
 
 // rlPolicy is a valid policy for direct store tests.
-var rlPolicy = RateLimitPolicy{Name: "p", Algorithm: FixedWindow, Limit: 1000, Window: time.Minute}
+var rlPolicy = RateLimitPolicy{Name: "p", Algorithm: RateLimitFixedWindow, Limit: 1000, Window: time.Minute}
 
 // rlStoreKeys lists every (policy, key) a store holds, checking the LRU
 // list against the index on the way.
@@ -164,14 +164,14 @@ func TestRateLimitStoreShardCapsSumToMaxKeys(t *testing.T) {
 			}
 			sum += int(s.shards[i].limit)
 		}
-		if sum != n || s.MaxKeys() != n {
-			t.Fatalf("maxKeys %d: shard caps sum to %d, MaxKeys %d", n, sum, s.MaxKeys())
+		if sum != n || s.maxKeysCap() != n {
+			t.Fatalf("maxKeys %d: shard caps sum to %d, MaxKeys %d", n, sum, s.maxKeysCap())
 		}
 	}
-	if got := NewMemoryRateLimitStore(0).MaxKeys(); got != defaultRateLimitMaxKeys {
+	if got := NewMemoryRateLimitStore(0).maxKeysCap(); got != defaultRateLimitMaxKeys {
 		t.Fatalf("default cap %d", got)
 	}
-	if got := NewMemoryRateLimitStore(-5).MaxKeys(); got != defaultRateLimitMaxKeys {
+	if got := NewMemoryRateLimitStore(-5).maxKeysCap(); got != defaultRateLimitMaxKeys {
 		t.Fatalf("negative cap gave %d", got)
 	}
 }
@@ -183,8 +183,8 @@ func TestRateLimitStoreZeroValue(t *testing.T) {
 	if err != nil || !d.Allowed || d.Remaining != rlPolicy.Limit-1 || d.Policy != rlPolicy {
 		t.Fatalf("zero store: %+v, %v", d, err)
 	}
-	if s.MaxKeys() != defaultRateLimitMaxKeys || s.Len() != 1 {
-		t.Fatalf("zero store: cap %d len %d", s.MaxKeys(), s.Len())
+	if s.maxKeysCap() != defaultRateLimitMaxKeys || s.Len() != 1 {
+		t.Fatalf("zero store: cap %d len %d", s.maxKeysCap(), s.Len())
 	}
 }
 
@@ -228,7 +228,7 @@ func TestRateLimitStorePoliciesAreSeparate(t *testing.T) {
 	if d, _ := s.Take(ctx, "k", a); d.Allowed {
 		t.Fatal("a admitted twice")
 	}
-	a.Algorithm = TokenBucket
+	a.Algorithm = RateLimitTokenBucket
 	if d, _ := s.Take(ctx, "k", a); !d.Allowed || d.Remaining != 0 {
 		t.Fatalf("algorithm change: %+v", d)
 	}
@@ -252,7 +252,7 @@ func TestRateLimitStoreCopiesNewKeys(t *testing.T) {
 // get exactly PermitLimit (nothing lost either). Rounds run at fake-clock
 // instants one Window apart; goroutines run in parallel under -race.
 func TestRateLimitConcurrentAdmittedAtMostLimit(t *testing.T) {
-	for _, alg := range []RateLimitAlgorithm{FixedWindow, SlidingWindow, TokenBucket} {
+	for _, alg := range []RateLimitAlgorithm{RateLimitFixedWindow, RateLimitSlidingWindow, RateLimitTokenBucket} {
 		t.Run(string(alg), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const (
@@ -295,7 +295,7 @@ func TestRateLimitConcurrentAdmittedAtMostLimit(t *testing.T) {
 						if got > limit {
 							t.Fatalf("round %d key %d: admitted %d > limit %d", r, k, got, limit)
 						}
-						if alg != SlidingWindow && got != limit {
+						if alg != RateLimitSlidingWindow && got != limit {
 							t.Fatalf("round %d key %d: admitted %d, want exactly %d", r, k, got, limit)
 						}
 					}

@@ -22,7 +22,7 @@ func TestRateLimiterOptionsValidation(t *testing.T) {
 		field string
 	}{
 		{"unknown algorithm", with(func(o *RateLimiterOptions) { o.Algorithm = "leaky-bucket" }), "RateLimiterOptions.Algorithm"},
-		{"unnormalised algorithm", with(func(o *RateLimiterOptions) { o.Algorithm = "Token-Bucket" }), "RateLimiterOptions.Algorithm"},
+		{"unknown algorithm", with(func(o *RateLimiterOptions) { o.Algorithm = "leaky-bucket" }), "RateLimiterOptions.Algorithm"},
 		{"zero permit limit", with(func(o *RateLimiterOptions) { o.PermitLimit = 0 }), "RateLimiterOptions.PermitLimit"},
 		{"negative permit limit", with(func(o *RateLimiterOptions) { o.PermitLimit = -1 }), "RateLimiterOptions.PermitLimit"},
 		{"zero window", with(func(o *RateLimiterOptions) { o.Window = 0 }), "RateLimiterOptions.Window"},
@@ -48,9 +48,9 @@ func TestRateLimiterOptionsValidation(t *testing.T) {
 	}
 	for _, o := range []RateLimiterOptions{
 		ok,
-		with(func(o *RateLimiterOptions) { o.Algorithm = SlidingWindow; o.MaxKeys = 1; o.MaxKeyLength = 32 }),
+		with(func(o *RateLimiterOptions) { o.Algorithm = RateLimitSlidingWindow; o.MaxKeys = 1; o.MaxKeyLength = 32 }),
 		with(func(o *RateLimiterOptions) {
-			o.Algorithm = TokenBucket
+			o.Algorithm = RateLimitTokenBucket
 			o.Window = maxDuration
 			o.MaxKeys = maxRateLimitMaxKeys
 		}),
@@ -90,64 +90,16 @@ func FuzzRateLimiterOptions(f *testing.F) {
 	})
 }
 
-// Invariant: ParseRateLimitAlgorithm accepts the three names (any case,
-// '_' for '-', surrounding space, empty = fixed window) and rejects the rest
-// with a *ConfigError.
-func TestParseRateLimitAlgorithm(t *testing.T) {
-	for in, want := range map[string]RateLimitAlgorithm{
-		"": FixedWindow, "fixed-window": FixedWindow, " Fixed_Window ": FixedWindow,
-		"sliding-window": SlidingWindow, "SLIDING_WINDOW": SlidingWindow,
-		"token-bucket": TokenBucket, "\ttoken_bucket\n": TokenBucket,
-	} {
-		if got, err := ParseRateLimitAlgorithm(in); err != nil || got != want {
-			t.Errorf("Parse(%q) = %q, %v; want %q", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"fixed", "leaky-bucket", "token bucket", "fixed-window2"} {
-		_, err := ParseRateLimitAlgorithm(in)
-		var ce *ConfigError
-		if !errors.As(err, &ce) || ce.Field != "RateLimiterOptions.Algorithm" {
-			t.Errorf("Parse(%q): %v; want *ConfigError", in, err)
-		}
-	}
-}
-
-// Invariant: parsing never panics; a parsed name is one of the three
-// algorithms and parses to itself; a failure is a *ConfigError.
-func FuzzParseRateLimitAlgorithm(f *testing.F) {
-	for _, s := range []string{"", "fixed-window", "Sliding_Window", " token-bucket ", "leaky", "\x00", "ſliding-window"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		a, err := ParseRateLimitAlgorithm(s)
-		if err != nil {
-			var ce *ConfigError
-			if !errors.As(err, &ce) {
-				t.Fatalf("Parse(%q): %v is not a *ConfigError", s, err)
-			}
-			return
-		}
-		switch a {
-		case FixedWindow, SlidingWindow, TokenBucket:
-		default:
-			t.Fatalf("Parse(%q) = %q", s, a)
-		}
-		if again, err := ParseRateLimitAlgorithm(string(a)); err != nil || again != a {
-			t.Fatalf("Parse(%q) does not round-trip: %q, %v", a, again, err)
-		}
-	})
-}
-
 // Invariant: defaults — strategy name "RateLimiter", policy name "default",
 // fixed window; a named limiter uses its name for both.
 func TestRateLimiterDefaults(t *testing.T) {
 	l := rlNew(t, RateLimiterOptions{PermitLimit: 5, Window: time.Minute})
-	want := RateLimitPolicy{Name: "default", Algorithm: FixedWindow, Limit: 5, Window: time.Minute}
-	if l.Policy() != want || l.StrategyName() != "RateLimiter" || l.Validate() != nil {
+	want := RateLimitPolicy{Name: "default", Algorithm: RateLimitFixedWindow, Limit: 5, Window: time.Minute}
+	if l.Policy() != want || l.StrategyName() != "RateLimiter" || l.validate() != nil {
 		t.Fatalf("policy %+v name %q", l.Policy(), l.StrategyName())
 	}
-	l = rlNew(t, RateLimiterOptions{Name: "api", Algorithm: TokenBucket, PermitLimit: 5, Window: time.Minute})
-	if l.Policy().Name != "api" || l.StrategyName() != "api" || l.Policy().Algorithm != TokenBucket {
+	l = rlNew(t, RateLimiterOptions{Name: "api", Algorithm: RateLimitTokenBucket, PermitLimit: 5, Window: time.Minute})
+	if l.Policy().Name != "api" || l.StrategyName() != "api" || l.Policy().Algorithm != RateLimitTokenBucket {
 		t.Fatalf("policy %+v name %q", l.Policy(), l.StrategyName())
 	}
 	d, err := l.Allow(context.Background())
@@ -186,7 +138,7 @@ func rlClientKey(ctx context.Context) string { v, _ := rlClient.Value(ctx); retu
 // other key's untouched.
 func TestRateLimiterPerKeyIsolation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		for _, alg := range []RateLimitAlgorithm{FixedWindow, SlidingWindow, TokenBucket} {
+		for _, alg := range []RateLimitAlgorithm{RateLimitFixedWindow, RateLimitSlidingWindow, RateLimitTokenBucket} {
 			l := rlNew(t, RateLimiterOptions{Algorithm: alg, PermitLimit: 2, Window: time.Minute, Key: rlClientKey})
 			for range 2 {
 				if d, _ := l.Allow(rlClientCtx("alice")); !d.Allowed {
@@ -310,7 +262,7 @@ func (r *rlEvents) OnEvent(_ context.Context, e Event) { r.list = append(r.list,
 func TestRateLimiterExecuteRejects(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		events := &rlEvents{}
-		p, err := NewBuilder[int](Name("api"), WithListener(events)).
+		p, err := NewBuilder[int](WithName("api"), WithListener(events)).
 			AddRateLimiter(RateLimiterOptions{Name: "per-client", PermitLimit: 2, Window: 10 * time.Second, Key: rlClientKey}).
 			Build()
 		if err != nil {
@@ -392,7 +344,7 @@ func TestRateLimiterUsesCustomStore(t *testing.T) {
 		got = p
 		return RateLimitDecision{Allowed: false, Limit: p.Limit, RetryAfter: time.Second}, nil
 	})
-	l := rlNew(t, RateLimiterOptions{Name: "shared", Algorithm: SlidingWindow, PermitLimit: 9, Window: time.Minute, Store: store})
+	l := rlNew(t, RateLimiterOptions{Name: "shared", Algorithm: RateLimitSlidingWindow, PermitLimit: 9, Window: time.Minute, Store: store})
 	err := l.Execute(context.Background(), Telemetry{}, func(context.Context) error { return nil })
 	var rej *RateLimitRejectedError
 	if !errors.As(err, &rej) || rej.RetryAfter != time.Second || got != l.Policy() {
@@ -426,7 +378,7 @@ func TestRateLimiterSharedAcrossPipelines(t *testing.T) {
 // BenchmarkRateLimiterAllow measures the hot path: an existing key, one
 // shard lock, no allocation.
 func BenchmarkRateLimiterAllow(b *testing.B) {
-	for _, alg := range []RateLimitAlgorithm{FixedWindow, SlidingWindow, TokenBucket} {
+	for _, alg := range []RateLimitAlgorithm{RateLimitFixedWindow, RateLimitSlidingWindow, RateLimitTokenBucket} {
 		b.Run(string(alg), func(b *testing.B) {
 			l := rlNew(b, RateLimiterOptions{Algorithm: alg, PermitLimit: 1 << 40, Window: time.Hour, Key: rlClientKey})
 			ctx := rlClientCtx("203.0.113.7")

@@ -10,16 +10,13 @@ import (
 	"time"
 )
 
-// BackoffType says how the delay between retries grows. The values are
-// stable strings, for configuration files. A plain value: safe to copy and
-// to read from several goroutines; the zero value "" means
-// BackoffConstant; an unknown value is a *ConfigError from NewRetry,
-// Validate or Builder.Build.
+// BackoffType says how the delay between retries grows. Its values are
+// stable strings for configuration files; the empty string means
+// BackoffConstant.
 type BackoffType string
 
 const (
-	// BackoffConstant waits Delay before every retry. It is the default;
-	// the empty string means this type.
+	// BackoffConstant waits Delay before every retry.
 	BackoffConstant BackoffType = "constant"
 	// BackoffLinear waits Delay × n before retry n (1, 2, 3, …).
 	BackoffLinear BackoffType = "linear"
@@ -27,36 +24,23 @@ const (
 	BackoffExponential BackoffType = "exponential"
 )
 
-// ParseBackoffType returns the backoff type named by s ("constant",
-// "linear" or "exponential"); anything else is a *ConfigError quoting it.
+// ParseBackoffType returns the backoff type named by s, ignoring case,
+// surrounding space and '_' for '-'; "" is BackoffConstant. Anything else
+// is a *ConfigError that lists the accepted names.
 func ParseBackoffType(s string) (BackoffType, error) {
-	switch b := BackoffType(s); b {
-	case BackoffConstant, BackoffLinear, BackoffExponential:
-		return b, nil
+	v, ok := parseEnum(s, BackoffConstant, BackoffConstant, BackoffLinear, BackoffExponential)
+	if !ok {
+		return "", unknownEnum("RetryOptions.BackoffType", "backoff type", s, BackoffConstant, BackoffLinear, BackoffExponential)
 	}
-	return "", configErrorf("RetryOptions.BackoffType", "unknown backoff type %q; want %q, %q or %q",
-		s, BackoffConstant, BackoffLinear, BackoffExponential)
+	return v, nil
 }
 
-const (
-	// RetryForever as RetryOptions.MaxRetryAttempts retries until the
-	// outcome is no longer handled or the context is done. Give the context
-	// a deadline.
-	RetryForever = -1
+// RetryForever as RetryOptions.MaxRetryAttempts retries until the outcome
+// is no longer handled or the context is done. Give the context a
+// deadline.
+const RetryForever = -1
 
-	// NoDelay as RetryOptions.Delay retries at once; as HedgingOptions.Delay
-	// launches every hedged attempt at once. (The zero Delay means the
-	// default, 2 s.)
-	NoDelay time.Duration = -1
-
-	defaultRetryAttempts = 3
-	defaultDelay         = 2 * time.Second
-)
-
-// RetryArgs describes a failed attempt to OnRetry and DelayGenerator. A
-// plain value, handed over by value: safe to copy, keep and read from
-// several goroutines, and changing it changes nothing in the strategy; the
-// zero value is attempt 0 with a zero Outcome and no delay.
+// RetryArgs describes a failed attempt to OnRetry and DelayGenerator.
 type RetryArgs[T any] struct {
 	// Outcome is what the attempt returned.
 	Outcome Outcome[T]
@@ -71,23 +55,19 @@ type RetryArgs[T any] struct {
 	Duration time.Duration
 }
 
-// RetryOptions configures a retry strategy. The zero value (with T chosen)
-// is Polly's default retry: 3 retries after the first call, 2 s apart,
-// for any error except a cancellation. A plain value: Retry copies it, so
-// it may be shared and reused; its functions are called concurrently and
-// must be safe for that. An invalid field is a *ConfigError from NewRetry,
-// Validate or Builder.Build.
+// RetryOptions configures a Retry. Every field is optional, but the zero
+// value retries nothing: set MaxRetryAttempts, and Delay for a pause
+// between attempts. Its functions are called concurrently and must be safe
+// for that.
 type RetryOptions[T any] struct {
 	// Name labels the strategy's events. Default "Retry".
 	Name string
-	// MaxRetryAttempts is the number of retries in addition to the first
-	// call. 0 means the default, 3; RetryForever retries until the context
-	// is done.
+	// MaxRetryAttempts is the number of retries after the first call; 0
+	// means none. RetryForever retries until the context is done.
 	MaxRetryAttempts int
-	// Delay is the base delay between attempts. 0 means the default, 2 s;
-	// NoDelay retries at once.
+	// Delay is the base delay between attempts; 0 retries at once.
 	Delay time.Duration
-	// BackoffType shapes the delays from Delay. Default BackoffConstant.
+	// BackoffType shapes the delays from Delay; "" means BackoffConstant.
 	BackoffType BackoffType
 	// UseJitter randomises the delays so that clients that failed together
 	// do not retry together: ±25 % for constant and linear backoff, and
@@ -109,22 +89,20 @@ type RetryOptions[T any] struct {
 	OnRetry func(ctx context.Context, a RetryArgs[T])
 }
 
-// RetryStrategy calls the rest of the pipeline again while its outcome is
+// Retry calls the rest of the pipeline again while its outcome is
 // handled, up to MaxRetryAttempts times, waiting a backoff delay between
-// attempts. Every attempt runs with the caller's context, so a done context
-// ends the retries: a delay is abandoned the moment the context is done
-// (Execute then returns the zero T and the context's error), and a delay
-// that would outlast the context's deadline is not started (Execute
-// returns the last outcome at once). After the last attempt the last
-// outcome is returned as is. A context marked by WithSingleAttempt gets no
-// retries.
+// attempts. A done context ends the retries: a delay is abandoned the
+// moment the context is done (the zero T and the context's error are
+// returned), and a delay that would outlast the context's deadline is not
+// started (the last outcome is returned at once). After the last attempt
+// the last outcome is returned as is. A context marked by
+// WithSingleAttempt gets no retries.
 //
-// Safe for concurrent use; it keeps no state between executions, and a
-// failed execution leaves nothing behind. Emits EventExecutionAttempt for
-// every attempt and EventRetry before each delay. Create it with Retry or
-// NewRetry; the zero value is not usable.
-type RetryStrategy[T any] struct {
-	opts        RetryOptions[T] // as given, for Validate
+// Safe for concurrent use; it keeps no state between executions. Emits
+// EventExecutionAttempt for every attempt and EventRetry before each
+// delay. Create it with NewRetry or Builder.AddRetry.
+type Retry[T any] struct {
+	opts        RetryOptions[T] // as given, for validate
 	name        string
 	max         int
 	delay       time.Duration
@@ -138,14 +116,23 @@ type RetryStrategy[T any] struct {
 	alwaysTimed bool
 }
 
-// Retry returns a retry strategy configured by opts. Invalid options are
-// reported by Builder.Build (or Validate).
-func Retry[T any](opts RetryOptions[T]) *RetryStrategy[T] {
-	s := &RetryStrategy[T]{
+// NewRetry returns a retry strategy, or a *ConfigError naming the first
+// invalid option.
+func NewRetry[T any](opts RetryOptions[T]) (*Retry[T], error) {
+	s := newRetry(opts)
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newRetry applies the defaults without validating; Build validates.
+func newRetry[T any](opts RetryOptions[T]) *Retry[T] {
+	s := &Retry[T]{
 		opts:     opts,
 		name:     opts.Name,
 		max:      opts.MaxRetryAttempts,
-		delay:    opts.Delay,
+		delay:    max(opts.Delay, 0),
 		maxDelay: opts.MaxDelay,
 		backoff:  opts.BackoffType,
 		jitter:   opts.UseJitter,
@@ -157,17 +144,11 @@ func Retry[T any](opts RetryOptions[T]) *RetryStrategy[T] {
 	if s.name == "" {
 		s.name = "Retry"
 	}
-	if s.max == 0 {
-		s.max = defaultRetryAttempts
+	if s.max < RetryForever { // invalid, used without Build: no retries
+		s.max = 0
 	}
-	switch {
-	case s.delay == 0:
-		s.delay = defaultDelay
-	case s.delay < 0:
-		s.delay = 0
-	}
-	if s.backoff == "" {
-		s.backoff = BackoffConstant
+	if b, err := ParseBackoffType(string(s.backoff)); err == nil {
+		s.backoff = b
 	}
 	if s.handle == nil {
 		s.handle = handlesFailure[T]
@@ -176,32 +157,21 @@ func Retry[T any](opts RetryOptions[T]) *RetryStrategy[T] {
 	return s
 }
 
-// NewRetry returns a retry strategy, or a *ConfigError naming the first
-// invalid option.
-func NewRetry[T any](opts RetryOptions[T]) (*RetryStrategy[T], error) {
-	s := Retry(opts)
-	if err := s.Validate(); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// AddRetry appends a retry strategy configured by opts.
+// AddRetry appends a Retry configured by opts; Build reports invalid
+// options.
 func (b *Builder[T]) AddRetry(opts RetryOptions[T]) *Builder[T] {
-	return b.AddResultStrategy(Retry(opts))
+	return b.AddResultStrategy(newRetry(opts))
 }
 
-// Validate reports invalid options as a *ConfigError.
-func (s *RetryStrategy[T]) Validate() error {
+// validate reports invalid options as a *ConfigError.
+func (s *Retry[T]) validate() error {
 	o := s.opts
 	if o.MaxRetryAttempts < RetryForever {
 		return configErrorf("RetryOptions.MaxRetryAttempts",
-			"must be 0 (default 3), positive or RetryForever, got %d", o.MaxRetryAttempts)
+			"must be 0 (no retry), positive or RetryForever, got %d", o.MaxRetryAttempts)
 	}
-	if o.Delay != NoDelay {
-		if err := checkNonNegativeDuration("RetryOptions.Delay", o.Delay); err != nil {
-			return err
-		}
+	if err := checkNonNegativeDuration("RetryOptions.Delay", o.Delay); err != nil {
+		return err
 	}
 	if err := checkNonNegativeDuration("RetryOptions.MaxDelay", o.MaxDelay); err != nil {
 		return err
@@ -215,10 +185,10 @@ func (s *RetryStrategy[T]) Validate() error {
 }
 
 // StrategyName returns the name used in telemetry.
-func (s *RetryStrategy[T]) StrategyName() string { return s.name }
+func (s *Retry[T]) StrategyName() string { return s.name }
 
 // ExecuteResult implements ResultStrategy.
-func (s *RetryStrategy[T]) ExecuteResult(ctx context.Context, tel Telemetry, next ResultNext[T]) (T, error) {
+func (s *Retry[T]) ExecuteResult(ctx context.Context, tel Telemetry, next ResultNext[T]) (T, error) {
 	timed := s.alwaysTimed || tel.Enabled()
 	var jitterState float64 // decorrelated jitter's running value, per execution
 	for attempt := 0; ; attempt++ {
@@ -298,7 +268,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // backoffDelay is the delay before retry attempt+1, before MaxDelay and any
 // generator. state carries decorrelated jitter from one retry to the next.
-func (s *RetryStrategy[T]) backoffDelay(attempt int, state *float64) time.Duration {
+func (s *Retry[T]) backoffDelay(attempt int, state *float64) time.Duration {
 	base := float64(s.delay)
 	if base == 0 {
 		return 0

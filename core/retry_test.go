@@ -15,7 +15,7 @@ var errDependency = errors.New("dependency failed")
 
 func buildResult[T any](t *testing.T, l Listener, s ResultStrategy[T]) *Pipeline[T] {
 	t.Helper()
-	p, err := NewBuilder[T](Name("p"), WithListener(l)).AddResultStrategy(s).Build()
+	p, err := NewBuilder[T](WithName("p"), WithListener(l)).AddResultStrategy(s).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,12 +51,26 @@ func failingAt(n int, calls *[]time.Duration, start time.Time) func(context.Cont
 	}
 }
 
-// Invariant: the zero options are Polly's defaults: 3 retries after the
-// first call, 2 s apart, and then the last outcome.
-func TestRetryDefaultsThreeRetriesTwoSecondsApart(t *testing.T) {
+// Invariant: the zero options retry nothing: one call, its outcome
+// returned at once, no event but the attempt's.
+func TestRetryZeroOptionsRetryNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
-		p := buildResult[int](t, rec, Retry(RetryOptions[int]{}))
+		p := buildResult[int](t, rec, newRetry(RetryOptions[int]{}))
+		var calls []time.Duration
+		_, err := p.Execute(context.Background(), failingAt(100, &calls, time.Now()))
+		if !errors.Is(err, errDependency) || len(calls) != 1 || len(rec.named(EventRetry)) != 0 {
+			t.Fatalf("err %v, calls %v, %d retry events", err, calls, len(rec.named(EventRetry)))
+		}
+	})
+}
+
+// Invariant: MaxRetryAttempts retries after the first call, Delay apart,
+// and then the last outcome.
+func TestRetryThreeRetriesTwoSecondsApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		p := buildResult[int](t, rec, newRetry(RetryOptions[int]{MaxRetryAttempts: 3, Delay: 2 * time.Second}))
 		var calls []time.Duration
 		start := time.Now()
 		_, err := p.Execute(context.Background(), failingAt(100, &calls, start))
@@ -97,7 +111,7 @@ func TestRetryBackoffDelays(t *testing.T) {
 	for _, c := range cases {
 		t.Run(string(c.backoff), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				p := buildResult[int](t, nil, Retry(RetryOptions[int]{MaxRetryAttempts: 4, Delay: 100 * time.Millisecond, BackoffType: c.backoff}))
+				p := buildResult[int](t, nil, newRetry(RetryOptions[int]{MaxRetryAttempts: 4, Delay: 100 * time.Millisecond, BackoffType: c.backoff}))
 				var calls []time.Duration
 				_, err := p.Execute(context.Background(), failingAt(100, &calls, time.Now()))
 				if err == nil {
@@ -117,7 +131,7 @@ func TestRetryBackoffDelays(t *testing.T) {
 // Invariant: MaxDelay caps growing delays, and a success stops retrying.
 func TestRetryMaxDelayCapsAndSuccessStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := buildResult[int](t, nil, Retry(RetryOptions[int]{MaxRetryAttempts: 10, Delay: time.Second,
+		p := buildResult[int](t, nil, newRetry(RetryOptions[int]{MaxRetryAttempts: 10, Delay: time.Second,
 			BackoffType: BackoffExponential, MaxDelay: 3 * time.Second}))
 		var calls []time.Duration
 		v, err := p.Execute(context.Background(), failingAt(4, &calls, time.Now()))
@@ -136,7 +150,7 @@ func TestRetryMaxDelayCapsAndSuccessStops(t *testing.T) {
 // for the same random draws is reproducible.
 func TestRetryJitterBounds(t *testing.T) {
 	for _, bt := range []BackoffType{BackoffConstant, BackoffLinear} {
-		s := Retry(RetryOptions[int]{Delay: time.Second, BackoffType: bt, UseJitter: true})
+		s := newRetry(RetryOptions[int]{Delay: time.Second, BackoffType: bt, UseJitter: true})
 		for _, r := range []float64{0, 0.25, 0.5, 0.999} {
 			s.random = func() float64 { return r }
 			var st float64
@@ -153,7 +167,7 @@ func TestRetryJitterBounds(t *testing.T) {
 			}
 		}
 	}
-	s := Retry(RetryOptions[int]{Delay: time.Second, BackoffType: BackoffExponential, UseJitter: true})
+	s := newRetry(RetryOptions[int]{Delay: time.Second, BackoffType: BackoffExponential, UseJitter: true})
 	s.random = func() float64 { return 0.5 }
 	var st float64
 	var sum time.Duration
@@ -172,7 +186,7 @@ func TestRetryJitterBounds(t *testing.T) {
 	if d := s.backoffDelay(5000, &st); d != maxDuration {
 		t.Fatalf("attempt 5000: %v", d)
 	}
-	s2 := Retry(RetryOptions[int]{Delay: time.Second, BackoffType: BackoffExponential})
+	s2 := newRetry(RetryOptions[int]{Delay: time.Second, BackoffType: BackoffExponential})
 	if d := s2.backoffDelay(5000, new(float64)); d != maxDuration {
 		t.Fatalf("unjittered attempt 5000: %v", d)
 	}
@@ -189,7 +203,7 @@ func (e hintErr) RetryAfterHint() time.Duration { return e.d }
 func TestRetryDelayGeneratorHonoursRetryAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var seen []time.Duration
-		p := buildResult[int](t, nil, Retry(RetryOptions[int]{
+		p := buildResult[int](t, nil, newRetry(RetryOptions[int]{
 			MaxRetryAttempts: 3, Delay: time.Second, MaxDelay: 10 * time.Second,
 			DelayGenerator: DelayFromRetryAfter[int],
 			OnRetry:        func(_ context.Context, a RetryArgs[int]) { seen = append(seen, a.Delay) },
@@ -220,7 +234,7 @@ func TestRetryDelayGeneratorHonoursRetryAfter(t *testing.T) {
 // no further attempt runs and the context's error is returned.
 func TestRetryAbandonsDelayWhenContextDone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := buildResult[int](t, nil, Retry(RetryOptions[int]{}))
+		p := buildResult[int](t, nil, newRetry(RetryOptions[int]{MaxRetryAttempts: 3, Delay: 2 * time.Second}))
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(500*time.Millisecond, cancel)
 		var calls []time.Duration
@@ -236,7 +250,7 @@ func TestRetryAbandonsDelayWhenContextDone(t *testing.T) {
 // started; the last outcome is returned at once.
 func TestRetryDoesNotWaitPastTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := buildResult[int](t, nil, Retry(RetryOptions[int]{Delay: time.Second}))
+		p := buildResult[int](t, nil, newRetry(RetryOptions[int]{MaxRetryAttempts: 3, Delay: time.Second}))
 		ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
 		defer cancel()
 		var calls []time.Duration
@@ -251,7 +265,7 @@ func TestRetryDoesNotWaitPastTheDeadline(t *testing.T) {
 // Invariant: RetryForever retries until the context ends.
 func TestRetryForeverStopsAtTheContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := buildResult[int](t, nil, Retry(RetryOptions[int]{MaxRetryAttempts: RetryForever, Delay: NoDelay}))
+		p := buildResult[int](t, nil, newRetry(RetryOptions[int]{MaxRetryAttempts: RetryForever}))
 		ctx, cancel := context.WithCancel(context.Background())
 		n := 0
 		_, err := p.Execute(ctx, func(context.Context) (int, error) {
@@ -270,14 +284,13 @@ func TestRetryForeverStopsAtTheContext(t *testing.T) {
 // default does not retry the caller's cancellation.
 func TestRetryShouldHandle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := buildResult[int](t, nil, Retry(RetryOptions[int]{Delay: NoDelay,
-			ShouldHandle: func(o Outcome[int]) bool { return o.Value < 3 }}))
+		p := buildResult[int](t, nil, newRetry(RetryOptions[int]{MaxRetryAttempts: 3, ShouldHandle: func(o Outcome[int]) bool { return o.Value < 3 }}))
 		n := 0
 		v, err := p.Execute(context.Background(), func(context.Context) (int, error) { n++; return n, nil })
 		if v != 3 || err != nil {
 			t.Fatalf("got %d, %v", v, err)
 		}
-		p = buildResult[int](t, nil, Retry(RetryOptions[int]{Delay: NoDelay}))
+		p = buildResult[int](t, nil, newRetry(RetryOptions[int]{}))
 		n = 0
 		_, err = p.Execute(context.Background(), func(context.Context) (int, error) {
 			n++
@@ -291,7 +304,7 @@ func TestRetryShouldHandle(t *testing.T) {
 
 // Invariant: WithSingleAttempt suppresses retries and nothing else.
 func TestRetrySingleAttempt(t *testing.T) {
-	p := buildResult[int](t, nil, Retry(RetryOptions[int]{Delay: NoDelay}))
+	p := buildResult[int](t, nil, newRetry(RetryOptions[int]{}))
 	n := 0
 	_, err := p.Execute(WithSingleAttempt(context.Background()), func(context.Context) (int, error) { n++; return 0, errDependency })
 	if n != 1 || err != errDependency {
@@ -325,7 +338,7 @@ func TestRetryValidation(t *testing.T) {
 			t.Errorf("NewRetry(%+v) = %v", c.opts, err)
 		}
 	}
-	for _, ok := range []RetryOptions[int]{{}, {MaxRetryAttempts: RetryForever, Delay: NoDelay}, {BackoffType: BackoffLinear}} {
+	for _, ok := range []RetryOptions[int]{{}, {MaxRetryAttempts: RetryForever}, {BackoffType: BackoffLinear}} {
 		if _, err := NewRetry(ok); err != nil {
 			t.Errorf("NewRetry(%+v) = %v", ok, err)
 		}
@@ -335,7 +348,7 @@ func TestRetryValidation(t *testing.T) {
 func FuzzRetryOptionsValidate(f *testing.F) {
 	f.Add(0, int64(0), int64(0), "")
 	f.Add(-2, int64(-5), int64(-1), "linear")
-	f.Add(RetryForever, int64(NoDelay), int64(time.Second), "exponential")
+	f.Add(RetryForever, int64(0), int64(time.Second), "exponential")
 	f.Fuzz(func(t *testing.T, attempts int, delay, maxDelay int64, backoff string) {
 		opts := RetryOptions[int]{MaxRetryAttempts: attempts, Delay: time.Duration(delay),
 			MaxDelay: time.Duration(maxDelay), BackoffType: BackoffType(backoff), UseJitter: attempts%2 == 0}
@@ -419,23 +432,12 @@ func FuzzParseRetryAfter(f *testing.F) {
 	})
 }
 
-func TestParseBackoffType(t *testing.T) {
-	for _, s := range []string{"constant", "linear", "exponential"} {
-		if b, err := ParseBackoffType(s); err != nil || string(b) != s {
-			t.Errorf("ParseBackoffType(%q) = %v, %v", s, b, err)
-		}
-	}
-	if _, err := ParseBackoffType("Linear"); !errors.Is(err, ErrInvalidOptions) {
-		t.Errorf("case-sensitive name accepted: %v", err)
-	}
-}
-
 // Invariant: the slog listener renders the outbound events, with the
 // attempt number where it applies.
 func TestSlogListenerRendersOutboundEvents(t *testing.T) {
 	var buf strings.Builder
 	l := NewSlogListener(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	p := buildResult[int](t, l, Retry(RetryOptions[int]{Delay: NoDelay, MaxRetryAttempts: 1}))
+	p := buildResult[int](t, l, newRetry(RetryOptions[int]{MaxRetryAttempts: 1}))
 	p.Execute(context.Background(), fail)
 	out := buf.String()
 	for _, want := range []string{"event=OnRetry", "attempt=0", "event=ExecutionAttempt", "attempt=1", "reason=handled", "strategy=Retry", "level=DEBUG"} {

@@ -6,10 +6,7 @@ import (
 	"time"
 )
 
-// EventName names a telemetry event. The values are stable strings. A
-// plain value: safe to copy and to read from several goroutines; the zero
-// value "" names no event (no strategy emits it); nothing here changes on
-// failure.
+// EventName names a telemetry event. The values are stable strings.
 type EventName string
 
 // Events emitted by the built-in strategies.
@@ -45,6 +42,11 @@ const (
 	// treated its outcome as a failure and "unhandled" otherwise, and
 	// Event.Err is its error.
 	EventExecutionAttempt EventName = "ExecutionAttempt"
+	// EventHookPanic: a function supplied by the user panicked where its
+	// panic would have failed an unrelated execution, and was contained
+	// (see HookPanicError). Event.Reason names the hook and Event.Err is
+	// the *HookPanicError.
+	EventHookPanic EventName = "OnHookPanic"
 )
 
 // Reasons of EventExecutionAttempt.
@@ -57,13 +59,11 @@ const (
 const ReasonRateLimited = "rate-limited"
 
 // Event is one telemetry event. Fields that do not apply to an event are
-// zero. A plain value, handed to listeners by value: safe to copy, keep and
-// read from several goroutines; the zero value is an unnamed event with no
-// details. Nothing in it changes after it is emitted.
+// zero.
 type Event struct {
 	Name EventName
-	// Pipeline and Strategy are the names given with Name() on the builder
-	// and in the strategy's options.
+	// Pipeline and Strategy are the names given with WithName on the
+	// builder and in the strategy's options.
 	Pipeline string
 	Strategy string
 	// Reason is a short stable label (a RejectReason for bulkhead rejections).
@@ -90,10 +90,7 @@ type Listener interface {
 	OnEvent(ctx context.Context, e Event)
 }
 
-// ListenerFunc adapts a function to Listener. It is as safe for concurrent
-// use as the function, which must be; a nil ListenerFunc panics on the
-// first event (use a nil Listener to drop events), and a panic in the
-// function propagates as with any Listener.
+// ListenerFunc adapts a function to Listener.
 type ListenerFunc func(ctx context.Context, e Event)
 
 // OnEvent calls f.
@@ -101,8 +98,7 @@ func (f ListenerFunc) OnEvent(ctx context.Context, e Event) { f(ctx, e) }
 
 // Telemetry is what a strategy uses to emit events: it carries the names of
 // the pipeline and the strategy and the pipeline's listener. The zero value
-// emits nothing. It is a small value, safe to copy and to use concurrently.
-// It holds no state, so nothing in it changes when an execution fails.
+// emits nothing.
 type Telemetry struct {
 	pipeline string
 	strategy string
@@ -120,12 +116,6 @@ func NewTelemetry(pipeline, strategy string, l Listener) Telemetry {
 // Enabled reports whether events are delivered anywhere; strategies may skip
 // building an event when it is false.
 func (t Telemetry) Enabled() bool { return t.listener != nil }
-
-// Pipeline returns the pipeline name.
-func (t Telemetry) Pipeline() string { return t.pipeline }
-
-// Strategy returns the strategy name.
-func (t Telemetry) Strategy() string { return t.strategy }
 
 // Emit labels e with the pipeline and strategy names and delivers it.
 func (t Telemetry) Emit(ctx context.Context, e Event) {
@@ -153,6 +143,8 @@ type slogListener struct{ logger *slog.Logger }
 func (s slogListener) OnEvent(ctx context.Context, e Event) {
 	level := slog.LevelInfo
 	switch e.Name {
+	case EventHookPanic:
+		level = slog.LevelError
 	case EventTimeout, EventRateLimiterRejected, EventRateLimiterStoreError,
 		EventCircuitOpened, EventFallback:
 		level = slog.LevelWarn

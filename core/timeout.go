@@ -7,11 +7,9 @@ import (
 	"github.com/ylcnfrht/resilience/core/internal/deadline"
 )
 
-// TimeoutOptions configures a timeout strategy. A plain value: NewTimeout
-// copies it, so it may be shared and reused; Generator is called
-// concurrently and must be safe for that. The zero value is invalid
-// (Timeout is required): NewTimeout returns a *ConfigError and builds
-// nothing.
+// TimeoutOptions configures a Timeout. Timeout is required unless
+// Generator is set. Generator and OnTimeout are called concurrently and
+// must be safe for that.
 type TimeoutOptions struct {
 	// Name labels the strategy's events. Default "Timeout".
 	Name string
@@ -22,77 +20,68 @@ type TimeoutOptions struct {
 	// example from a property in ctx). A result <= 0 means no timeout for
 	// that execution; a result above 100 years is capped there.
 	Generator func(ctx context.Context) time.Duration
+	// OnTimeout, when set, is called when the strategy's own deadline ended
+	// an execution, with the caller's context and the timeout that fired,
+	// after the callback returned and before Execute returns the
+	// *TimeoutRejectedError.
+	OnTimeout func(ctx context.Context, timeout time.Duration)
 }
 
-// TimeoutStrategy cancels the context of the rest of the pipeline when its
-// timeout passes. It is cooperative: the callback must watch its context.
-// Execute still waits for the callback to return, so nothing it started
-// outlives the execution and a concurrency permit outside the timeout stays
-// held until the work really stops.
+// Timeout cancels the context of the rest of the pipeline when its timeout
+// passes. It is cooperative: the callback must watch its context. Execute
+// still waits for the callback to return, so nothing it started outlives
+// the execution and a concurrency permit outside the timeout stays held
+// until the work really stops.
 //
 // When its own deadline fired, Execute returns a *TimeoutRejectedError,
 // which is also context.Cause of the callback's context. When the caller's
 // context was cancelled or reached an earlier deadline, the callback's own
 // error is returned unchanged: that is the caller's doing, not a timeout of
 // this strategy. A callback that returns nil after the deadline still
-// succeeds.
+// succeeds. The callback's context behaves like one from
+// context.WithDeadlineCause.
 //
-// The callback's context behaves like context.WithDeadlineCause (Err is
-// DeadlineExceeded at the deadline, for it and every context derived from
-// it; context.Cause the *TimeoutRejectedError), but it is not one: the
-// executions of a strategy share one timer, kept on a list in deadline
-// order, instead of a runtime timer each, and the context's done channel
-// and its watch on the caller's context are set up only if the callback
-// asks for them. That timer may stay armed after the last execution, until
-// the deadline it was set for; it then fires once and idles. Inside a
-// testing/synctest bubble each execution uses a timer of its own, so a
-// strategy shared by tests in and out of bubbles keeps its timing.
-//
-// Safe for concurrent use; it holds no state between executions beyond
-// that timer. Emits EventTimeout. Create it with Timeout or NewTimeout:
-// the zero value runs the rest of the pipeline without a timeout and fails
-// Validate. Copying a strategy after its first use is not allowed (it is
-// used by pointer).
-type TimeoutStrategy struct {
+// Safe for concurrent use. Emits EventTimeout. Create it with NewTimeout or
+// Builder.AddTimeout; it must not be copied after first use.
+type Timeout struct {
+	// The callback's context is not a context.WithDeadlineCause: the
+	// executions of a strategy share one timer, kept on a list in deadline
+	// order, instead of a runtime timer each, and the context's done
+	// channel and its watch on the caller's context are set up only if the
+	// callback asks for them. That timer may stay armed after the last
+	// execution, until the deadline it was set for; it then fires once and
+	// idles. Inside a testing/synctest bubble each execution uses a timer
+	// of its own, so a strategy shared by tests in and out of bubbles keeps
+	// its timing.
 	opts      TimeoutOptions
 	err       *TimeoutRejectedError // shared cause for the fixed timeout
 	deadlines deadline.List         // one timer for every execution's deadline
 }
 
-// Timeout returns a timeout strategy with a fixed timeout. An invalid d is
-// reported by Builder.Build (or Validate).
-func Timeout(d time.Duration) *TimeoutStrategy {
-	return newTimeout(TimeoutOptions{Timeout: d})
-}
-
 // NewTimeout returns a timeout strategy, or a *ConfigError.
-func NewTimeout(opts TimeoutOptions) (*TimeoutStrategy, error) {
+func NewTimeout(opts TimeoutOptions) (*Timeout, error) {
 	s := newTimeout(opts)
-	if err := s.Validate(); err != nil {
+	if err := s.validate(); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-func newTimeout(opts TimeoutOptions) *TimeoutStrategy {
+func newTimeout(opts TimeoutOptions) *Timeout {
 	if opts.Name == "" {
 		opts.Name = "Timeout"
 	}
-	return &TimeoutStrategy{opts: opts, err: &TimeoutRejectedError{Timeout: opts.Timeout}}
+	return &Timeout{opts: opts, err: &TimeoutRejectedError{Timeout: opts.Timeout}}
 }
 
-// AddTimeout appends a timeout strategy with a fixed timeout.
-func (b *Builder[T]) AddTimeout(d time.Duration) *Builder[T] {
-	return b.AddStrategy(Timeout(d))
+// AddTimeout appends a Timeout configured by opts; Build reports invalid
+// options.
+func (b *Builder[T]) AddTimeout(opts TimeoutOptions) *Builder[T] {
+	return b.AddStrategy(newTimeout(opts))
 }
 
-// AddTimeoutWithOptions appends a timeout strategy configured by opts.
-func (b *Builder[T]) AddTimeoutWithOptions(opts TimeoutOptions) *Builder[T] {
-	return b.addBuilt(NewTimeout(opts))
-}
-
-// Validate reports invalid options as a *ConfigError.
-func (s *TimeoutStrategy) Validate() error {
+// validate reports invalid options as a *ConfigError.
+func (s *Timeout) validate() error {
 	if s.opts.Generator != nil {
 		return checkNonNegativeDuration("TimeoutOptions.Timeout", s.opts.Timeout)
 	}
@@ -100,10 +89,10 @@ func (s *TimeoutStrategy) Validate() error {
 }
 
 // StrategyName returns the name used in telemetry.
-func (s *TimeoutStrategy) StrategyName() string { return s.opts.Name }
+func (s *Timeout) StrategyName() string { return s.opts.Name }
 
 // Execute implements Strategy.
-func (s *TimeoutStrategy) Execute(ctx context.Context, tel Telemetry, next Next) error {
+func (s *Timeout) Execute(ctx context.Context, tel Telemetry, next Next) error {
 	cause := s.err
 	d := s.opts.Timeout
 	if s.opts.Generator != nil {
@@ -138,12 +127,15 @@ func (s *TimeoutStrategy) Execute(ctx context.Context, tel Telemetry, next Next)
 	err := next(&r.ctx)
 	if err != nil && r.ctx.EndedWith(cause) {
 		tel.Emit(ctx, Event{Name: EventTimeout, Duration: d, Err: cause})
+		if s.opts.OnTimeout != nil {
+			s.opts.OnTimeout(ctx, d)
+		}
 		return cause
 	}
 	return err
 }
 
-// timeoutRun is one execution under a TimeoutStrategy: the callback's
+// timeoutRun is one execution under a Timeout: the callback's
 // context and its place on the strategy's deadline list, in one
 // allocation.
 type timeoutRun struct {

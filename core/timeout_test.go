@@ -13,7 +13,7 @@ import (
 
 func timeoutPipeline(t *testing.T, l Listener, s Strategy) *Pipeline[int] {
 	t.Helper()
-	p, err := NewBuilder[int](Name("p"), WithListener(l)).AddStrategy(s).Build()
+	p, err := NewBuilder[int](WithName("p"), WithListener(l)).AddStrategy(s).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func TestTimeoutFiresAtDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var events []Event
 		l := ListenerFunc(func(_ context.Context, e Event) { events = append(events, e) })
-		p := timeoutPipeline(t, l, Timeout(2*time.Second))
+		p := timeoutPipeline(t, l, newTimeout(TimeoutOptions{Timeout: 2 * time.Second}))
 		start := time.Now()
 		var cause error
 		_, err := p.Execute(context.Background(), func(ctx context.Context) (int, error) {
@@ -58,7 +58,7 @@ func TestTimeoutCallerCancellationIsNotATimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var events int
 		l := ListenerFunc(func(context.Context, Event) { events++ })
-		p := timeoutPipeline(t, l, Timeout(time.Minute))
+		p := timeoutPipeline(t, l, newTimeout(TimeoutOptions{Timeout: time.Minute}))
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(time.Second, cancel)
 		_, err := p.Execute(ctx, func(ctx context.Context) (int, error) {
@@ -78,7 +78,7 @@ func TestTimeoutCallerCancellationIsNotATimeout(t *testing.T) {
 // reported as the caller's, not as this strategy's timeout.
 func TestTimeoutEarlierCallerDeadlineWins(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := timeoutPipeline(t, nil, Timeout(time.Minute))
+		p := timeoutPipeline(t, nil, newTimeout(TimeoutOptions{Timeout: time.Minute}))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		start := time.Now()
@@ -99,7 +99,7 @@ func TestTimeoutEarlierCallerDeadlineWins(t *testing.T) {
 // it (nothing outlives the execution) and a late success stays a success.
 func TestTimeoutWaitsForCallbackAndKeepsLateSuccess(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := timeoutPipeline(t, nil, Timeout(time.Second))
+		p := timeoutPipeline(t, nil, newTimeout(TimeoutOptions{Timeout: time.Second}))
 		start := time.Now()
 		v, err := p.Execute(context.Background(), func(ctx context.Context) (int, error) {
 			time.Sleep(3 * time.Second)
@@ -192,7 +192,9 @@ func FuzzTimeoutOptions(f *testing.F) {
 // The callback's context is armed lazily; whichever way the callback looks
 // at it, it must see what context.WithDeadlineCause would give.
 func TestTimeoutContextBehavesLikeWithDeadlineCause(t *testing.T) {
-	p := func(t *testing.T) *Pipeline[int] { return timeoutPipeline(t, nil, Timeout(time.Second)) }
+	p := func(t *testing.T) *Pipeline[int] {
+		return timeoutPipeline(t, nil, newTimeout(TimeoutOptions{Timeout: time.Second}))
+	}
 	t.Run("never looked at", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			_, err := p(t).Execute(context.Background(), func(ctx context.Context) (int, error) {
@@ -290,7 +292,7 @@ func TestTimeoutContextBehavesLikeWithDeadlineCause(t *testing.T) {
 }
 
 func BenchmarkPipelineExecuteTimeoutWatched(b *testing.B) {
-	p, _ := NewBuilder[int]().AddTimeout(1e9).Build()
+	p, _ := NewBuilder[int]().AddTimeout(TimeoutOptions{Timeout: 1e9}).Build()
 	ctx := context.Background()
 	fn := func(ctx context.Context) (int, error) { _ = ctx.Done(); return 1, nil }
 	b.ReportAllocs()
@@ -304,7 +306,7 @@ func BenchmarkPipelineExecuteTimeoutWatched(b *testing.B) {
 // and finished, and the timer idles when nothing is due.
 func TestTimeoutSharedTimerEachExecutionAtItsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := Timeout(5 * time.Second)
+		s := newTimeout(TimeoutOptions{Timeout: 5 * time.Second})
 		s.deadlines.AllowFakeClock() // this strategy lives in this bubble only
 		p := timeoutPipeline(t, nil, s)
 		type result struct {
@@ -347,7 +349,7 @@ func TestTimeoutSharedTimerEachExecutionAtItsDeadline(t *testing.T) {
 // test suite sharing one) keeps timing out on time: its timer never moves
 // between clocks.
 func TestTimeoutAcrossBubbles(t *testing.T) {
-	s := Timeout(50 * time.Millisecond)
+	s := newTimeout(TimeoutOptions{Timeout: 50 * time.Millisecond})
 	run := func() error {
 		p, _ := NewBuilder[int]().AddStrategy(s).Build()
 		_, err := p.Execute(context.Background(), func(ctx context.Context) (int, error) {
@@ -375,7 +377,7 @@ func TestTimeoutUnwatchedCallerCancellationIsNotATimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var events int
 		l := ListenerFunc(func(context.Context, Event) { events++ })
-		s := Timeout(2 * time.Second)
+		s := newTimeout(TimeoutOptions{Timeout: 2 * time.Second})
 		s.deadlines.AllowFakeClock()
 		p := timeoutPipeline(t, l, s)
 		ctx, cancel := context.WithCancelCause(context.Background())
@@ -400,7 +402,7 @@ func TestTimeoutUnwatchedCallerCancellationIsNotATimeout(t *testing.T) {
 // invalid options at Build.
 func TestAddTimeoutWithOptions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, err := NewBuilder[int]().AddTimeoutWithOptions(TimeoutOptions{Name: "budget", Timeout: time.Second}).Build()
+		p, err := NewBuilder[int]().AddTimeout(TimeoutOptions{Name: "budget", Timeout: time.Second}).Build()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -415,7 +417,45 @@ func TestAddTimeoutWithOptions(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 	})
-	if _, err := NewBuilder[int]().AddTimeoutWithOptions(TimeoutOptions{Timeout: -1}).Build(); !errors.Is(err, ErrInvalidOptions) {
+	if _, err := NewBuilder[int]().AddTimeout(TimeoutOptions{Timeout: -1}).Build(); !errors.Is(err, ErrInvalidOptions) {
 		t.Fatalf("invalid options: err = %v", err)
 	}
+}
+
+// Invariant: OnTimeout is called once when the strategy's own deadline
+// ended an execution, with the timeout that fired and the caller's
+// context, and never for a caller's cancellation or a success.
+func TestTimeoutOnTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		type call struct {
+			d      time.Duration
+			caller bool
+		}
+		var calls []call
+		key := NewKey[bool]("caller")
+		s, err := NewTimeout(TimeoutOptions{Timeout: time.Second, OnTimeout: func(ctx context.Context, d time.Duration) {
+			v, _ := key.Value(ctx)
+			calls = append(calls, call{d, v && ctx.Err() == nil})
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := timeoutPipeline(t, nil, s)
+		ctx := key.With(context.Background(), true)
+		if _, err := p.Execute(ctx, func(ctx context.Context) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}); !errors.Is(err, ErrTimeoutRejected) {
+			t.Fatalf("err = %v", err)
+		}
+		if _, err := p.Execute(ctx, succeed); err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		time.AfterFunc(100*time.Millisecond, cancel)
+		p.Execute(cctx, func(ctx context.Context) (int, error) { <-ctx.Done(); return 0, ctx.Err() })
+		if len(calls) != 1 || calls[0] != (call{time.Second, true}) {
+			t.Fatalf("OnTimeout calls %+v; want one with 1s and the caller's context", calls)
+		}
+	})
 }

@@ -4,8 +4,8 @@ go 1.26
 
 require (
 	github.com/go-chi/chi/v5 v5.5.0
-	github.com/ylcnfrht/resilience/adapters/chi v0.0.0-00010101000000-000000000000
-	github.com/ylcnfrht/resilience/core v0.0.0-00010101000000-000000000000
+	github.com/ylcnfrht/resilience/adapters/chi v0.1.0
+	github.com/ylcnfrht/resilience/core v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 

@@ -28,7 +28,7 @@ func chiHarness() conformance.Harness {
 				r.Handle("/*", cfg.Handler)
 				r.Handle(conformance.RoutePattern, cfg.Handler)
 			})
-			return conformance.NewHTTPServer(r, conformance.StatsFrom(mw.Inbound()))
+			return conformance.NewHTTPServer(r, mw.Inbound().Stats)
 		},
 	}
 }
@@ -51,7 +51,7 @@ func chiRootUseHarness() conformance.Harness {
 			r := chi.NewRouter()
 			r.Method(http.MethodGet, conformance.HealthPath, cfg.Health)
 			r.Mount("/", app)
-			return conformance.NewHTTPServer(r, conformance.StatsFrom(mw.Inbound()))
+			return conformance.NewHTTPServer(r, mw.Inbound().Stats)
 		},
 	}
 }

@@ -24,8 +24,7 @@ func (o *Options) validateAdaptive() error {
 }
 
 // AdaptiveLimiter returns the limiter built from Options.Adaptive (its
-// Stats is a resilience.LimitProvider for dashboards and health checks),
-// or nil.
+// Stats reads the live limit for dashboards and health checks), or nil.
 func (m *Middleware) AdaptiveLimiter() *resilience.AdaptiveLimiter { return m.adaptive }
 
 // result is how a net/http request under the adaptive limiter ended,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
@@ -25,6 +26,8 @@ type timedRequest struct {
 	budget time.Duration    // from the start to the deadline (ours, or an earlier upstream one)
 	stop   func() bool      // context.AfterFunc registration (custom pipeline)
 	node   deadline.Node    // on the middleware's deadline list
+
+	detached *detachedWriter // HTTP/2: told when the 504 is out; nil otherwise
 }
 
 // isTimeout reports whether a context ended because time ran out (ours, a
@@ -35,7 +38,7 @@ func isTimeout(cause error) bool {
 
 // clientGone reports whether the request's own context ended for a reason
 // other than time: the client disconnected or the server is shutting down.
-// Then nothing is written.
+// Then no 504 is written (finish decides between an abort and a 503).
 func (t *timedRequest) clientGone() bool {
 	return t.client.Err() != nil && !isTimeout(context.Cause(t.client))
 }
@@ -51,6 +54,7 @@ func (m *Middleware) serveTimed(ctx context.Context, c *call, custom bool, res *
 	t.tw.w = c.w
 	t.tw.owner = t
 	t.tw.h1 = r.ProtoMajor < 2
+	t.detached, _ = c.w.(*detachedWriter)
 	t.ctx = ctx
 	if m.timeout > 0 {
 		now := time.Now()
@@ -115,7 +119,30 @@ func (t *timedRequest) expireLocked() bool {
 	t.m.late.Add(1)
 	t.m.lateTotal.Add(1)
 	t.tw.expireLocked()
+	if t.detached != nil && t.tw.state == stateTimedOut {
+		// The 504 is whole: ServeHTTP returns, and HTTP/2 ends the stream.
+		t.detached.signalTimedOut()
+	}
 	return true
+}
+
+// timeoutResponse is the 504 sent at the deadline, rendered like every
+// other rejection, with its Content-Length value. Without a Render hook it
+// is the constant default and allocates nothing.
+func (t *timedRequest) timeoutResponse() (Response, []string) {
+	m := t.m
+	if m.opts.Render == nil {
+		return respTimeout, timeoutContentLengthValue
+	}
+	cause := error(m.timeoutErr)
+	if t.ctx.Err() != nil {
+		cause = context.Cause(t.ctx) // a custom pipeline's timeout, an upstream deadline
+	}
+	resp, ok := m.Render(cause)
+	if !ok {
+		resp = respTimeout
+	}
+	return resp, []string{strconv.Itoa(len(resp.Body))}
 }
 
 // stopTimer takes t off the deadline list, or stops its own timer. If the
@@ -153,9 +180,30 @@ func (t *timedRequest) finish(completed bool, res *result) {
 	// callback answered (an upstream deadline, or a pipeline timeout whose
 	// callback has not run yet): then the 504 is sent here.
 	expired := completed && t.ctx.Err() != nil && isTimeout(context.Cause(t.ctx)) && !t.clientGone()
+	// A handler that returned without a word after the request's own
+	// context ended must not leave net/http to send an empty 200: the
+	// connection is aborted if the client left, and the server's
+	// cancellation (shutdown) is answered with a 503.
+	ended := completed && !expired && t.clientGone()
+	left := ended && clientGone(t.tw.w, !t.tw.h1)
 	tw := &t.tw
 	tw.mu.Lock()
-	before := tw.finishLocked(completed, expired)
+	var before writerState
+	abort := false
+	if ended && tw.state == stateOpen && tw.code == 0 && tw.body == nil {
+		before = stateOpen
+		if left {
+			abort = true
+			tw.state = stateDone
+		} else {
+			resp, _ := t.m.Render(errShuttingDown)
+			tw.state = stateDone
+			tw.status = int16(resp.Status)
+			writeResponse(tw.w, resp)
+		}
+	} else {
+		before = tw.finishLocked(completed, expired)
+	}
 	if res != nil {
 		*res = result{completed: completed, state: before, status: int(tw.status), clientGone: t.clientGone()}
 	}
@@ -167,7 +215,7 @@ func (t *timedRequest) finish(completed bool, res *result) {
 	if t.timed {
 		t.dctx.End(context.Canceled, nil)
 	}
-	if completed && before == stateAborted {
+	if abort || (completed && before == stateAborted) {
 		// The response was committed and cut at the deadline: make
 		// net/http drop the connection rather than end the response as if
 		// it were whole. A panic in the handler propagates as itself.

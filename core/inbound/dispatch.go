@@ -29,6 +29,7 @@ type gate interface {
 type permit struct {
 	fixed    *resilience.ConcurrencyLimiter
 	adaptive resilience.AdaptivePermit
+	ag       *adaptiveGate
 }
 
 func (p permit) release(o resilience.LimitOutcome) {
@@ -36,7 +37,11 @@ func (p permit) release(o resilience.LimitOutcome) {
 		p.fixed.Release()
 		return
 	}
-	p.adaptive.Release(o)
+	if err := p.adaptive.Release(o); err != nil {
+		// The LimitAlgorithm panicked as this release closed its window:
+		// contained by the limiter, reported here.
+		p.ag.tel.Emit(context.Background(), resilience.Event{Name: resilience.EventHookPanic, Reason: resilience.HookLimitAlgorithm, Err: err})
+	}
 }
 
 type fixedGate struct {
@@ -59,7 +64,7 @@ type adaptiveGate struct {
 
 func (g *adaptiveGate) tryAcquire() (permit, bool) {
 	p, ok := g.l.TryAcquire()
-	return permit{adaptive: p}, ok
+	return permit{adaptive: p, ag: g}, ok
 }
 
 func (g *adaptiveGate) execute(ctx context.Context, x *exchange) error {
@@ -258,6 +263,9 @@ func (x *exchange) run(ctx context.Context) error {
 // before the handler ran, for the entry point to render, or fn's error;
 // after a net/http handler ran it returns nil (the response is sent).
 func (m *Middleware) dispatch(c *call) error {
+	if m.draining.Load() {
+		return errShuttingDown
+	}
 	var x *exchange // set once the request needs more than the fast path
 	if m.rate != nil {
 		x = m.newExchange(c, true)
@@ -272,13 +280,13 @@ func (m *Middleware) dispatch(c *call) error {
 		m.runHTTP(c.ctx, c, nil, false)
 		return nil
 	}
-	if x == nil && c.ctx.Err() == nil {
+	if c.ctx.Err() == nil {
 		if p, ok := m.gate.tryAcquire(); ok {
 			return m.runHeld(c, p)
 		}
 	}
 	if x == nil {
-		x = m.newExchange(c, m.priority)
+		x = m.newExchange(c, m.queueView)
 		defer x.done()
 	}
 	err := m.gate.execute(x.viewCtx(), x)

@@ -16,7 +16,9 @@
 //	waited 500 ms without a slot               503, BULKHEAD_FULL, reason queue-timeout
 //	evicted from the queue by overflow policy  503, BULKHEAD_FULL, reason dropped
 //	handler runs past 5 s                      504, code TIMEOUT; the request's context ends (DeadlineExceeded; its cause a *resilience.TimeoutRejectedError)
-//	client disconnects (queued or running)     context cancelled; nothing is sent; permit or queue place freed
+//	client disconnects (queued or running)     context cancelled; connection aborted, nothing sent; permit or queue place freed
+//	server ends the context (queued)           503, BULKHEAD_FULL, reason shutting-down (a BaseContext cancelled at shutdown)
+//	Middleware.Drain called (queued or new)    503, BULKHEAD_FULL, reason shutting-down; running handlers finish
 //	per-key rate limit exceeded                429, code RATE_LIMITED, Retry-After and RateLimit-* fields
 //
 // Rejection bodies are JSON (Content-Type: application/json), rendered
@@ -34,12 +36,12 @@
 //
 // # The net/http middleware
 //
-// Middleware.Handler (or NewMiddleware) wraps a handler. The handler runs
-// on the request's own goroutine, so its panics propagate unchanged
-// (http.ErrAbortHandler keeps its identity), before or after the deadline,
-// and its concurrency permit is released, by a deferred call, only when it
-// really returns: a handler that ignores its context still counts against
-// the cap, and Stats reports it as late. Guarantees, each tested:
+// Middleware.Handler (or NewMiddleware) wraps a handler. On HTTP/1 the
+// handler runs on the request's own goroutine, so its panics propagate
+// unchanged (http.ErrAbortHandler keeps its identity), before or after the
+// deadline. Its concurrency permit is released only when it really
+// returns: a handler that ignores its context still counts against the
+// cap, and Stats reports it as late. Guarantees, each tested:
 //
 //   - At the deadline the request's context ends (Err DeadlineExceeded,
 //     context.Cause a *resilience.TimeoutRejectedError) and,
@@ -49,9 +51,15 @@
 //     writes return http.ErrHandlerTimeout and are dropped; fields it set
 //     do not leak into the 504 (its header map stays private until it
 //     commits). The connection's read deadline is set to now, so a handler
-//     blocked reading the body is released. On HTTP/2 the 504's stream is
-//     reset right after it is sent, so the client is not held until the
-//     handler returns, and the connection's other streams go on.
+//     blocked reading the body is released. On HTTP/2 (TLS or h2c) the
+//     504 ends its stream cleanly (END_STREAM, no reset) at that moment,
+//     and the connection's other streams go on. HTTP/2 ends a stream only
+//     when ServeHTTP returns, so a timed HTTP/2 request (a Timeout, or a
+//     custom Pipeline) runs on a goroutine of its own and ServeHTTP
+//     returns once the 504 is out. That costs about four allocations per
+//     request (BenchmarkMiddlewareLimiterTimeoutHTTP2); the handler's
+//     panic still reaches ServeHTTP's caller while it waits, and one after
+//     the 504 is logged to the server's ErrorLog, as net/http logs panics.
 //   - Until it commits, the writer holds the handler's status and the
 //     first 4 KiB of its body, as net/http's own buffer would: a handler
 //     that wrote its status (or a little of its body) and then stalled
@@ -72,8 +80,18 @@
 //     reports the deadline.
 //   - When the client disconnects, net/http cancels the request's
 //     context; a queued request leaves the queue, a running one sees its
-//     context end, nothing is written, and the permit or queue place is
-//     freed.
+//     context end, and the permit or queue place is freed. A request that
+//     has no response then (it was queued, or its timed handler returned
+//     without writing) is never left to net/http's implicit empty 200:
+//     the middleware panics with http.ErrAbortHandler, after everything
+//     is released, so the connection is dropped with nothing written.
+//     When the server ended the context instead (a BaseContext cancelled
+//     at shutdown) and the client is still there, such a request gets 503
+//     BULKHEAD_FULL, reason shutting-down. net/http's close notification
+//     tells the two apart. A 2xx is only ever the handler's own.
+//   - Drain, called before http.Server.Shutdown, answers every queued
+//     request and every new arrival with that 503 at once, and returns
+//     when the running handlers have finished or its context ends.
 //
 // The middleware chooses its own writer state machine over
 // http.TimeoutHandler because the latter buffers the whole response,
@@ -126,8 +144,9 @@
 //
 // The client IP is the connection's peer unless the peer is in
 // ClientIPOptions.TrustedProxies; then X-Forwarded-For is walked from the
-// right past trusted hops (ResolveClientIP). KeyByClientIP (the default
-// key) and KeyByHeader are ready-made key functions; IPv6 clients can be
+// right past trusted hops (ResolveClientIP). KeyByClientIP and
+// KeyByHeader are ready-made key functions (a nil key is one limit shared
+// by every request, as in core); IPv6 clients can be
 // grouped by prefix. To test a priority or key function without a server,
 // put a view in a context with NewContext.
 //

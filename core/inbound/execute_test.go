@@ -145,7 +145,7 @@ func TestExecuteTimedInTimeAndPanic(t *testing.T) {
 // A timeout strategy of a custom pipeline is answered at its deadline too.
 func TestExecuteTimedCustomPipelineTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, err := resilience.NewBuilder[struct{}]().AddTimeout(time.Second).Build()
+		p, err := resilience.NewBuilder[struct{}]().AddTimeout(resilience.TimeoutOptions{Timeout: time.Second}).Build()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,4 +176,44 @@ func TestExecuteTimedCustomPipelineTimeout(t *testing.T) {
 			t.Errorf("stats after %+v", s)
 		}
 	})
+}
+
+// Under the adaptive limiter a handler that ExecuteTimed answered at the
+// deadline counts as a drop (overload) once it returns, and one that
+// returned in time as a sample.
+func TestExecuteTimedAdaptiveOutcome(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		hold time.Duration
+		want resilience.LimitOutcome
+	}{
+		{"in time", time.Second, resilience.LimitSampled},
+		{"late", 10 * time.Second, resilience.LimitDropped},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rec := &outcomeRecorder{}
+				m, err := NewFor(fakeFramework, adaptiveOptions(rec, 5*time.Second))
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = m.ExecuteTimed(t.Context(), &fakeRequest{}, func(context.Context) error {
+					time.Sleep(c.hold) // ignores its context
+					return nil
+				})
+				synctest.Wait()
+				if rec.outcome() != resilience.LimitIgnored && c.want == resilience.LimitDropped {
+					t.Fatalf("counted before the late handler returned")
+				}
+				time.Sleep(c.hold)
+				synctest.Wait()
+				if got := rec.outcome(); got != c.want {
+					t.Fatalf("counted as %v, want %v", got, c.want)
+				}
+				if s := m.Stats(); s.InFlight != 0 || s.Late != 0 {
+					t.Fatalf("stats %+v", s)
+				}
+			})
+		})
+	}
 }

@@ -54,12 +54,11 @@ func muxRoute(p string) string {
 	if p == "" {
 		return ""
 	}
-	if i := strings.IndexAny(p, " \t"); i >= 0 {
-		p = strings.TrimLeft(p[i:], " \t")
+	i := strings.IndexByte(p, '/')
+	if i < 0 {
+		return ""
 	}
-	if i := strings.IndexByte(p, '/'); i > 0 {
-		p = p[i:] // drop the host
-	}
+	p = p[i:] // drop the method and the host
 	if !strings.Contains(p, "{") {
 		return p
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -113,10 +114,9 @@ func TestRouteResolvedOnceAndOnlyWhenRead(t *testing.T) {
 // ginLike stands for a framework built on net/http with its own context
 // object, which it passes down its chain.
 type ginLike struct {
-	w       http.ResponseWriter
-	r       *http.Request
-	aborted bool
-	next    http.Handler
+	w    http.ResponseWriter
+	r    *http.Request
+	next http.Handler
 }
 
 func continueGinLike(w http.ResponseWriter, r *http.Request, raw any) {
@@ -203,4 +203,40 @@ func TestServeReturnsRejectionsAndPassesRaw(t *testing.T) {
 	if sawRaw != q || sawRoute != "/q/{id}" {
 		t.Errorf("priority saw Raw %v and Route %q", sawRaw, sawRoute)
 	}
+}
+
+// The route converters never panic and are idempotent: a converted route
+// is already in Request.Route's format, so converting it again changes
+// nothing, and no segment of it starts with a colon.
+func FuzzRouteFormat(f *testing.F) {
+	for _, s := range []string{"/users/:id", "/files/*filepath", "/a/:b<int>?/c", "GET example.com/x/{p...}", "/x/{$}", ":", "*", "+", "/:/:", "GET  /"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		c := ColonRoute(p)
+		if ColonRoute(c) != c {
+			t.Errorf("ColonRoute not idempotent: %q → %q → %q", p, c, ColonRoute(c))
+		}
+		if strings.HasPrefix(c, ":") || strings.Contains(c, "/:") {
+			t.Errorf("ColonRoute(%q) = %q keeps a colon parameter", p, c)
+		}
+		if !validMuxPattern(p) {
+			return
+		}
+		r := muxRoute(p)
+		if muxRoute(r) != r || !strings.HasPrefix(r, "/") || strings.Contains(r, "...}") {
+			t.Errorf("muxRoute(%q) = %q, then %q", p, r, muxRoute(r))
+		}
+	})
+}
+
+// validMuxPattern reports whether http.ServeMux accepts p.
+func validMuxPattern(p string) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	http.NewServeMux().Handle(p, okHandler)
+	return true
 }

@@ -3,6 +3,7 @@ package inbound
 import (
 	"context"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -102,24 +103,51 @@ func TestServerHeldResponseSentOnReturn(t *testing.T) {
 	}
 }
 
-// Over HTTP/2 the 504 reaches the client at the deadline and its stream
-// ends then (the late handler does not hold the client), and the 504 does
-// not tear down the connection its other streams share.
+// Over HTTP/2 (TLS and h2c) the 504 reaches the client at the deadline as
+// a complete response: its stream ends cleanly (END_STREAM, no reset), so
+// a client that checks read errors sees a 504 and not a stream error. The
+// late handler keeps running and keeps its permit until it returns, and
+// the connection its other streams share goes on.
 func TestServerHTTP2TimeoutEndsStreamKeepsConnection(t *testing.T) {
-	m := mustNew(t, Options{Timeout: 100 * time.Millisecond})
+	for _, tlsOn := range []bool{true, false} {
+		name := "h2c"
+		if tlsOn {
+			name = "TLS"
+		}
+		t.Run(name, func(t *testing.T) { testHTTP2Timeout(t, tlsOn) })
+	}
+}
+
+func testHTTP2Timeout(t *testing.T, tlsOn bool) {
+	m := mustNew(t, Options{Timeout: 100 * time.Millisecond, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}})
 	release := make(chan struct{})
+	returned := make(chan struct{})
 	srv := httptest.NewUnstartedServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
+			defer close(returned)
 			<-release // ignores its context
 			return
 		}
 		io.WriteString(w, "ok")
 	})))
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
+	var c *http.Client
+	if tlsOn {
+		srv.EnableHTTP2 = true
+		srv.StartTLS()
+		c = srv.Client()
+	} else {
+		srv.Config.Protocols = new(http.Protocols)
+		srv.Config.Protocols.SetUnencryptedHTTP2(true)
+		srv.Start()
+		tr := &http.Transport{Protocols: new(http.Protocols)}
+		tr.Protocols.SetUnencryptedHTTP2(true)
+		c = &http.Client{Transport: tr}
+		defer tr.CloseIdleConnections()
+	}
 	defer srv.Close()
-	defer close(release)
-	c := srv.Client()
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	defer open()
 
 	var reused []bool
 	var mu sync.Mutex
@@ -139,25 +167,126 @@ func TestServerHTTP2TimeoutEndsStreamKeepsConnection(t *testing.T) {
 	if resp.ProtoMajor != 2 || resp.StatusCode != 504 || resp.Header.Get("Connection") != "" {
 		t.Fatalf("got %s %d %v", resp.Proto, resp.StatusCode, resp.Header)
 	}
-	// The body is whole; the stream then ends (reset), while the handler
-	// is still held.
-	body, _ := io.ReadAll(resp.Body)
+	// The body is whole and the stream ends without error, while the
+	// handler is still held.
+	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.HasPrefix(string(respTimeout.Body), string(body)) || len(body) != len(respTimeout.Body) {
-		t.Fatalf("504 body = %q", body)
+	if err != nil || string(body) != string(respTimeout.Body) {
+		t.Fatalf("504 body = %q, read error %v; want the whole body and a clean end", body, err)
+	}
+	select {
+	case <-returned:
+		t.Fatal("the handler returned before it was released")
+	default:
+	}
+	if s := m.Stats(); s.InFlight != 1 || s.Late != 1 {
+		t.Fatalf("stats after the 504 = %+v, want the late handler holding its permit", s)
+	}
+	// The permit is still the late handler's: the next request is shed,
+	// on the same connection.
+	resp, err = get("/ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 503 {
+		t.Fatalf("while the late handler runs: %d %q %v, want 503", resp.StatusCode, body, err)
+	}
+	open()
+	<-returned
+	deadline := time.Now().Add(10 * time.Second)
+	for m.Stats().InFlight != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
 	}
 	resp, err = get("/ok")
 	if err != nil {
 		t.Fatal(err)
 	}
-	io.ReadAll(resp.Body)
+	body, err = io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || string(body) != "ok" {
+		t.Fatalf("after the handler returned: %d %q %v, want 200 ok", resp.StatusCode, body, err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(reused) != 2 || !reused[1] {
-		t.Fatalf("connection reuse = %v, want the second request on the same connection", reused)
+	if len(reused) != 3 || !reused[1] || !reused[2] {
+		t.Fatalf("connection reuse = %v, want every request on the same connection", reused)
 	}
 }
+
+// An HTTP/2 handler's panic behaves as on HTTP/1: before its deadline it
+// reaches ServeHTTP's caller (an outer recovering middleware sees the
+// same value) and the permit comes back; after its 504 it is logged and
+// the permit comes back when the handler ends.
+func TestServerHTTP2HandlerPanic(t *testing.T) {
+	m := mustNew(t, Options{Timeout: 100 * time.Millisecond, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}})
+	late := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(late) }) }
+	defer open()
+	recovered := make(chan any, 1)
+	inner := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/late" {
+			<-late
+		}
+		panic("boom")
+	}))
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			recovered <- v
+			if v != nil {
+				w.WriteHeader(500)
+			}
+		}()
+		inner.ServeHTTP(w, r)
+	}))
+	var logged strings.Builder
+	var logMu sync.Mutex
+	srv.Config.ErrorLog = log.New(writerFunc(func(p []byte) (int, error) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return logged.Write(p)
+	}), "", 0)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + "/now")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if v := <-recovered; v != "boom" || resp.StatusCode != 500 {
+		t.Fatalf("outer middleware recovered %v (status %d), want the handler's panic", v, resp.StatusCode)
+	}
+	if s := m.Stats(); s.InFlight != 0 {
+		t.Fatalf("stats %+v, want the permit back", s)
+	}
+	resp, err = srv.Client().Get(srv.URL + "/late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if v := <-recovered; v != nil || resp.StatusCode != 504 {
+		t.Fatalf("got %d, outer recovered %v; want the 504 and no panic", resp.StatusCode, v)
+	}
+	open()
+	deadline := time.Now().Add(10 * time.Second)
+	for m.Stats().InFlight != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	if s := m.Stats(); s.InFlight != 0 || !strings.Contains(logged.String(), "boom") {
+		t.Fatalf("stats %+v, log %q; want the permit back and the late panic logged", s, logged.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // A timeout strategy in a custom inbound pipeline reports its deadline
 // (OnTimeout) like the middleware's own; a retry in it never runs the
@@ -171,8 +300,8 @@ func TestCustomPipelineTimeoutEventAndSingleRun(t *testing.T) {
 		mu.Unlock()
 	})
 	p, err := resilience.NewBuilder[struct{}](resilience.WithListener(lis)).
-		AddRetry(resilience.RetryOptions[struct{}]{MaxRetryAttempts: 2, Delay: resilience.NoDelay}).
-		AddTimeout(100 * time.Millisecond).
+		AddRetry(resilience.RetryOptions[struct{}]{MaxRetryAttempts: 2}).
+		AddTimeout(resilience.TimeoutOptions{Timeout: 100 * time.Millisecond}).
 		Build()
 	if err != nil {
 		t.Fatal(err)

@@ -29,9 +29,10 @@ type Middleware struct {
 	pipeline *resilience.Pipeline[struct{}]
 	gate     gate // the concurrency stage; nil without one
 
-	// priority: a queued request needs the view (a Priority function, or
-	// the strategies of a custom pipeline may read it).
-	priority bool
+	// queueView: a request that does not find a free permit needs the
+	// view (a Priority function, or a custom pipeline's strategies, may
+	// read it).
+	queueView bool
 	// measure: the adaptive limiter counts each request by its outcome.
 	measure  bool
 	classify resilience.Classifier
@@ -40,6 +41,7 @@ type Middleware struct {
 	timeoutErr *resilience.TimeoutRejectedError // shared: constant per middleware
 
 	rateTel, timeoutTel resilience.Telemetry
+	hookTel             resilience.Telemetry // EventHookPanic of Options.Render
 
 	policyValue []string // RateLimit-Policy, constant per middleware
 	policyName  string   // the policy name as a structured-field string
@@ -48,6 +50,8 @@ type Middleware struct {
 
 	late      atomic.Int64
 	lateTotal atomic.Uint64
+
+	draining atomic.Bool // Drain was called: every arrival is refused
 }
 
 // New validates opts and returns the middleware for plain net/http (or a
@@ -70,6 +74,7 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 		fw.Route = PatternRoute
 	}
 	m := &Middleware{opts: opts, fw: fw, pipeline: opts.Pipeline, timeout: opts.Timeout}
+	m.hookTel = resilience.NewTelemetry(name, "Render", opts.Listener)
 	switch {
 	case opts.Concurrency != nil:
 		l, err := resilience.NewConcurrencyLimiter(*opts.Concurrency)
@@ -78,7 +83,7 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 		}
 		m.limiter = l
 		m.gate = &fixedGate{l: l, tel: resilience.NewTelemetry(name, l.StrategyName(), opts.Listener)}
-		m.priority = opts.Concurrency.Priority != nil
+		m.queueView = opts.Concurrency.Priority != nil
 	case opts.Adaptive != nil:
 		a := *opts.Adaptive
 		m.classify = classifyWith(a.Classify)
@@ -89,18 +94,14 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 		}
 		m.adaptive = l
 		m.gate = &adaptiveGate{l: l, tel: resilience.NewTelemetry(name, l.StrategyName(), opts.Listener)}
-		m.priority = a.Priority != nil
+		m.queueView = a.Priority != nil
 		m.measure = true
 	case opts.Pipeline != nil:
 		m.gate = &pipelineGate{p: opts.Pipeline, statsFn: opts.LimiterStats}
-		m.priority = true
+		m.queueView = true
 	}
 	if opts.RateLimit != nil {
-		ro := *opts.RateLimit
-		if ro.Key == nil {
-			ro.Key = KeyByClientIP
-		}
-		rl, err := resilience.NewRateLimiter(ro)
+		rl, err := resilience.NewRateLimiter(*opts.RateLimit)
 		if err != nil {
 			return nil, err
 		}
@@ -135,8 +136,10 @@ func (m *Middleware) RateLimiter() *resilience.RateLimiter { return m.rate }
 
 // Handler returns next wrapped in the inbound pipeline, for plain
 // net/http: the view's Raw is the *http.Request and its Route comes from
-// the Framework's RouteFunc (PatternRoute by default). See the package
-// documentation for what the wrapped handler guarantees.
+// the Framework's RouteFunc (PatternRoute by default, which needs the
+// middleware inside the ServeMux, around each registered handler, where
+// the request's Pattern is set). See the package documentation for what
+// the wrapped handler guarantees.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return &handler{m: m, next: next}
 }
@@ -147,9 +150,17 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor >= 2 && h.m.timedResponses() {
+		h.serveDetached(w, r)
+		return
+	}
+	h.serveHTTP(w, r)
+}
+
+func (h *handler) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	c := call{ctx: r.Context(), raw: r, w: w, r: r, next: h.next}
 	if err := h.m.dispatch(&c); err != nil {
-		h.m.reject(w, err)
+		h.m.rejectHTTP(w, r, err)
 	}
 }
 
@@ -182,7 +193,8 @@ func (m *Middleware) Serve(w http.ResponseWriter, r *http.Request, raw any, next
 	return m.dispatch(&c)
 }
 
-// reject renders err on w, or writes nothing if the client went away.
+// reject renders err on w, or writes nothing if the client went away
+// (rejectHTTP, for net/http, aborts the connection instead).
 func (m *Middleware) reject(w http.ResponseWriter, err error) {
 	if resp, ok := m.Render(err); ok {
 		writeResponse(w, resp)

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -23,6 +24,7 @@ type syncRecorder struct {
 	header  http.Header
 	written chan struct{} // closed at the first WriteHeader
 	once    sync.Once
+	aborted atomic.Bool // ServeHTTP panicked with http.ErrAbortHandler
 }
 
 func newSyncRecorder() *syncRecorder {
@@ -72,6 +74,17 @@ func serveAsync(h http.Handler, w http.ResponseWriter, r *http.Request) <-chan s
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		defer func() {
+			// net/http drops the connection on this panic; record it.
+			if v := recover(); v != nil {
+				if v != http.ErrAbortHandler {
+					panic(v)
+				}
+				if sr, ok := w.(*syncRecorder); ok {
+					sr.aborted.Store(true)
+				}
+			}
+		}()
 		h.ServeHTTP(w, r)
 	}()
 	return done
@@ -287,7 +300,7 @@ func TestInboundTable(t *testing.T) {
 			}
 		})
 	})
-	t.Run("client disconnect while queued writes nothing and frees the queue place", func(t *testing.T) {
+	t.Run("client disconnect while queued aborts the connection and frees the queue place", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			m := mustNew(t, tableOptions())
 			release := make(chan struct{})
@@ -300,8 +313,8 @@ func TestInboundTable(t *testing.T) {
 			synctest.Wait()
 			cancel()
 			<-second
-			if code, hdr, body := w.result(); code != 200 || len(hdr) != 0 || body != "" || w.rec.Flushed {
-				t.Errorf("wrote %d %v %q", code, hdr, body)
+			if code, hdr, body := w.result(); code != 200 || len(hdr) != 0 || body != "" || w.rec.Flushed || !w.aborted.Load() {
+				t.Errorf("wrote %d %v %q (aborted %v), want nothing written and the connection aborted", code, hdr, body, w.aborted.Load())
 			}
 			if s := m.Stats(); s.Queued != 0 || s.InFlight != 1 {
 				t.Errorf("stats = %+v", s)
@@ -310,7 +323,7 @@ func TestInboundTable(t *testing.T) {
 			<-first
 		})
 	})
-	t.Run("client disconnect while running cancels the context and writes nothing", func(t *testing.T) {
+	t.Run("client disconnect while running cancels the context, writes nothing and aborts", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			m := mustNew(t, tableOptions())
 			var cause error
@@ -331,6 +344,9 @@ func TestInboundTable(t *testing.T) {
 			case <-w.written:
 				t.Errorf("something was written")
 			default:
+			}
+			if !w.aborted.Load() {
+				t.Errorf("the connection was not aborted: net/http would send an empty 200")
 			}
 			if s := m.Stats(); s.InFlight != 0 || s.Late != 0 {
 				t.Errorf("stats = %+v", s)
@@ -472,6 +488,25 @@ func BenchmarkMiddlewareLimiterTimeout(b *testing.B) {
 	}).Handler(trivial))
 }
 
+// An HTTP/2 request under a timeout runs on its own goroutine (see
+// detach.go); this is its cost next to BenchmarkMiddlewareLimiterTimeout.
+func BenchmarkMiddlewareLimiterTimeoutHTTP2(b *testing.B) {
+	h := mustNew(b, Options{
+		Timeout:     5 * time.Second,
+		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 100, QueueLimit: 100, QueueTimeout: time.Second},
+	}).Handler(trivial)
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/2.0", 2, 0
+	b.ReportAllocs()
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != 200 {
+			b.Fatalf("status %d", w.Code)
+		}
+	}
+}
+
 func BenchmarkMiddlewareFull(b *testing.B) {
 	benchServe(b, mustNew(b, Options{
 		Timeout:     5 * time.Second,
@@ -510,7 +545,7 @@ func BenchmarkMiddlewareLimiterParallel(b *testing.B) {
 }
 
 // A custom pipeline's rejections render like the built-in ones, and a
-// client gone while it waits gets nothing.
+// client gone while it waits gets nothing: its connection is aborted.
 func TestCustomPipelineRejects(t *testing.T) {
 	limiter, err := resilience.NewConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{PermitLimit: 1})
 	if err != nil {
@@ -533,10 +568,10 @@ func TestCustomPipelineRejects(t *testing.T) {
 	wantResponse(t, w.Code, w.Header(), w.Body.String(), 503, bodyFull)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	w = httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil).WithContext(ctx))
-	if w.Body.Len() != 0 || len(w.Header()) != 0 {
-		t.Fatalf("wrote to a gone client: %v %q", w.Header(), w.Body)
+	sw := newSyncRecorder()
+	<-serveAsync(h, sw, httptest.NewRequest("GET", "/", nil).WithContext(ctx))
+	if code, hdr, body := sw.result(); len(hdr) != 0 || body != "" || !sw.aborted.Load() {
+		t.Fatalf("wrote to a gone client: %d %v %q (aborted %v)", code, hdr, body, sw.aborted.Load())
 	}
 	limiter.Release()
 }

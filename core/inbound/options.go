@@ -41,8 +41,9 @@ type Options struct {
 	Adaptive *resilience.AdaptiveLimiterOptions
 
 	// RateLimit, when set, limits requests per key before they reach the
-	// concurrency limiter; refusals are 429s. A nil Key means
-	// KeyByClientIP. The other fields are resilience.RateLimiterOptions'.
+	// concurrency limiter; refusals are 429s. As everywhere, a nil Key
+	// means one limit shared by every request: set Key to KeyByClientIP
+	// for a limit per client.
 	RateLimit *resilience.RateLimiterOptions
 
 	// Pipeline, when set, replaces the concurrency limiter stage with a
@@ -74,9 +75,11 @@ type Options struct {
 
 	// Render, when set, is called for every rejection with the error and
 	// the default response, and returns the response to send instead
-	// (another body format, an extra header). It must not return internal
-	// error text to clients. It is not called when nothing is sent (the
-	// client went away).
+	// (another body format, an extra header): the 429, every 503 and the
+	// 504 sent at the deadline (then on the deadline's goroutine). It must
+	// not return internal error text to clients. It is not called when
+	// nothing is sent (the client went away). A Render that panics gives
+	// the default response and a resilience.EventHookPanic.
 	Render func(err error, def Response) Response
 }
 

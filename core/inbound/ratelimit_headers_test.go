@@ -69,19 +69,25 @@ func TestRateLimitHeadersOff(t *testing.T) {
 	})
 }
 
-// Per-key limits: one client's quota does not touch another's.
+// Per-key limits: with KeyByClientIP one client's quota does not touch
+// another's; with a nil Key, as in core, every request shares one quota.
 func TestRateLimitPerClientIP(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := mustNew(t, Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 1, Window: time.Minute}}).Handler(okHandler)
-		req := func(addr string) int {
+		shared := mustNew(t, Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 1, Window: time.Minute}}).Handler(okHandler)
+		h := mustNew(t, Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 1, Window: time.Minute, Key: KeyByClientIP}}).Handler(okHandler)
+		send := func(h http.Handler, addr string) int {
 			r := httptest.NewRequest("GET", "/", nil)
 			r.RemoteAddr = addr
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, r)
 			return w.Code
 		}
+		req := func(addr string) int { return send(h, addr) }
 		if req("192.0.2.1:1") != 200 || req("192.0.2.1:2") != 429 || req("192.0.2.2:1") != 200 {
 			t.Fatal("quota not per client IP")
+		}
+		if send(shared, "192.0.2.1:1") != 200 || send(shared, "192.0.2.2:1") != 429 {
+			t.Fatal("a nil Key does not share one quota")
 		}
 	})
 }

@@ -58,14 +58,16 @@ var (
 	respFull         = staticResponse(503, CodeBulkheadFull, "The server is at capacity; retry later.", resilience.ReasonFull)
 	respQueueTimeout = staticResponse(503, CodeBulkheadFull, "The server is at capacity; retry later.", resilience.ReasonQueueTimeout)
 	respDropped      = staticResponse(503, CodeBulkheadFull, "The server is at capacity; retry later.", resilience.ReasonDropped)
+	respShuttingDown = staticResponse(503, CodeBulkheadFull, "The server is shutting down; retry later.", resilience.ReasonShuttingDown)
 	respTimeout      = staticResponse(504, CodeTimeout, "The request took too long to process.", "")
 	respRejected     = staticResponse(503, CodeRejected, "The request was rejected; retry later.", "")
 	respInternal     = staticResponse(500, CodeInternal, "The request could not be processed.", "")
 	bodyRateLimited  = jsonBody(429, CodeRateLimited, "Too many requests; retry after the time in Retry-After.", "")
 
-	// timeoutContentLength is the 504 body length, for the complete
-	// response the middleware writes at the deadline.
-	timeoutContentLength = strconv.Itoa(len(respTimeout.Body))
+	// timeoutContentLengthValue is the default 504's Content-Length
+	// field, for the complete response the middleware writes at the
+	// deadline. Shared: never modified.
+	timeoutContentLengthValue = []string{strconv.Itoa(len(respTimeout.Body))}
 )
 
 func staticResponse(status int, code, msg string, reason resilience.RejectReason) Response {
@@ -92,6 +94,8 @@ func (m *Middleware) renderDefault(err error) (Response, bool) {
 			return respQueueTimeout, true
 		case resilience.ReasonDropped:
 			return respDropped, true
+		case resilience.ReasonShuttingDown:
+			return respShuttingDown, true
 		}
 		return respFull, true
 	case errors.Is(err, resilience.ErrTimeoutRejected), errors.Is(err, context.DeadlineExceeded):
@@ -112,18 +116,34 @@ func (m *Middleware) renderDefault(err error) (Response, bool) {
 // Options.Render when set. ok is false when nothing must be sent: the
 // request's context was cancelled (the client disconnected). Adapters call
 // it with Execute's error; the net/http middleware calls it itself. A
-// hook's response with a status outside 100–999 is replaced by the default.
+// hook's response with a status outside 100–999, or a hook that panics
+// (reported as resilience.EventHookPanic), gives the default response.
 func (m *Middleware) Render(err error) (resp Response, ok bool) {
 	resp, ok = m.renderDefault(err)
 	if ok && m.opts.Render != nil {
 		// A hook's mistake must not panic every rejected request (net/http
 		// panics on an invalid status): such a response is replaced by
 		// the default.
-		if r := m.opts.Render(err, resp); r.Status >= 100 && r.Status <= 999 {
+		if r, hookOK := m.renderHook(err, resp); hookOK && r.Status >= 100 && r.Status <= 999 {
 			resp = r
 		}
 	}
 	return resp, ok
+}
+
+// renderHook calls Options.Render. A panic in it is contained: the 504 at
+// the deadline is rendered on a timer's goroutine, where it would bring
+// down the process, so every call site gets the same rule (the default
+// response, and EventHookPanic).
+func (m *Middleware) renderHook(err error, def Response) (r Response, ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			ok = false
+			perr := &resilience.HookPanicError{Hook: resilience.HookRender, Value: v}
+			m.hookTel.Emit(context.Background(), resilience.Event{Name: resilience.EventHookPanic, Reason: perr.Hook, Err: perr})
+		}
+	}()
+	return m.opts.Render(err, def), true
 }
 
 // ceilSeconds rounds d up to whole seconds, and to at least min.

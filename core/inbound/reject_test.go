@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -144,5 +147,101 @@ func TestRenderHookInvalidStatusFallsBack(t *testing.T) {
 		if w.Code != 503 || w.Body.String() != string(respFull.Body) {
 			t.Fatalf("status %d: got %d %q, want the default 503", status, w.Code, w.Body)
 		}
+	}
+}
+
+// problemRender renders every rejection as problem+json with an extra
+// field, as a service with its own error format does.
+func problemRender(err error, def Response) Response {
+	h := http.Header{"Content-Type": {"application/problem+json"}, "X-Rendered": {"yes"}}
+	return Response{Status: def.Status, Header: h, Body: []byte(`{"status":` + strconv.Itoa(def.Status) + `}`)}
+}
+
+// Render is called for every rejection, the 504 sent at the deadline
+// included: a handler that ignores its context still gets the service's
+// own format, complete, while it is still running.
+func TestRenderHookRendersTheDeadline504(t *testing.T) {
+	m := mustNew(t, Options{Timeout: 50 * time.Millisecond, Render: problemRender})
+	release := make(chan struct{})
+	srv := httptest.NewServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Handler", "1")
+		<-release // ignores its context
+	})))
+	defer srv.Close()
+	defer close(release)
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 504 || string(body) != `{"status":504}` ||
+		resp.Header.Get("Content-Type") != "application/problem+json" || resp.Header.Get("X-Rendered") != "yes" ||
+		resp.Header.Get("X-Handler") != "" || resp.ContentLength != int64(len(body)) {
+		t.Fatalf("got %d %v %q %v, want the rendered 504", resp.StatusCode, resp.Header, body, err)
+	}
+}
+
+// A Render hook that panics stays in its request: the default response is
+// sent (on the request's goroutine and on the deadline's timer alike) and
+// the panic is reported as EventHookPanic.
+func TestRenderHookPanicIsContained(t *testing.T) {
+	var mu sync.Mutex
+	var events []resilience.Event
+	lis := resilience.ListenerFunc(func(_ context.Context, e resilience.Event) {
+		if e.Name == resilience.EventHookPanic {
+			mu.Lock()
+			events = append(events, e)
+			mu.Unlock()
+		}
+	})
+	m := mustNew(t, Options{
+		Timeout:     50 * time.Millisecond,
+		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1},
+		Listener:    lis,
+		Render:      func(error, Response) Response { panic("render bug") },
+	})
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	entered := make(chan struct{}, 1)
+	srv := httptest.NewServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+	})))
+	defer srv.Close()
+	defer open()
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	defer c.CloseIdleConnections()
+	get := func() (int, string) {
+		resp, err := c.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(b)
+	}
+	// The 504 at the deadline, rendered on the timer's goroutine.
+	if code, body := get(); code != 504 || body != string(respTimeout.Body) {
+		t.Fatalf("deadline: got %d %q, want the default 504", code, body)
+	}
+	<-entered
+	// The 503 while the late handler holds the permit.
+	if code, body := get(); code != 503 || body != string(respFull.Body) {
+		t.Fatalf("rejection: got %d %q, want the default 503", code, body)
+	}
+	open()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 2 || events[0].Reason != resilience.HookRender || events[0].Strategy != "Render" {
+		t.Fatalf("events = %+v, want two %s for %s", events, resilience.EventHookPanic, resilience.HookRender)
+	}
+	var hp *resilience.HookPanicError
+	if !errors.As(events[1].Err, &hp) || hp.Value != "render bug" {
+		t.Fatalf("event error %v, want the *HookPanicError", events[1].Err)
 	}
 }

@@ -167,9 +167,8 @@ func (c *viewContext) Value(key any) any {
 }
 
 // KeyByClientIP is a rate-limit key function: the client's address
-// (Request.ClientKey, IPv6 grouped per ClientIPOptions.IPv6Prefix). It is
-// the default key when RateLimit.Key is nil. Requests whose address is
-// unknown share the key "".
+// (Request.ClientKey, IPv6 grouped per ClientIPOptions.IPv6Prefix), for a
+// limit per client. Requests whose address is unknown share the key "".
 func KeyByClientIP(ctx context.Context) string {
 	r, _ := RequestFrom(ctx)
 	return r.ClientKey()

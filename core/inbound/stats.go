@@ -3,19 +3,17 @@ package inbound
 import (
 	"encoding/json"
 	"net/http"
+
+	resilience "github.com/ylcnfrht/resilience/core"
 )
 
 // Stats is a snapshot of a middleware's load, for a debug endpoint or a
-// metrics exporter. The JSON names are stable. A plain value; the zero
-// value is an idle middleware without a limiter. It is safe to copy and to
-// read from several goroutines, and taking it cannot fail.
+// metrics exporter; the JSON names are stable.
 type Stats struct {
-	// Limit, InFlight and Queued are the concurrency limiter's (see
-	// resilience.LimiterStats); zero without one. InFlight counts late
-	// handlers too: they still hold their permits.
-	Limit    int `json:"limit"`
-	InFlight int `json:"inflight"`
-	Queued   int `json:"queued"`
+	// LimiterStats is the concurrency limiter's Limit, InFlight and
+	// Queued; zero without one. InFlight counts late handlers too: they
+	// still hold their permits.
+	resilience.LimiterStats
 	// Late is the number of handlers still running after their deadline
 	// was answered (504 or abort): work the client no longer waits for.
 	Late int64 `json:"late"`
@@ -29,7 +27,7 @@ func (m *Middleware) Stats() Stats {
 	var s Stats
 	if m.gate != nil {
 		if ls, ok := m.gate.stats(); ok {
-			s.Limit, s.InFlight, s.Queued = ls.Limit, ls.InFlight, ls.Queued
+			s.LimiterStats = ls
 		}
 	}
 	s.Late = m.late.Load()

@@ -306,8 +306,9 @@ func (tw *timeoutWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // wrapper does not handle itself (read and write deadlines, full duplex).
 func (tw *timeoutWriter) Unwrap() http.ResponseWriter { return tw.w }
 
-// expireLocked acts on the deadline: a complete 504 if the response is
-// still open, an abort if the handler committed. It reports whether the
+// expireLocked acts on the deadline: a complete 504 (rendered through
+// Options.Render) if the response is still open, an abort if the handler
+// committed. It reports whether the
 // handler is now late (still running past its deadline).
 func (tw *timeoutWriter) expireLocked() bool {
 	switch tw.state {
@@ -317,20 +318,25 @@ func (tw *timeoutWriter) expireLocked() bool {
 		for _, k := range tw.copied {
 			delete(h, k)
 		}
-		h["Content-Type"] = jsonHeader["Content-Type"]
-		h["Content-Length"] = []string{timeoutContentLength}
+		resp, length := tw.owner.timeoutResponse()
+		for k, v := range resp.Header {
+			h[k] = v
+		}
+		h["Content-Length"] = length
 		if tw.h1 {
 			// The late handler still owns the request's connection: the
 			// client must not send another request on it.
 			h["Connection"] = []string{"close"}
 		}
-		tw.w.WriteHeader(http.StatusGatewayTimeout)
-		tw.w.Write(respTimeout.Body) //nolint:errcheck // the client may be gone
+		tw.w.WriteHeader(resp.Status)
+		tw.w.Write(resp.Body) //nolint:errcheck // the client may be gone
 		_ = flushUnderlying(tw.w)
-		if !tw.h1 {
-			// HTTP/2 ends a stream only when the handler returns: reset
-			// it now, after the 504 went out, so the client is not held
-			// until then. The connection and its other streams go on.
+		if !tw.h1 && tw.owner.detached == nil {
+			// HTTP/2 ends a stream only when ServeHTTP returns. Handler
+			// detaches the request and returns once this 504 is out (see
+			// detach.go); under Serve the framework owns the call, so the
+			// stream is reset instead, and the client is not held until
+			// the handler returns. The connection's other streams go on.
 			_ = http.NewResponseController(tw.w).SetWriteDeadline(time.Now())
 		}
 		tw.state = stateTimedOut

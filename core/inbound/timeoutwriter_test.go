@@ -404,7 +404,7 @@ func TestServerCustomPipelineTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := resilience.NewBuilder[struct{}]().AddStrategy(limiter).AddTimeout(testTimeout).Build()
+	p, err := resilience.NewBuilder[struct{}]().AddStrategy(limiter).AddTimeout(resilience.TimeoutOptions{Timeout: testTimeout}).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

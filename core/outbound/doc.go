@@ -3,7 +3,7 @@
 // *resilience.Pipeline[*http.Response] around every request.
 //
 //	cb, _ := resilience.NewCircuitBreaker(outbound.CircuitBreakerOptions())
-//	p, _ := resilience.NewBuilder[*http.Response](resilience.Name("payments")).
+//	p, _ := resilience.NewBuilder[*http.Response](resilience.WithName("payments")).
 //		AddRetry(outbound.RetryOptions()).
 //		AddResultStrategy(cb).
 //		Build()
@@ -16,6 +16,7 @@
 // to DefaultMaxRetryWait; a response asking for a longer wait is returned
 // as is instead of waited for. Only requests that are safe to repeat are
 // retried or hedged: idempotent methods, or an Idempotency-Key header, and
-// never a body that cannot be replayed. The request's context bounds everything, so a request made while
+// never a body that cannot be replayed. Options.AttemptTimeout bounds each
+// attempt; the request's context bounds everything, so a request made while
 // handling an inbound request stops at that request's deadline.
 package outbound

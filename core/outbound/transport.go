@@ -11,12 +11,9 @@ import (
 	resilience "github.com/ylcnfrht/resilience/core"
 )
 
-// Options configures a Transport. A plain value: New copies what it uses,
-// so it may be shared and reused (a Pipeline or Base in it is then shared
-// by the Transports, and must be safe for concurrent use, as both are by
-// contract). The zero Options is http.DefaultTransport with the default
-// retry, repeating only requests that are safe to repeat. New returns no
-// Transport on error.
+// Options configures a Transport. The zero Options is
+// http.DefaultTransport with the retry of RetryOptions, repeating only
+// requests that are safe to repeat.
 type Options struct {
 	// Base performs each attempt. nil means http.DefaultTransport.
 	Base http.RoundTripper
@@ -27,10 +24,16 @@ type Options struct {
 	//
 	// Do not put a Timeout strategy in it: a strategy's context ends when
 	// the pipeline returns, which would also abort reading the returned
-	// response's body. Bound requests with the request's context (or
-	// http.Client.Timeout) and attempts with the base transport's
-	// ResponseHeaderTimeout.
+	// response's body. Bound each attempt with AttemptTimeout and the whole
+	// request with its context (or http.Client.Timeout).
 	Pipeline *resilience.Pipeline[*http.Response]
+	// AttemptTimeout bounds each attempt until its response headers
+	// arrive; 0 means no bound. An attempt that runs out fails with a
+	// *resilience.TimeoutRejectedError, which the predicates of
+	// RetryOptions, CircuitBreakerOptions and HedgingOptions handle, so it
+	// is retried, counted or hedged like any failed attempt. Reading the
+	// returned body is bounded only by the request's context.
+	AttemptTimeout time.Duration
 	// RetryNonIdempotent lets retry and hedging repeat requests whose
 	// method is not idempotent (POST, PATCH) and that carry no
 	// Idempotency-Key header. Off by default: repeating a POST can charge
@@ -61,6 +64,8 @@ type Transport struct {
 	base           http.RoundTripper
 	pipeline       *resilience.Pipeline[*http.Response]
 	anyMethodRetry bool
+	attemptTimeout time.Duration
+	attemptErr     *resilience.TimeoutRejectedError // shared: never modified
 }
 
 // ErrNoResponse is returned when the pipeline produced neither a response
@@ -72,15 +77,19 @@ var ErrNoResponse = errors.New("outbound: pipeline returned no response")
 // strategy that ignores it).
 var ErrBodyNotReplayable = errors.New("outbound: request body cannot be replayed")
 
-// New returns a Transport, or an error if the default pipeline cannot be
-// built (it always can; the error is there for options added later).
+// New returns a Transport, or a *resilience.ConfigError naming an invalid
+// option.
 func New(opts Options) (*Transport, error) {
-	t := &Transport{base: opts.Base, pipeline: opts.Pipeline, anyMethodRetry: opts.RetryNonIdempotent}
+	if opts.AttemptTimeout < 0 {
+		return nil, &resilience.ConfigError{Field: "outbound.Options.AttemptTimeout", Problem: "must not be negative, got " + opts.AttemptTimeout.String()}
+	}
+	t := &Transport{base: opts.Base, pipeline: opts.Pipeline, anyMethodRetry: opts.RetryNonIdempotent,
+		attemptTimeout: opts.AttemptTimeout, attemptErr: &resilience.TimeoutRejectedError{Timeout: opts.AttemptTimeout}}
 	if t.base == nil {
 		t.base = http.DefaultTransport
 	}
 	if t.pipeline == nil {
-		p, err := resilience.NewBuilder[*http.Response](resilience.Name("outbound")).
+		p, err := resilience.NewBuilder[*http.Response](resilience.WithName("outbound")).
 			AddRetry(RetryOptions()).
 			Build()
 		if err != nil {
@@ -112,7 +121,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			r.Body = body
 		}
-		return t.base.RoundTrip(r)
+		return t.attempt(r)
 	})
 	if attempts.Load() == 0 && hasBody {
 		// No attempt took the body (an open circuit, a full bulkhead), but
@@ -128,6 +137,33 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, ErrNoResponse
 	}
 	return resp, err
+}
+
+// attempt sends r through the base transport, bounded by AttemptTimeout
+// until the response headers arrive. The attempt's context then stays
+// alive until the body is closed or read to the end, so the body stays
+// readable after RoundTrip returns.
+func (t *Transport) attempt(r *http.Request) (*http.Response, error) {
+	if t.attemptTimeout <= 0 {
+		return t.base.RoundTrip(r)
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	timer := time.AfterFunc(t.attemptTimeout, func() { cancel(t.attemptErr) })
+	resp, err := t.base.RoundTrip(r.WithContext(ctx))
+	fired := !timer.Stop()
+	if err != nil || fired {
+		if fired && context.Cause(ctx) == t.attemptErr {
+			if resp != nil {
+				DiscardResponse(resilience.Outcome[*http.Response]{Value: resp})
+			}
+			cancel(nil)
+			return nil, t.attemptErr
+		}
+		cancel(nil)
+		return resp, err
+	}
+	release := func() { cancel(nil) }
+	return KeepResponse(resilience.Outcome[*http.Response]{Value: resp}, release).Value, nil
 }
 
 // repeatable reports whether req may be sent more than once.
@@ -244,13 +280,18 @@ func CircuitBreakerOptions() resilience.CircuitBreakerOptions[*http.Response] {
 	return resilience.CircuitBreakerOptions[*http.Response]{ShouldHandle: ShouldHandle}
 }
 
-// HedgingOptions returns hedging options for HTTP: the core defaults,
-// treating transport errors, 408, 429 and 5xx as unacceptable, releasing
+// HedgingOptions returns hedging options for HTTP: one hedged attempt
+// after 2 s, treating transport errors, 408, 429 and 5xx as unacceptable, releasing
 // every response that is not returned, and keeping the returned
 // response's attempt context alive until its body is closed or read to
 // the end (KeepWinner), so the body stays readable after RoundTrip.
 func HedgingOptions() resilience.HedgingOptions[*http.Response] {
-	return resilience.HedgingOptions[*http.Response]{ShouldHandle: ShouldHandle, OnDiscard: DiscardResponse, KeepWinner: KeepResponse}
+	return resilience.HedgingOptions[*http.Response]{
+		Delay:        2 * time.Second,
+		ShouldHandle: ShouldHandle,
+		OnDiscard:    DiscardResponse,
+		KeepWinner:   KeepResponse,
+	}
 }
 
 // KeepResponse is the KeepWinner of HedgingOptions: it wraps the body of

@@ -46,7 +46,7 @@ func response(code int, body string, header ...string) *http.Response {
 func fastRetry(attempts int) resilience.RetryOptions[*http.Response] {
 	o := RetryOptions()
 	o.MaxRetryAttempts = attempts
-	o.Delay = resilience.NoDelay
+	o.Delay = 0
 	o.DelayGenerator = nil
 	return o
 }

@@ -18,7 +18,7 @@
 //     near the knee.
 //   - /healthz and /debug/limits are registered before the middleware, so
 //     they answer while the service sheds. /debug/limits serves the
-//     limiter's live values (its resilience.LimitProvider) as JSON:
+//     limiter's live values (its Stats) as JSON:
 //     {"limit":…,"inflight":…,"queued":…}.
 //
 // A request's X-Priority header (0 critical … 9 background; missing or
@@ -89,7 +89,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          log.New(stderr, "adaptive: http: ", 0),
+		// ReadTimeout bounds reading a whole request, body included, so a
+		// client that trickles its body cannot hold a connection; it does
+		// not limit the handler (Options.Timeout does).
+		ReadTimeout: 30 * time.Second,
+		// IdleTimeout closes keep-alive connections that sit idle, so
+		// idle clients do not pile up connections and goroutines.
+		IdleTimeout: 60 * time.Second,
+		ErrorLog:    log.New(stderr, "adaptive: http: ", 0),
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()

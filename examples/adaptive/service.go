@@ -41,7 +41,7 @@ func newService(knee int, base time.Duration) (http.Handler, error) {
 	}
 	r := chi.NewRouter()
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	r.Method(http.MethodGet, "/debug/limits", limitsHandler(mw.Inbound().AdaptiveLimiter()))
+	r.Method(http.MethodGet, "/debug/limits", limitsHandler(mw.Inbound().AdaptiveLimiter().Stats))
 	r.Group(func(r chi.Router) {
 		r.Use(mw.Handler)
 		r.Handle("/work", workHandler(knee, base))
@@ -63,11 +63,11 @@ func requestPriority(ctx context.Context) int {
 	return p
 }
 
-// limitsHandler serves a limit provider's live values as JSON. Any
-// resilience.LimitProvider works: the fixed limiter too.
-func limitsHandler(p resilience.LimitProvider) http.Handler {
+// limitsHandler serves a limiter's live values as JSON. Any Stats method
+// works: the fixed limiter's too.
+func limitsHandler(stats func() resilience.LimiterStats) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		b, _ := json.Marshal(p.Stats()) // three ints: cannot fail
+		b, _ := json.Marshal(stats()) // three ints: cannot fail
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
 		_, _ = w.Write(append(b, '\n'))

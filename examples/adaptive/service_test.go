@@ -44,7 +44,7 @@ func TestLimitsHandler(t *testing.T) {
 	p, _ := l.TryAcquire()
 	defer p.Release(resilience.LimitIgnored)
 	w := httptest.NewRecorder()
-	limitsHandler(l).ServeHTTP(w, httptest.NewRequest("GET", "/debug/limits", nil))
+	limitsHandler(l.Stats).ServeHTTP(w, httptest.NewRequest("GET", "/debug/limits", nil))
 	var got resilience.LimiterStats
 	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Header().Get("Content-Type") != "application/json" {
 		t.Fatalf("body %q, content type %q: %v", w.Body, w.Header().Get("Content-Type"), err)

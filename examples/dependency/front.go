@@ -49,7 +49,7 @@ func newFront(cfg config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	transportPipeline, err := resilience.NewBuilder[*http.Response](resilience.Name("recommendations-http"), resilience.WithListener(listener)).
+	transportPipeline, err := resilience.NewBuilder[*http.Response](resilience.WithName("recommendations-http"), resilience.WithListener(listener)).
 		AddResultStrategy(cb).
 		Build()
 	if err != nil {
@@ -62,10 +62,10 @@ func newFront(cfg config) (http.Handler, error) {
 	// The recipe: fallback → bulkhead of recLimit with no queue → timeout.
 	// The fallback is outermost so it also answers the bulkhead's own
 	// rejections.
-	recs, err := resilience.NewBuilder[[]string](resilience.Name("recommendations"), resilience.WithListener(listener)).
+	recs, err := resilience.NewBuilder[[]string](resilience.WithName("recommendations"), resilience.WithListener(listener)).
 		AddFallback(resilience.FallbackOptions[[]string]{FallbackValue: []string{}}).
 		AddConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{PermitLimit: cfg.recLimit}).
-		AddTimeout(cfg.recTimeout).
+		AddTimeout(resilience.TimeoutOptions{Timeout: cfg.recTimeout}).
 		Build()
 	if err != nil {
 		return nil, err

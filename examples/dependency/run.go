@@ -64,10 +64,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "try:\n  curl %s/product/kettle\n  curl -i %s/report   # 504 after 5s; the nested call stops\n", url, url)
 
 	errLog := log.New(stderr, "dependency: http: ", 0)
-	servers := []*http.Server{
-		{Handler: svc.handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog},
-		{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog},
+	// ReadTimeout bounds reading a whole request, body included (not the
+	// handler); IdleTimeout closes keep-alive connections left idle.
+	newServer := func(h http.Handler) *http.Server {
+		return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+			IdleTimeout: 60 * time.Second, ErrorLog: errLog}
 	}
+	servers := []*http.Server{newServer(svc.handler()), newServer(handler)}
 	errs := make(chan error, 2)
 	go func() { errs <- servers[0].Serve(svcLn) }()
 	go func() { errs <- servers[1].Serve(frontLn) }()

@@ -61,8 +61,8 @@ func newService(timeout, work time.Duration) (*service, error) {
 	if err != nil {
 		return nil, err
 	}
-	pipeline, err := resilience.NewBuilder[struct{}](resilience.Name(pipelineName), resilience.WithListener(metrics)).
-		AddStrategy(metrics.ExecutionTimer()). // first: it sees queueing and shedding too
+	pipeline, err := resilience.NewBuilder[struct{}](resilience.WithName(pipelineName), resilience.WithListener(metrics)).
+		AddStrategy(metrics.ExecutionTimer(pipelineName)). // first: it sees queueing and shedding too
 		AddStrategy(limiter).
 		Build()
 	if err != nil {
@@ -71,7 +71,7 @@ func newService(timeout, work time.Duration) (*service, error) {
 	mw, err := inbound.New(inbound.Options{
 		Name:         pipelineName,
 		Timeout:      timeout,
-		RateLimit:    &resilience.RateLimiterOptions{Name: "per-client", PermitLimit: 600, Window: time.Minute},
+		RateLimit:    &resilience.RateLimiterOptions{Name: "per-client", PermitLimit: 600, Window: time.Minute, Key: inbound.KeyByClientIP},
 		Pipeline:     pipeline,
 		LimiterStats: limiter.Stats,
 		Listener:     metrics,

@@ -8,8 +8,9 @@
 // -addr 127.0.0.1:0 picks a free port); then a summary of the configuration
 // and curl lines to try. An invalid flag value exits with status 2 and a
 // message naming the flag (an -addr it cannot listen on, with status 1).
-// SIGINT or SIGTERM shuts it down cleanly: running requests get up to 5 s
-// to finish.
+// SIGINT or SIGTERM shuts it down cleanly: the middleware is drained
+// (queued requests and new arrivals get 503 BULKHEAD_FULL, reason
+// shutting-down, at once), and running requests get up to 5 s to finish.
 //
 // Flags: -framework chi; -addr; -timeout (5s); -permit-limit (200);
 // -queue-limit (100); -queue-timeout (500ms);

@@ -80,7 +80,6 @@ func TestRunRejectsInvalidFlags(t *testing.T) {
 		{[]string{"-queue-timeout", "-1ms"}, "-queue-timeout"},
 		{[]string{"-queue-timeout", "1000000h"}, "-queue-timeout"},
 		{[]string{"-overflow", "drop-newest"}, "-overflow"},
-		{[]string{"-overflow", ""}, "-overflow"},
 		{[]string{"-rate-limit", "-1"}, "-rate-limit"},
 		{[]string{"-rate-limit", "1.5"}, "-rate-limit"},
 		{[]string{"-rate-limit", "5", "-rate-window", "0"}, "-rate-window"},
@@ -199,6 +198,72 @@ func TestRunShutdownFinishesRunningRequests(t *testing.T) {
 	cancel()
 	if got := <-status; got != http.StatusOK {
 		t.Errorf("running request got %d during shutdown, want 200", got)
+	}
+	select {
+	case code := <-exited:
+		if code != 0 {
+			t.Fatalf("exit code %d, want 0; stderr:\n%s", code, stderr.String())
+		}
+	case <-time.After(waitBound):
+		t.Fatal("run did not return")
+	}
+}
+
+// Shutdown answers the queue: with requests queued (no queue timeout), the
+// signal gets each of them a 503 shutting-down within a bounded poll, the
+// running request finishes with its 200, and no request is left without a
+// response.
+func TestRunShutdownAnswersTheQueue(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"-permit-limit", "1", "-queue-limit", "5", "-queue-timeout", "0"}, &stdout, &stderr)
+	}()
+	base := listeningLine.FindStringSubmatch(firstLine(t, &stdout, exited))[1]
+	client := newClient(t)
+
+	type answer struct {
+		status int
+		body   string
+		err    error
+	}
+	getAsync := func(path string) <-chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			resp, err := client.Get(base + path)
+			if err != nil {
+				ch <- answer{err: err}
+				return
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			ch <- answer{resp.StatusCode, string(b), err}
+		}()
+		return ch
+	}
+	running := getAsync("/work?ms=1000")
+	waitFor(t, "the request to run", func() bool { return getLimits(t, client, base)["inflight"] == 1 })
+	var queued []<-chan answer
+	for i := 0; i < 3; i++ {
+		queued = append(queued, getAsync("/work?ms=10"))
+	}
+	waitFor(t, "three requests queued", func() bool { return getLimits(t, client, base)["queued"] == 3 })
+
+	cancel()
+	for i, ch := range queued {
+		select {
+		case a := <-ch:
+			if a.err != nil || a.status != http.StatusServiceUnavailable || !strings.Contains(a.body, `"reason":"shutting-down"`) {
+				t.Errorf("queued request %d at shutdown: %d %q %v, want 503 shutting-down", i, a.status, a.body, a.err)
+			}
+		case <-time.After(waitBound):
+			t.Fatalf("queued request %d: no response %v after the signal", i, waitBound)
+		}
+	}
+	if a := <-running; a.err != nil || a.status != http.StatusOK {
+		t.Errorf("running request: %d %v, want its 200", a.status, a.err)
 	}
 	select {
 	case code := <-exited:

@@ -11,9 +11,10 @@ import (
 	"time"
 )
 
-// shutdownGrace bounds how long a shutdown waits for running requests. A
-// /work request ignores its context, so it can outlive this; the server then
-// closes its connections rather than hang.
+// shutdownGrace bounds how long a shutdown (Drain, then Server.Shutdown)
+// waits for running requests. A /work request ignores its context, so it
+// can outlive this; the server then closes its connections rather than
+// hang.
 const shutdownGrace = 5 * time.Second
 
 // run is the whole program: parse args, listen, print where, serve until
@@ -30,7 +31,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "server:", err)
 		return 2
 	}
-	handler, _, err := newServer(cfg)
+	handler, mw, err := newServer(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "server:", err)
 		return 2
@@ -46,11 +47,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg.framework, cfg.timeout, cfg.permitLimit, cfg.queueLimit, cfg.queueTimeout, cfg.overflow, rateSummary(cfg))
 	fmt.Fprint(stdout, routeSummary(cfg, base))
 
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          log.New(stderr, "server: http: ", 0),
-	}
+	srv := httpServer(handler, stderr)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
@@ -64,6 +61,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	code := 0
+	// Drain first: queued requests and new arrivals are answered 503
+	// shutting-down at once, instead of being admitted during the grace
+	// or cut off at its end; then Shutdown closes the idle connections
+	// and waits for the rest.
+	if err := mw.Drain(sctx); err != nil {
+		fmt.Fprintln(stderr, "server: drain:", err)
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		fmt.Fprintln(stderr, "server: shutdown:", err)
 		srv.Close()
@@ -81,4 +85,22 @@ func rateSummary(cfg config) string {
 		return "no rate limit"
 	}
 	return fmt.Sprintf("rate limit %d per %v by %s", cfg.rateLimit, cfg.rateWindow, cfg.rateKey)
+}
+
+// httpServer is the reference server's http.Server: every timeout a
+// public server needs, so that slow or idle clients cannot hold
+// connections and goroutines.
+func httpServer(handler http.Handler, stderr io.Writer) *http.Server {
+	return &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		// ReadTimeout bounds reading a whole request, body included, so a
+		// client that trickles its body cannot hold a connection; it does
+		// not limit the handler (Options.Timeout does).
+		ReadTimeout: 30 * time.Second,
+		// IdleTimeout closes keep-alive connections that sit idle, so
+		// idle clients do not pile up connections and goroutines.
+		IdleTimeout: 60 * time.Second,
+		ErrorLog:    log.New(stderr, "server: http: ", 0),
+	}
 }

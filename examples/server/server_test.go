@@ -289,3 +289,13 @@ func TestRateLimitByClientIP(t *testing.T) {
 	}
 	wantRejection(t, s.get(t.Context(), "/work?ms=0", "X-Api-Key", "other"), http.StatusTooManyRequests, inbound.CodeRateLimited, "")
 }
+
+// The reference server closes idle keep-alive connections and bounds how
+// long a request (body included) may take to arrive.
+func TestHTTPServerTimeouts(t *testing.T) {
+	srv := httpServer(http.NotFoundHandler(), io.Discard)
+	if srv.IdleTimeout <= 0 || srv.ReadTimeout <= 0 || srv.ReadHeaderTimeout <= 0 {
+		t.Fatalf("IdleTimeout %v, ReadTimeout %v, ReadHeaderTimeout %v: want each set",
+			srv.IdleTimeout, srv.ReadTimeout, srv.ReadHeaderTimeout)
+	}
+}

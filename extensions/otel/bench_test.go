@@ -51,10 +51,10 @@ func BenchmarkExecutionTimer(b *testing.B) {
 	noop := func(context.Context) (struct{}, error) { return struct{}{}, nil }
 	for _, timed := range []bool{false, true} {
 		name := "bare"
-		bld := resilience.NewBuilder[struct{}](resilience.Name("api"))
+		bld := resilience.NewBuilder[struct{}](resilience.WithName("api"))
 		if timed {
 			name = "timed"
-			bld.AddStrategy(m.ExecutionTimer())
+			bld.AddStrategy(m.ExecutionTimer("api"))
 		}
 		p, err := bld.AddConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{PermitLimit: 100}).Build()
 		if err != nil {

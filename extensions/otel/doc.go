@@ -26,14 +26,15 @@
 //	resilience.limiter.queued      ObservableUpDownCounter  {execution}  limiter.name
 //	resilience.limiter.late        ObservableUpDownCounter  {execution}  limiter.name (middlewares only)
 //
-// Every attribute key carries the resilience. prefix (resilience.event.name,
-// …). resilience.events counts every event: rejections (event
-// OnRateLimiterRejected, reason full, queue-timeout, dropped or
-// rate-limited), timeouts, store errors (reason fail-open or fail-closed),
-// retries, circuit transitions, fallbacks, hedges and attempts (reason
-// handled or unhandled). Outcome classifies the event's error: ok,
-// rejected, timeout, canceled or error. Execution durations come from
-// ExecutionTimer, attempt durations from ExecutionAttempt events, and
+// Every attribute key carries the resilience. prefix
+// (resilience.event.name, …). resilience.events counts every event:
+// rejections (event OnRateLimiterRejected, reason full, queue-timeout,
+// dropped, shutting-down or rate-limited), timeouts, store errors (reason
+// fail-open or fail-closed), retries, circuit transitions, fallbacks,
+// hedges, attempts (reason handled or unhandled) and contained panics of
+// user hooks (reason the hook's name). Outcome classifies the event's
+// error: ok, rejected, timeout, canceled or error. Execution durations come
+// from ExecutionTimer, attempt durations from ExecutionAttempt events, and
 // queue waits from rejections after queueing (queue-timeout, dropped): core
 // emits no event for a wait that ends in a permit.
 //

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -66,13 +65,16 @@ var knownEvents = map[resilience.EventName]bool{
 	resilience.EventCircuitOpened: true, resilience.EventCircuitClosed: true,
 	resilience.EventCircuitHalfOpened: true, resilience.EventFallback: true,
 	resilience.EventHedging: true, resilience.EventExecutionAttempt: true,
+	resilience.EventHookPanic: true,
 }
 
 var knownReasons = map[string]bool{
 	"": true, string(resilience.ReasonFull): true, string(resilience.ReasonQueueTimeout): true,
-	string(resilience.ReasonDropped): true, resilience.ReasonRateLimited: true,
-	resilience.ReasonHandled: true, resilience.ReasonUnhandled: true,
+	string(resilience.ReasonDropped): true, string(resilience.ReasonShuttingDown): true,
+	resilience.ReasonRateLimited: true,
+	resilience.ReasonHandled:     true, resilience.ReasonUnhandled: true,
 	"fail-open": true, "fail-closed": true,
+	resilience.HookLimitAlgorithm: true, resilience.HookRender: true,
 }
 
 // maxNameLen bounds pipeline, strategy and limiter names in attributes.
@@ -273,38 +275,31 @@ func clip(s string) string {
 	return s
 }
 
-// ExecutionTimer returns a strategy that records how long the rest of the
-// pipeline takes, in resilience.execution.duration, with the pipeline's
-// name and the outcome. Add it first, so it sees queueing and retries too.
-func (m *Metrics) ExecutionTimer() resilience.Strategy { return &execTimer{m: m} }
+// ExecutionTimer returns a strategy that records how long the rest of a
+// pipeline takes, in resilience.execution.duration, labelled with pipeline
+// (the pipeline's name, as given to resilience.WithName) and the outcome.
+// Add it first, so it sees queueing and retries too; use one per pipeline.
+func (m *Metrics) ExecutionTimer(pipeline string) resilience.Strategy {
+	t := &execTimer{m: m}
+	for i, o := range outcomes {
+		t.opts[i] = m.set(setKey{event: "exec", pipeline: clip(pipeline), outcome: o}).rec
+	}
+	return t
+}
 
 type execTimer struct {
 	m    *Metrics
-	last atomic.Pointer[execSets] // the pipeline seen last: no lookup in the usual case
-}
-
-// execSets are one pipeline's attribute options, one per outcome.
-type execSets struct {
-	pipeline string
-	opts     [5][]metric.RecordOption
+	opts [5][]metric.RecordOption // one attribute set per outcome, built once
 }
 
 var outcomes = [5]string{OutcomeOK, OutcomeRejected, OutcomeTimeout, OutcomeCanceled, OutcomeError}
 
 func (t *execTimer) StrategyName() string { return "ExecutionTimer" }
 
-func (t *execTimer) Execute(ctx context.Context, tel resilience.Telemetry, next resilience.Next) error {
+func (t *execTimer) Execute(ctx context.Context, _ resilience.Telemetry, next resilience.Next) error {
 	start := time.Now()
 	err := next(ctx)
 	d := time.Since(start)
-	sets := t.last.Load()
-	if sets == nil || sets.pipeline != tel.Pipeline() {
-		sets = &execSets{pipeline: tel.Pipeline()}
-		for i, o := range outcomes {
-			sets.opts[i] = t.m.set(setKey{event: "exec", pipeline: clip(tel.Pipeline()), outcome: o}).rec
-		}
-		t.last.Store(sets)
-	}
 	var i int
 	switch Outcome(err) {
 	case OutcomeRejected:
@@ -316,7 +311,7 @@ func (t *execTimer) Execute(ctx context.Context, tel resilience.Telemetry, next 
 	case OutcomeError:
 		i = 4
 	}
-	t.m.exec.Record(context.Background(), d.Seconds(), sets.opts[i]...)
+	t.m.exec.Record(context.Background(), d.Seconds(), t.opts[i]...)
 	return err
 }
 

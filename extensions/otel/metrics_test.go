@@ -156,6 +156,10 @@ func TestEachEventKind(t *testing.T) {
 		{resilience.Event{Name: resilience.EventExecutionAttempt, Reason: resilience.ReasonHandled, Duration: 1500 * time.Millisecond, Err: context.DeadlineExceeded},
 			"resilience.event.name=ExecutionAttempt,resilience.outcome=timeout,resilience.pipeline.name=p,resilience.reason=handled,resilience.strategy.name=s",
 			MetricAttemptDuration, "resilience.attempt.handled=true,resilience.outcome=timeout,resilience.pipeline.name=p,resilience.strategy.name=s"},
+		{resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: "shutting-down", Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonShuttingDown}},
+			"resilience.event.name=OnRateLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=shutting-down,resilience.strategy.name=s", "", ""},
+		{resilience.Event{Name: resilience.EventHookPanic, Reason: resilience.HookLimitAlgorithm, Err: &resilience.HookPanicError{Hook: resilience.HookLimitAlgorithm, Value: "boom"}},
+			"resilience.event.name=OnHookPanic,resilience.outcome=error,resilience.pipeline.name=p,resilience.reason=LimitAlgorithm.Update,resilience.strategy.name=s", "", ""},
 		{resilience.Event{Name: resilience.EventExecutionAttempt, Reason: resilience.ReasonUnhandled, Duration: 20 * time.Millisecond},
 			"resilience.event.name=ExecutionAttempt,resilience.outcome=ok,resilience.pipeline.name=p,resilience.reason=unhandled,resilience.strategy.name=s",
 			MetricAttemptDuration, "resilience.attempt.handled=false,resilience.outcome=ok,resilience.pipeline.name=p,resilience.strategy.name=s"},
@@ -193,8 +197,8 @@ func TestEachEventKind(t *testing.T) {
 // a retry's attempts and retries arrive as events and attempt durations.
 func TestPipelineEventsAndExecutionTime(t *testing.T) {
 	h := newHarness(t)
-	p, err := resilience.NewBuilder[struct{}](resilience.Name("orders"), resilience.WithListener(h.m)).
-		AddStrategy(h.m.ExecutionTimer()).
+	p, err := resilience.NewBuilder[struct{}](resilience.WithName("orders"), resilience.WithListener(h.m)).
+		AddStrategy(h.m.ExecutionTimer("orders")).
 		AddRetry(resilience.RetryOptions[struct{}]{Name: "retry", MaxRetryAttempts: 2, Delay: time.Millisecond}).
 		Build()
 	if err != nil {
@@ -406,7 +410,7 @@ func TestOnEventAllocatesNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { tel.Emit(ctx, e) }); n != 0 {
 		t.Fatalf("OnEvent: %v allocations, want 0", n)
 	}
-	timer := m.ExecutionTimer()
+	timer := m.ExecutionTimer("api")
 	run := func() { _ = timer.Execute(ctx, tel, func(context.Context) error { return nil }) }
 	run()
 	if n := testing.AllocsPerRun(1000, run); n != 0 {

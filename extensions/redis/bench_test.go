@@ -38,7 +38,7 @@ func BenchmarkTake(b *testing.B) {
 	ctx := context.Background()
 	b.Run("memory", func(b *testing.B) {
 		mem := resilience.NewMemoryRateLimitStore(0)
-		p := benchPolicy(resilience.FixedWindow)
+		p := benchPolicy(resilience.RateLimitFixedWindow)
 		for b.Loop() {
 			if _, err := mem.Take(ctx, "k", p); err != nil {
 				b.Fatal(err)
@@ -48,7 +48,7 @@ func BenchmarkTake(b *testing.B) {
 	b.Run("raw-script", func(b *testing.B) {
 		// The fixed-window script straight through go-redis, without the
 		// budget's goroutine and timer: what the store adds is the rest.
-		p := benchPolicy(resilience.FixedWindow)
+		p := benchPolicy(resilience.RateLimitFixedWindow)
 		keys := []string{store.key("k", p)}
 		b.ReportAllocs()
 		for b.Loop() {
@@ -57,7 +57,7 @@ func BenchmarkTake(b *testing.B) {
 			}
 		}
 	})
-	for _, alg := range []resilience.RateLimitAlgorithm{resilience.FixedWindow, resilience.SlidingWindow, resilience.TokenBucket} {
+	for _, alg := range []resilience.RateLimitAlgorithm{resilience.RateLimitFixedWindow, resilience.RateLimitSlidingWindow, resilience.RateLimitTokenBucket} {
 		b.Run(string(alg), func(b *testing.B) {
 			p := benchPolicy(alg)
 			b.ReportAllocs()
@@ -71,7 +71,7 @@ func BenchmarkTake(b *testing.B) {
 	b.Run("fixed-window-goroutine", func(b *testing.B) {
 		// A client without ContextTimeoutEnabled: the store holds the
 		// budget with a goroutine per call.
-		p := benchPolicy(resilience.FixedWindow)
+		p := benchPolicy(resilience.RateLimitFixedWindow)
 		b.ReportAllocs()
 		for b.Loop() {
 			if d, err := spawning.Take(ctx, "k", p); err != nil || !d.Allowed {

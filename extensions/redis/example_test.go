@@ -32,7 +32,7 @@ func Example() {
 		panic(err)
 	}
 	mw, err := inbound.New(inbound.Options{RateLimit: &resilience.RateLimiterOptions{
-		Name: "api", Algorithm: resilience.SlidingWindow, PermitLimit: 600, Window: time.Minute,
+		Name: "api", Algorithm: resilience.RateLimitSlidingWindow, PermitLimit: 600, Window: time.Minute,
 		Key: inbound.KeyByHeader("X-API-Key"), Store: store,
 	}})
 	if err != nil {

@@ -97,7 +97,7 @@ func (in *instance) get(t *testing.T, client string) reply {
 // gets more than the limit through (the scripts are atomic).
 func TestTwoInstancesShareOneLimitPerKey(t *testing.T) {
 	srv := startRedis(t)
-	for _, alg := range []resilience.RateLimitAlgorithm{resilience.FixedWindow, resilience.SlidingWindow, resilience.TokenBucket} {
+	for _, alg := range []resilience.RateLimitAlgorithm{resilience.RateLimitFixedWindow, resilience.RateLimitSlidingWindow, resilience.RateLimitTokenBucket} {
 		t.Run(string(alg), func(t *testing.T) {
 			// A long window: no permit comes back while the test runs.
 			rl := resilience.RateLimiterOptions{Name: "api-" + string(alg), Algorithm: alg, PermitLimit: 5, Window: time.Hour}
@@ -284,7 +284,7 @@ func TestBreakerMakesOutageCheap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := resilience.RateLimitPolicy{Name: "cb", Algorithm: resilience.FixedWindow, Limit: 10, Window: time.Hour}
+	p := resilience.RateLimitPolicy{Name: "cb", Algorithm: resilience.RateLimitFixedWindow, Limit: 10, Window: time.Hour}
 	ctx := context.Background()
 	if _, err := store.Take(ctx, "k", p); err != nil {
 		t.Fatal(err)
@@ -340,9 +340,9 @@ func TestManyKeysBoundedByExpiry(t *testing.T) {
 	before := usedMemory(t, client)
 	const keys = 100_000
 	policies := []resilience.RateLimitPolicy{
-		{Name: "fw", Algorithm: resilience.FixedWindow, Limit: 10, Window: 2 * time.Second},
-		{Name: "sw", Algorithm: resilience.SlidingWindow, Limit: 10, Window: time.Second}, // idle span 2 s
-		{Name: "tb", Algorithm: resilience.TokenBucket, Limit: 10, Window: 2 * time.Second},
+		{Name: "fw", Algorithm: resilience.RateLimitFixedWindow, Limit: 10, Window: 2 * time.Second},
+		{Name: "sw", Algorithm: resilience.RateLimitSlidingWindow, Limit: 10, Window: time.Second}, // idle span 2 s
+		{Name: "tb", Algorithm: resilience.RateLimitTokenBucket, Limit: 10, Window: 2 * time.Second},
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -440,7 +440,7 @@ func usedMemory(t *testing.T, c *redis.Client) int64 {
 func TestSkewedInstanceClocksAgree(t *testing.T) {
 	srv := startRedis(t)
 	ctx := context.Background()
-	p := resilience.RateLimitPolicy{Name: "skew", Algorithm: resilience.FixedWindow, Limit: 4, Window: time.Minute}
+	p := resilience.RateLimitPolicy{Name: "skew", Algorithm: resilience.RateLimitFixedWindow, Limit: 4, Window: time.Minute}
 	real, err := New(Options{Client: srv.Client()})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 module github.com/ylcnfrht/resilience/extensions/redis
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/redis/go-redis/v9 v9.23.0

@@ -142,7 +142,7 @@ func New(opts Options) (*Store, error) {
 // 3 000 a month). Take checks it too; call it at startup to fail early.
 func (s *Store) CheckPolicy(p resilience.RateLimitPolicy) error {
 	switch p.Algorithm {
-	case "", resilience.FixedWindow, resilience.SlidingWindow, resilience.TokenBucket:
+	case "", resilience.RateLimitFixedWindow, resilience.RateLimitSlidingWindow, resilience.RateLimitTokenBucket:
 	default:
 		return &resilience.ConfigError{Field: "RateLimitPolicy.Algorithm", Problem: fmt.Sprintf("unknown algorithm %q", string(p.Algorithm))}
 	}
@@ -192,9 +192,9 @@ type evalResult struct {
 func (s *Store) take(ctx context.Context, key string, p resilience.RateLimitPolicy) (resilience.RateLimitDecision, error) {
 	script, span := s.fixed, p.Window
 	switch p.Algorithm {
-	case resilience.SlidingWindow:
+	case resilience.RateLimitSlidingWindow:
 		script, span = s.sliding, 2*p.Window
-	case resilience.TokenBucket:
+	case resilience.RateLimitTokenBucket:
 		script = s.bucket
 	}
 	ttl := int64((span + time.Millisecond - 1) / time.Millisecond)
@@ -263,9 +263,9 @@ func decision(ctx, bctx context.Context, p resilience.RateLimitPolicy, r evalRes
 func (s *Store) key(key string, p resilience.RateLimitPolicy) string {
 	alg := "fw"
 	switch p.Algorithm {
-	case resilience.SlidingWindow:
+	case resilience.RateLimitSlidingWindow:
 		alg = "sw"
-	case resilience.TokenBucket:
+	case resilience.RateLimitTokenBucket:
 		alg = "tb"
 	}
 	b := make([]byte, 0, len(s.prefix)+len(p.Name)+len(key)+10)

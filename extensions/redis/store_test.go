@@ -30,7 +30,7 @@ func sequence(seed uint64, p resilience.RateLimitPolicy, keys, n int) []step {
 	rng := rand.New(rand.NewPCG(seed, 14))
 	w := int64(p.Window / time.Microsecond)
 	span := w
-	if p.Algorithm == resilience.SlidingWindow {
+	if p.Algorithm == resilience.RateLimitSlidingWindow {
 		span = 2 * w
 	}
 	idle := make([]int64, keys)
@@ -51,7 +51,7 @@ func sequence(seed uint64, p resilience.RateLimitPolicy, keys, n int) []step {
 		default:
 			g = rng.Int64N(3 * w)
 		}
-		if p.Algorithm != resilience.TokenBucket {
+		if p.Algorithm != resilience.RateLimitTokenBucket {
 			for _, d := range idle {
 				if d+g >= span {
 					g = span - 1 - d
@@ -93,7 +93,7 @@ func TestSameNumbersAsMemoryStore(t *testing.T) {
 		{1000, 20 * time.Second},
 		{100_000, 24 * time.Hour}, // Limit × Window near 2⁵³ µs: the split arithmetic
 	}
-	algs := []resilience.RateLimitAlgorithm{resilience.FixedWindow, resilience.SlidingWindow, resilience.TokenBucket}
+	algs := []resilience.RateLimitAlgorithm{resilience.RateLimitFixedWindow, resilience.RateLimitSlidingWindow, resilience.RateLimitTokenBucket}
 	var prefixes atomic.Int64
 	for _, alg := range algs {
 		for _, sh := range shapes {
@@ -219,9 +219,9 @@ func TestKeysKeepPoliciesApart(t *testing.T) {
 		s.key("b:c", p("a", "")),
 		s.key("c", p("a:b", "")),
 		s.key("fw:c", p("a", "")),
-		s.key("c", p("a", resilience.SlidingWindow)),
-		s.key("c", p("a", resilience.TokenBucket)),
-		s.key("c", p("a", resilience.FixedWindow)),
+		s.key("c", p("a", resilience.RateLimitSlidingWindow)),
+		s.key("c", p("a", resilience.RateLimitTokenBucket)),
+		s.key("c", p("a", resilience.RateLimitFixedWindow)),
 	} {
 		if seen[k] {
 			t.Errorf("key %q made twice", k)
@@ -239,7 +239,7 @@ func TestSameNumbersAsMemoryStoreRapid(t *testing.T) {
 	client := srv.Client()
 	var run atomic.Int64
 	rapid.Check(t, func(rt *rapid.T) {
-		alg := rapid.SampledFrom([]resilience.RateLimitAlgorithm{resilience.FixedWindow, resilience.SlidingWindow, resilience.TokenBucket}).Draw(rt, "alg")
+		alg := rapid.SampledFrom([]resilience.RateLimitAlgorithm{resilience.RateLimitFixedWindow, resilience.RateLimitSlidingWindow, resilience.RateLimitTokenBucket}).Draw(rt, "alg")
 		p := resilience.RateLimitPolicy{
 			Name: "rapid", Algorithm: alg,
 			Limit: rapid.IntRange(1, 50).Draw(rt, "limit"),
