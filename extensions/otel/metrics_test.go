@@ -67,7 +67,7 @@ func (h *harness) collect() map[string]metricdata.Metrics {
 func attrs(s attribute.Set) string {
 	var b []string
 	for _, kv := range s.ToSlice() {
-		b = append(b, string(kv.Key)+"="+kv.Value.Emit())
+		b = append(b, string(kv.Key)+"="+kv.Value.String())
 	}
 	return strings.Join(b, ",")
 }
