@@ -52,10 +52,9 @@ func (o LimitOutcome) String() string {
 // Classifier decides how an adaptive limiter counts an execution: ctx is
 // the context the limiter ran it with and err what the rest of the
 // pipeline returned. It runs on every execution, so it must be fast, and
-// safe for concurrent use. It has no error result: an unknown value counts
-// as a sample. If it panics, the permit is returned without a sample and
-// the panic propagates. A nil Classifier in
-// AdaptiveLimiterOptions means DefaultClassify.
+// safe for concurrent use; an unknown result counts as a sample. If it
+// panics, the permit is returned without a sample and the panic
+// propagates.
 type Classifier func(ctx context.Context, err error) LimitOutcome
 
 // DefaultClassify is the classifier an adaptive limiter uses unless told

@@ -209,14 +209,6 @@ func (m *Middleware) Serve(w http.ResponseWriter, r *http.Request, raw any, next
 	return m.dispatch(&c)
 }
 
-// reject renders err on w, or writes nothing if the client went away
-// (rejectHTTP, for net/http, aborts the connection instead).
-func (m *Middleware) reject(w http.ResponseWriter, err error) {
-	if resp, ok := m.Render(err); ok {
-		writeResponse(w, resp)
-	}
-}
-
 // takeRate applies the rate limit to the request in x and records the
 // decision on its view, and on the response's header when admitted.
 func (m *Middleware) takeRate(x *exchange) error {
