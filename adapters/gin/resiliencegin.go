@@ -54,6 +54,14 @@
 // which propagates once the permit is back) or an error renderer cannot
 // write a second response. Hijack and Flush work through c.Writer.
 //
+// One limit follows from gin's design: c.Copy() copies gin's writer,
+// whose status and size the 504 updates at the deadline (gin's engine
+// must see the 504 there, or it would send a header of its own after
+// it). Copy the context before the handler's deadline, as gin advises
+// before starting the goroutine that needs it; a Copy made while the 504
+// is being written reads those two fields as they change (the race
+// detector reports it).
+//
 // Every capability of the conformance suite is supported; nothing is
 // declared missing.
 package resiliencegin
