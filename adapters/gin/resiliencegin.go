@@ -54,6 +54,22 @@
 // which propagates once the permit is back) or an error renderer cannot
 // write a second response. Hijack and Flush work through c.Writer.
 //
+// One limit follows from gin's design: c.Copy() copies gin's writer,
+// whose status and size the 504 updates at the deadline (gin's engine
+// must see the 504 there, or it would send a header of its own after
+// it). Copy the context before the handler's deadline, as gin advises
+// before starting the goroutine that needs it; a Copy made while the 504
+// is being written reads those two fields as they change (the race
+// detector reports it).
+//
+// Over HTTP/2 the 504 goes out whole at the deadline, and its stream is
+// then reset rather than ended: HTTP/2 ends a stream only when the
+// handler chain returns, and the chain cannot return before the late
+// handler does, since gin recycles its context then. (The net/http
+// middleware runs a timed HTTP/2 request on a goroutine of its own
+// instead.) A client that reads the body to its end then sees a stream
+// error after the complete 504.
+//
 // Every capability of the conformance suite is supported; nothing is
 // declared missing.
 package resiliencegin

@@ -24,7 +24,13 @@ import (
 // It is used by the request's goroutine only. The deadline's goroutine
 // never sees it nor the *gin.Context: it writes the 504 on the writer
 // that was c.Writer before the middleware (gin's), through the timed
-// writer, under the timed writer's lock.
+// writer, under the timed writer's lock. It must be gin's writer, not the
+// connection's underneath: once the chain returns, gin's engine sends its
+// writer's pending status unless that writer has written, so a 504 that
+// bypassed it would be followed by a second WriteHeader. For the same
+// reason the request's goroutine reads gin's writer only before the
+// deadline is armed (install) and after the inbound middleware returned
+// (finish).
 type responseWriter struct {
 	w    http.ResponseWriter // the inbound middleware's writer
 	orig gin.ResponseWriter  // c.Writer before the middleware

@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	h, err := newService()
+	h, mw, err := newService()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -68,7 +68,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second, // the whole request, body included (not the handler)
+		IdleTimeout:       60 * time.Second, // idle keep-alive connections are closed
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
@@ -79,6 +84,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	// Drain first: queued requests and new arrivals get 503 shutting-down
+	// at once; then Shutdown waits for the running ones.
+	if err := mw.Drain(sctx); err != nil {
+		fmt.Fprintln(stderr, err)
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -86,8 +96,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// newService is the echo engine with the middleware in the reference setup.
-func newService() (http.Handler, error) {
+// newService is the echo engine with the middleware in the reference setup,
+// and the inbound middleware under it (to drain at shutdown).
+func newService() (http.Handler, *inbound.Middleware, error) {
 	mw, err := resilienceecho.New(inbound.Options{
 		Timeout: 5 * time.Second,
 		Concurrency: &resilience.ConcurrencyLimiterOptions{
@@ -98,7 +109,7 @@ func newService() (http.Handler, error) {
 		},
 	})
 	if err != nil {
-		return nil, err // a *resilience.ConfigError naming the field
+		return nil, nil, err // a *resilience.ConfigError naming the field
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -106,7 +117,7 @@ func newService() (http.Handler, error) {
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok") }) // outside the group: never shed
 	api := e.Group("", mw.Handler)
 	api.GET("/orders/:id", order)
-	return e, nil
+	return e, mw.Inbound(), nil
 }
 
 // priority ranks a request that must queue by its X-Priority header.
