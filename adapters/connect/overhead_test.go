@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,7 +149,9 @@ func BenchmarkChiLimiterTimeout(b *testing.B)      { benchmark(b, "ChiLimiterTim
 
 // TestOverheadTable measures every contender in interleaved rounds, so a
 // burst of noise on a shared machine hits them all alike, and prints each
-// one's median with its overhead over its own bare framework. It runs only
+// one's median with its overhead over its own bare framework: wall time,
+// and the process's CPU time per call (user + system, every goroutine
+// included), which a loaded machine distorts less. It runs only
 // with -overhead:
 //
 //	go test -run TestOverheadTable -v ./adapters/connect/ -overhead
@@ -157,30 +160,47 @@ func TestOverheadTable(t *testing.T) {
 		t.Skip("run with -overhead to measure")
 	}
 	results := make([][]testing.BenchmarkResult, len(contenders))
+	cpu := make([][]float64, len(contenders)) // process CPU ns per call
 	for range *overheadRounds {
 		for i, c := range contenders {
 			h, err := c.build()
 			if err != nil {
 				t.Fatal(err)
 			}
-			results[i] = append(results[i], testing.Benchmark(func(b *testing.B) { serve(b, h, c.rpc) }))
+			var calls int
+			before := processCPU()
+			results[i] = append(results[i], testing.Benchmark(func(b *testing.B) { serve(b, h, c.rpc); calls += b.N }))
+			cpu[i] = append(cpu[i], float64(processCPU()-before)/float64(calls))
 		}
 	}
 	med := map[string]testing.BenchmarkResult{}
+	medCPU := map[string]float64{}
 	for i, rs := range results {
 		slices.SortFunc(rs, func(a, b testing.BenchmarkResult) int { return int(a.NsPerOp() - b.NsPerOp()) })
 		med[contenders[i].name] = rs[len(rs)/2]
+		slices.Sort(cpu[i])
+		medCPU[contenders[i].name] = cpu[i][len(cpu[i])/2]
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%-24s %9s %8s %10s %12s %10s %12s\n", "contender", "ns/op", "B/op", "allocs/op", "overhead ns", "+B/op", "+allocs/op")
+	fmt.Fprintf(&sb, "%-24s %9s %9s %8s %10s %12s %12s %10s %12s\n", "contender", "ns/op", "cpu ns/op", "B/op", "allocs/op",
+		"overhead ns", "overhead cpu", "+B/op", "+allocs/op")
 	for _, c := range contenders {
-		m := med[c.name]
-		base := m
+		m, mc := med[c.name], medCPU[c.name]
+		base, bc := m, mc
 		if c.base != "" {
-			base = med[c.base]
+			base, bc = med[c.base], medCPU[c.base]
 		}
-		fmt.Fprintf(&sb, "%-24s %9d %8d %10d %12d %10d %12d\n", c.name, m.NsPerOp(), m.AllocedBytesPerOp(), m.AllocsPerOp(),
-			m.NsPerOp()-base.NsPerOp(), m.AllocedBytesPerOp()-base.AllocedBytesPerOp(), m.AllocsPerOp()-base.AllocsPerOp())
+		fmt.Fprintf(&sb, "%-24s %9d %9.0f %8d %10d %12d %12.0f %10d %12d\n", c.name, m.NsPerOp(), mc, m.AllocedBytesPerOp(), m.AllocsPerOp(),
+			m.NsPerOp()-base.NsPerOp(), mc-bc, m.AllocedBytesPerOp()-base.AllocedBytesPerOp(), m.AllocsPerOp()-base.AllocsPerOp())
 	}
 	t.Logf("median of %d interleaved rounds:\n%s", *overheadRounds, sb.String())
+}
+
+// processCPU is the process's CPU time so far (user + system), in ns.
+func processCPU() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
