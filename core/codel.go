@@ -11,7 +11,10 @@ import "time"
 // doubles while throughput does not improve at all. CoDel tells the two
 // apart by one signal: whether the queue has been empty at some point in
 // the last Interval. If it has, the queue is absorbing a burst and behaves
-// as configured. If it has not, the queue is standing, and then
+// as configured. If it has not, the queue is standing, and it stays
+// standing until a whole Interval passes in which the limiter shed nothing
+// (so a queue that empties now and then under sustained overload does not
+// go back to long waits). While it stands,
 //
 //   - an execution that must queue gets Target as its queue timeout (if
 //     that is shorter than QueueTimeout);
@@ -64,19 +67,34 @@ func validateCoDel(typeName string, o *CoDelOptions) error {
 
 // codel is the state of the discipline inside a permitEngine, guarded by
 // the engine's mutex.
+//
+// The queue is judged standing once it has been non-empty for an interval,
+// and it then stays standing while the engine keeps shedding: it counts as
+// drained only after a whole interval in which nothing was shed (no waiter
+// timed out, was purged or evicted, and no newcomer found the queue full).
+// Judging by the queue's emptiness alone is not enough under sustained
+// overload: with newcomers held to the short target the queue empties
+// again and again (waiters time out, a grant takes the last one), and each
+// time a fresh interval would begin in which newcomers get the long queue
+// timeout, wait up to an interval and are then rejected late, the standing
+// queue's delay coming back as shed latency.
 type codel struct {
 	interval time.Duration
 	target   time.Duration
 	lifo     bool
 
-	// nonEmptySince is when the queue last went from empty to non-empty.
+	// nonEmptySince is when the queue last went from empty to non-empty
+	// while not standing.
 	nonEmptySince time.Time
-	// purgedEmptyAt is set when a purge or an eviction, not service,
-	// emptied the queue. A queue emptied by rejecting stale waiters, or by
-	// evicting its only waiter for a newcomer, has not drained, so the next
-	// push (if it comes within an interval) keeps the standing state instead
-	// of starting a fresh interval with long timeouts.
-	purgedEmptyAt time.Time
+	// overloaded is set once the queue has stood for an interval; it is
+	// cleared an interval after lastShed.
+	overloaded bool
+	lastShed   time.Time
+	// shedEmptyAt is set when shedding, not service, emptied the queue. A
+	// queue emptied by timing out, purging or evicting its waiters (a queue
+	// of one whose waiter each newcomer evicts) has not drained, so the next
+	// push, if it comes within an interval, does not start a fresh one.
+	shedEmptyAt time.Time
 }
 
 func newCoDel(o *CoDelOptions) *codel {
@@ -93,13 +111,39 @@ func newCoDel(o *CoDelOptions) *codel {
 	return c
 }
 
-// standing reports whether q has been non-empty for at least an interval.
+// standing reports whether the queue is standing at now, updating the
+// judgement: it starts once q has been non-empty for an interval and ends
+// an interval after the last shed.
 func (c *codel) standing(q *waitQueue, now time.Time) bool {
-	return q.n > 0 && now.Sub(c.nonEmptySince) >= c.interval
+	if c.overloaded {
+		if now.Sub(c.lastShed) < c.interval {
+			return true
+		}
+		c.overloaded = false
+		c.nonEmptySince = now // the waiters present start a fresh interval
+	}
+	if q.n > 0 && now.Sub(c.nonEmptySince) >= c.interval {
+		c.overloaded = true
+		c.lastShed = now // standing lasts at least an interval
+		return true
+	}
+	return false
+}
+
+// shedLocked records that the engine shed an execution at now (a queue
+// timeout, a purge, an eviction or a full queue), after removing it from q
+// if it was queued: evidence that the overload goes on.
+func (c *codel) shedLocked(q *waitQueue, now time.Time) {
+	if c.overloaded && now.After(c.lastShed) {
+		c.lastShed = now
+	}
+	if q.n == 0 {
+		c.shedEmptyAt = now
+	}
 }
 
 // purgeLocked rejects, oldest first, the waiters of a standing queue that
-// have waited longer than the target, and reports whether the queue was
+// have waited longer than the target, and reports whether the queue is
 // standing. While waiters of several priorities queue, the best priority
 // present is spared: a standing queue sheds the less important classes
 // first, and the best class is judged only once it waits alone.
@@ -114,11 +158,9 @@ func (c *codel) purgeLocked(q *waitQueue, now time.Time) bool {
 			q.remove(w)
 			w.state = waiterTimedOut
 			close(w.ready)
+			c.shedLocked(q, now)
 		}
 		w = next
-	}
-	if q.n == 0 {
-		c.purgedEmptyAt = now
 	}
 	return true
 }
@@ -139,25 +181,16 @@ func sparesNewcomer(q *waitQueue, p int) bool {
 	return len(q.lists) > 0 && p <= q.lists[0].priority && q.lists[len(q.lists)-1].priority > p
 }
 
-// onEvictLocked is called after the overflow policy evicted a waiter to
-// make room for a newcomer. If that emptied the queue (a queue of one), it
-// is not the queue draining: the newcomer takes the place at once.
-func (c *codel) onEvictLocked(q *waitQueue, now time.Time) {
-	if q.n == 0 {
-		c.purgedEmptyAt = now
-	}
-}
-
 // onPushLocked records the start of a non-empty period when a waiter joins
-// an empty queue.
+// an empty queue that is not standing.
 func (c *codel) onPushLocked(q *waitQueue, now time.Time) {
 	if q.n > 0 {
 		return
 	}
-	if c.purgedEmptyAt.IsZero() || now.Sub(c.purgedEmptyAt) >= c.interval {
+	if !c.overloaded && (c.shedEmptyAt.IsZero() || now.Sub(c.shedEmptyAt) >= c.interval) {
 		c.nonEmptySince = now
 	}
-	c.purgedEmptyAt = time.Time{}
+	c.shedEmptyAt = time.Time{}
 }
 
 // shorten returns the queue timeout for a waiter joining a standing queue.

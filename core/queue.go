@@ -341,6 +341,9 @@ func (e *permitEngine) wait(ctx context.Context, p int) (time.Duration, error) {
 			}
 		}
 		if victim == nil {
+			if e.codel != nil {
+				e.codel.shedLocked(&e.queue, start)
+			}
 			e.mu.Unlock()
 			return 0, errBulkheadFull
 		}
@@ -348,7 +351,7 @@ func (e *permitEngine) wait(ctx context.Context, p int) (time.Duration, error) {
 		victim.state = waiterEvicted
 		close(victim.ready)
 		if e.codel != nil {
-			e.codel.onEvictLocked(&e.queue, start)
+			e.codel.shedLocked(&e.queue, start)
 		}
 	}
 	w := &waiter{priority: p, queuedAt: start, ready: make(chan struct{})}
@@ -380,6 +383,9 @@ func (e *permitEngine) wait(ctx context.Context, p int) (time.Duration, error) {
 		if w.state == waiterQueued { // nobody granted or evicted it first
 			e.queue.remove(w)
 			w.state = ended
+			if ended == waiterTimedOut && e.codel != nil {
+				e.codel.shedLocked(&e.queue, time.Now())
+			}
 		}
 		e.mu.Unlock()
 	}
@@ -416,8 +422,13 @@ func (e *permitEngine) purgeFullLocked() bool {
 	if e.codel == nil {
 		return false
 	}
-	e.codel.purgeLocked(&e.queue, time.Now())
-	return e.queue.len() < e.queueLimit
+	now := time.Now()
+	e.codel.purgeLocked(&e.queue, now)
+	if e.queue.len() < e.queueLimit {
+		return true
+	}
+	e.codel.shedLocked(&e.queue, now) // the newcomer is rejected
+	return false
 }
 
 // releaseLocked returns one permit, passing it to the best waiter if there
