@@ -95,6 +95,14 @@ type codel struct {
 	// of one whose waiter each newcomer evicts) has not drained, so the next
 	// push, if it comes within an interval, does not start a fresh one.
 	shedEmptyAt time.Time
+	// worstShed is the largest priority number shed while standing,
+	// shedAt when; an interval later it is forgotten. The best class is
+	// spared while a worse one is queued or was shed that recently: with
+	// permits freed in bursts, the worse waiters time out during a gap
+	// between grants, and the best class would otherwise be judged alone
+	// for the rest of the gap.
+	worstShed   int
+	worstShedAt time.Time
 }
 
 func newCoDel(o *CoDelOptions) *codel {
@@ -134,6 +142,16 @@ func (c *codel) standing(q *waitQueue, now time.Time) bool {
 // timeout, a purge, an eviction or a full queue), after removing it from q
 // if it was queued: evidence that the overload goes on.
 func (c *codel) shedLocked(q *waitQueue, now time.Time) {
+	c.shedLockedPriority(q, now, false, 0)
+}
+
+// shedLockedPriority is shedLocked for an execution of known priority p
+// (known is false for a newcomer rejected before its priority was
+// computed).
+func (c *codel) shedLockedPriority(q *waitQueue, now time.Time, known bool, p int) {
+	if known && c.overloaded && (!c.recentWorse(now) || p > c.worstShed) {
+		c.worstShed, c.worstShedAt = p, now
+	}
 	if c.overloaded && now.After(c.lastShed) {
 		c.lastShed = now
 	}
@@ -151,34 +169,48 @@ func (c *codel) purgeLocked(q *waitQueue, now time.Time) bool {
 	if !c.standing(q, now) {
 		return false
 	}
-	spared, spare := protectedPriority(q)
+	spared, spare := c.protectedPriority(q, now)
 	for w := q.oldest; w != nil && now.Sub(w.queuedAt) > c.target; {
 		next := w.newer
 		if !spare || w.priority != spared {
 			q.remove(w)
 			w.state = waiterTimedOut
 			close(w.ready)
-			c.shedLocked(q, now)
+			c.shedLockedPriority(q, now, true, w.priority)
 		}
 		w = next
 	}
 	return true
 }
 
+// recentWorse reports whether worstShed is recent enough to count.
+func (c *codel) recentWorse(now time.Time) bool {
+	return !c.worstShedAt.IsZero() && now.Sub(c.worstShedAt) < c.interval
+}
+
 // protectedPriority returns the best priority queued and true when a worse
-// one is queued too: the class CoDel spares.
-func protectedPriority(q *waitQueue) (int, bool) {
-	if len(q.lists) < 2 {
+// one is queued too or was shed within the last interval: the class CoDel
+// spares.
+func (c *codel) protectedPriority(q *waitQueue, now time.Time) (int, bool) {
+	if len(q.lists) == 0 {
 		return 0, false
 	}
-	return q.lists[0].priority, true
+	best := q.lists[0].priority
+	return best, len(q.lists) > 1 || (c.recentWorse(now) && c.worstShed > best)
 }
 
 // sparesNewcomer reports whether a newcomer of priority p joins the spared
-// class: it is at least as good as every waiter and a worse one is queued.
-// It keeps its configured queue timeout.
-func sparesNewcomer(q *waitQueue, p int) bool {
-	return len(q.lists) > 0 && p <= q.lists[0].priority && q.lists[len(q.lists)-1].priority > p
+// class: it is at least as good as every waiter, and a worse one is queued
+// or was shed within the last interval. It keeps its configured queue
+// timeout.
+func (c *codel) sparesNewcomer(q *waitQueue, p int, now time.Time) bool {
+	if len(q.lists) > 0 && p > q.lists[0].priority {
+		return false
+	}
+	if len(q.lists) > 0 && q.lists[len(q.lists)-1].priority > p {
+		return true
+	}
+	return c.recentWorse(now) && c.worstShed > p
 }
 
 // onPushLocked records the start of a non-empty period when a waiter joins

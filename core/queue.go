@@ -324,7 +324,7 @@ func (e *permitEngine) acquireSlowLocked(ctx context.Context) (time.Duration, er
 func (e *permitEngine) wait(ctx context.Context, p int) (time.Duration, error) {
 	start := time.Now()
 	timeoutAfter := e.queueTimeout
-	if e.codel != nil && e.codel.purgeLocked(&e.queue, start) && !sparesNewcomer(&e.queue, p) {
+	if e.codel != nil && e.codel.purgeLocked(&e.queue, start) && !e.codel.sparesNewcomer(&e.queue, p, start) {
 		// The queue is standing: newcomers get the short target as their
 		// queue timeout, so a standing queue drains (the spared best class
 		// excepted).
@@ -342,7 +342,7 @@ func (e *permitEngine) wait(ctx context.Context, p int) (time.Duration, error) {
 		}
 		if victim == nil {
 			if e.codel != nil {
-				e.codel.shedLocked(&e.queue, start)
+				e.codel.shedLockedPriority(&e.queue, start, true, p)
 			}
 			e.mu.Unlock()
 			return 0, errBulkheadFull
@@ -351,7 +351,7 @@ func (e *permitEngine) wait(ctx context.Context, p int) (time.Duration, error) {
 		victim.state = waiterEvicted
 		close(victim.ready)
 		if e.codel != nil {
-			e.codel.shedLocked(&e.queue, start)
+			e.codel.shedLockedPriority(&e.queue, start, true, victim.priority)
 		}
 	}
 	w := &waiter{priority: p, queuedAt: start, ready: make(chan struct{})}
@@ -384,7 +384,7 @@ func (e *permitEngine) wait(ctx context.Context, p int) (time.Duration, error) {
 			e.queue.remove(w)
 			w.state = ended
 			if ended == waiterTimedOut && e.codel != nil {
-				e.codel.shedLocked(&e.queue, time.Now())
+				e.codel.shedLockedPriority(&e.queue, time.Now(), true, w.priority)
 			}
 		}
 		e.mu.Unlock()
