@@ -14,7 +14,8 @@ import "time"
 // as configured. If it has not, the queue is standing, and it stays
 // standing until a whole Interval passes in which the limiter shed nothing
 // (so a queue that empties now and then under sustained overload does not
-// go back to long waits). While it stands,
+// go back to long waits); for 16 intervals after that, a queue non-empty
+// for Target is standing again. While it stands,
 //
 //   - an execution that must queue gets Target as its queue timeout (if
 //     that is shorter than QueueTimeout);
@@ -90,6 +91,15 @@ type codel struct {
 	// cleared an interval after lastShed.
 	overloaded bool
 	lastShed   time.Time
+	// standingEnded is when the queue last stopped counting as standing.
+	// For recallIntervals after it, a queue that stays non-empty for a
+	// target (not a whole interval) is standing again: overload that
+	// pauses for an interval (permits freed in bursts leave stretches in
+	// which nothing is shed) resumes with short waits, not with an
+	// interval of full queue timeouts. RFC 8289 keeps its drop state
+	// for 16 intervals after leaving the dropping state for the same
+	// reason.
+	standingEnded time.Time
 	// shedEmptyAt is set when shedding, not service, emptied the queue. A
 	// queue emptied by timing out, purging or evicting its waiters (a queue
 	// of one whose waiter each newcomer evicts) has not drained, so the next
@@ -128,14 +138,28 @@ func (c *codel) standing(q *waitQueue, now time.Time) bool {
 			return true
 		}
 		c.overloaded = false
-		c.nonEmptySince = now // the waiters present start a fresh interval
+		c.standingEnded = c.lastShed.Add(c.interval) // judged lazily: it ended then
+		c.nonEmptySince = now                        // the waiters present start a fresh interval
 	}
-	if q.n > 0 && now.Sub(c.nonEmptySince) >= c.interval {
+	if q.n > 0 && now.Sub(c.nonEmptySince) >= c.standAfter(now) {
 		c.overloaded = true
 		c.lastShed = now // standing lasts at least an interval
 		return true
 	}
 	return false
+}
+
+// recallIntervals is how many intervals after the queue stopped standing a
+// target's worth of queueing makes it standing again.
+const recallIntervals = 16
+
+// standAfter returns how long the queue must be non-empty to be standing:
+// an interval, or a target shortly after it last stood.
+func (c *codel) standAfter(now time.Time) time.Duration {
+	if !c.standingEnded.IsZero() && now.Sub(c.standingEnded) < recallIntervals*c.interval {
+		return c.target
+	}
+	return c.interval
 }
 
 // shedLocked records that the engine shed an execution at now (a queue

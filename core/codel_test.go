@@ -56,6 +56,42 @@ func TestCoDelShortensTimeoutOnlyWhenStanding(t *testing.T) {
 	})
 }
 
+// Invariant: the quick return to the standing state is for overload that
+// resumes soon after a pause; 16 intervals after the queue last stood, a
+// burst gets the full queue timeout again.
+func TestCoDelForgetsStandingAfterRecall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 10, QueueTimeout: time.Second,
+			CoDel: &CoDelOptions{Interval: 100 * time.Millisecond, Target: 5 * time.Millisecond}})
+		if err := l.Acquire(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		old := startAcquire(l, 0)
+		time.Sleep(110 * time.Millisecond)
+		young := startAcquire(l, 0) // standing: old is purged, young gets 5 ms
+		wantReason(t, old.wantResult(t), ReasonQueueTimeout)
+		time.Sleep(6 * time.Millisecond)
+		synctest.Wait()
+		wantReason(t, young.wantResult(t), ReasonQueueTimeout)
+
+		time.Sleep(2 * time.Second) // quiet: nothing queued, nothing shed
+		burst := startAcquire(l, 0)
+		time.Sleep(50 * time.Millisecond)
+		other := startAcquire(l, 0) // a queue operation: the queue is judged
+		synctest.Wait()
+		burst.wantWaiting(t)
+		other.wantWaiting(t)
+		l.Release()
+		synctest.Wait()
+		burst.wantGranted(t)
+		l.Release()
+		synctest.Wait()
+		other.wantGranted(t)
+		l.Release()
+		wantStats(t, l, LimiterStats{Limit: 1})
+	})
+}
+
 // Invariant: an eviction that makes room for a newcomer is not the queue
 // draining. With a queue of one and drop-oldest, every arrival evicts the
 // only waiter and so empties the queue for an instant; that used to restart
@@ -118,19 +154,19 @@ func TestCoDelAdaptiveLIFO(t *testing.T) {
 }
 
 // codelSim offers 1.6 times the capacity of a fixed limiter (permit limit =
-// capacity, queue = permit limit) for 20 s and returns the admitted
+// 100, queue = permit limit, executions of the given service time) for
+// 20 s and returns the admitted
 // latencies (queue wait plus service) and the shed latencies (from the
 // call to its rejection) after a 2 s warm-up, and the goodput over that
 // span. Arrivals are evenly spaced, or a Poisson process drawn from rng
 // if it is not nil.
-func codelSim(t *testing.T, codel *CoDelOptions, rng *rand.Rand) (lat, shed []time.Duration, goodput float64) {
+func codelSim(t *testing.T, codel *CoDelOptions, service time.Duration, rng *rand.Rand) (lat, shed []time.Duration, goodput float64) {
 	const (
 		permits = 100
-		service = 100 * time.Millisecond
-		rate    = 1600 // 1.6 × 100 / 100 ms
 		warmup  = 2 * time.Second
 		run     = 20 * time.Second
 	)
+	rate := 1.6 * permits / service.Seconds()
 	synctest.Test(t, func(t *testing.T) {
 		l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: permits, QueueLimit: permits,
 			QueueTimeout: time.Second, CoDel: codel})
@@ -198,8 +234,8 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 // while plain FIFO shows the standing queue's delay.
 func TestCoDelSustainedOverloadSimulation(t *testing.T) {
 	const service = 100 * time.Millisecond
-	fifo, _, fifoGood := codelSim(t, nil, nil)
-	cd, _, cdGood := codelSim(t, &CoDelOptions{}, nil)
+	fifo, _, fifoGood := codelSim(t, nil, service, nil)
+	cd, _, cdGood := codelSim(t, &CoDelOptions{}, service, nil)
 	t.Logf("FIFO:  admitted p50 %v p99 %v, goodput %.1f%%", percentile(fifo, 0.5), percentile(fifo, 0.99), 100*fifoGood)
 	t.Logf("CoDel: admitted p50 %v p99 %v, goodput %.1f%%", percentile(cd, 0.5), percentile(cd, 0.99), 100*cdGood)
 	if p99 := percentile(cd, 0.99); p99 > service*12/10 {
@@ -294,20 +330,36 @@ func bestClassSim(t *testing.T, rng *rand.Rand) {
 // queue timeout, and they were rejected up to an interval (100 ms) later,
 // when the queue was judged standing again.
 func TestCoDelShedsFastUnderSustainedOverload(t *testing.T) {
-	const service = 100 * time.Millisecond
-	lat, shed, good := codelSim(t, &CoDelOptions{}, rand.New(rand.NewPCG(1, 2)))
-	if len(shed) == 0 {
-		t.Fatal("nothing shed at 1.6 × capacity")
-	}
-	t.Logf("admitted p99 %v, shed p50 %v p99 %v max %v, goodput %.1f%%",
-		percentile(lat, 0.99), percentile(shed, 0.5), percentile(shed, 0.99), shed[len(shed)-1], 100*good)
-	if p99 := percentile(shed, 0.99); p99 > 4*defaultCoDelTarget {
-		t.Errorf("shed p99 = %v, want ≤ %v (four targets)", p99, 4*defaultCoDelTarget)
-	}
-	if p99 := percentile(lat, 0.99); p99 > service*115/100 {
-		t.Errorf("admitted p99 = %v, want ≤ %v", p99, service*115/100)
-	}
-	if good < 0.99 {
-		t.Errorf("goodput = %.1f%% of capacity, want ≥ 99%%", 100*good)
+	for _, c := range []struct {
+		name    string
+		service time.Duration
+		rng     *rand.Rand
+	}{
+		{"poisson", 100 * time.Millisecond, rand.New(rand.NewPCG(1, 2))},
+		// Even arrivals and a fixed 200 ms service keep the first burst's
+		// shape: each 200 ms, 125 ms in which permits free as fast as
+		// requests arrive (nothing shed) and 75 ms without a grant. The
+		// 125 ms without shedding ends the standing state; the gap that
+		// follows must be judged standing again at once, not after a
+		// fresh interval of full queue timeouts.
+		{"even-bursty", 200 * time.Millisecond, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lat, shed, good := codelSim(t, &CoDelOptions{}, c.service, c.rng)
+			if len(shed) == 0 {
+				t.Fatal("nothing shed at 1.6 × capacity")
+			}
+			t.Logf("admitted p99 %v, shed p50 %v p99 %v max %v, goodput %.1f%%",
+				percentile(lat, 0.99), percentile(shed, 0.5), percentile(shed, 0.99), shed[len(shed)-1], 100*good)
+			if p99 := percentile(shed, 0.99); p99 > 4*defaultCoDelTarget {
+				t.Errorf("shed p99 = %v, want ≤ %v (four targets)", p99, 4*defaultCoDelTarget)
+			}
+			if p99 := percentile(lat, 0.99); p99 > c.service*115/100 {
+				t.Errorf("admitted p99 = %v, want ≤ %v", p99, c.service*115/100)
+			}
+			if good < 0.99 {
+				t.Errorf("goodput = %.1f%% of capacity, want ≥ 99%%", 100*good)
+			}
+		})
 	}
 }
