@@ -11,9 +11,10 @@ import (
 // Ours returns the project's own configurations, by mode name:
 //
 //   - none: no shedding at all (the pass-through baseline);
-//   - fixed: the fixed limiter as the README configures it (limit, queue,
-//     queue timeout, timeout);
-//   - fixed-codel: the same with the CoDel queue discipline;
+//   - fixed: the fixed limiter (limit, queue, queue timeout, timeout)
+//     without CoDel;
+//   - fixed-codel: the same with the CoDel queue discipline, as the README
+//     and docs/guide.md recommend;
 //   - fixed-droplow: the fixed limiter whose full queue drops its
 //     lowest-priority waiter for a better newcomer;
 //   - adaptive: the adaptive limiter with its defaults (untuned), with
