@@ -117,6 +117,12 @@
 // down. Stats must read the adapter's live counters: an adapter built on
 // inbound.Middleware passes its Stats method.
 //
+// An adapter whose rejections are not inbound's JSON bodies but a
+// protocol's own errors (Connect's, say) sets Harness.DecodeRejection to
+// read them: the suite still checks the status and, through the decoder,
+// the code, reason and message of every rejection. Without one,
+// DecodeJSONRejection checks inbound's body field by field.
+//
 // Run the test with -race; goleak (go.uber.org/goleak) in the package's
 // TestMain catches goroutines left behind. Add -v to see every case and
 // the stress and overload figures.

@@ -1,9 +1,7 @@
 package conformance
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -392,53 +390,6 @@ func waitGroupWithin(wg *sync.WaitGroup, d time.Duration) bool {
 		return true
 	case <-time.After(d):
 		return false
-	}
-}
-
-// rejectionBody is the JSON body inbound renders for a rejection.
-type rejectionBody struct {
-	StatusCode int    `json:"statusCode"`
-	Error      string `json:"error"`
-	Message    string `json:"message"`
-	Code       string `json:"code"`
-	Reason     string `json:"reason"`
-}
-
-// expectRejection checks a rejection response: status, JSON content type
-// and body with the given code and (if not empty) reason.
-func expectRejection(t *caseT, what string, r result, status int, code, reason string) {
-	t.Helper()
-	if r.err != nil {
-		t.Errorf("%s: want %d %s, got %v", what, status, code, r.err)
-		return
-	}
-	if r.status != status {
-		t.Errorf("%s: status %d, want %d (body %q)", what, r.status, status, truncate(string(r.body), 200))
-		return
-	}
-	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		t.Errorf("%s: Content-Type %q, want application/json", what, ct)
-	}
-	var b rejectionBody
-	dec := json.NewDecoder(bytes.NewReader(r.body))
-	if err := dec.Decode(&b); err != nil {
-		t.Errorf("%s: body %q is not the JSON rejection: %v", what, truncate(string(r.body), 200), err)
-		return
-	}
-	if b.StatusCode != status {
-		t.Errorf("%s: body statusCode %d, want %d", what, b.StatusCode, status)
-	}
-	if b.Error != http.StatusText(status) {
-		t.Errorf("%s: body error %q, want %q", what, b.Error, http.StatusText(status))
-	}
-	if b.Message == "" {
-		t.Errorf("%s: body message is empty", what)
-	}
-	if b.Code != code {
-		t.Errorf("%s: body code %q, want %q", what, b.Code, code)
-	}
-	if reason != "" && b.Reason != reason {
-		t.Errorf("%s: body reason %q, want %q", what, b.Reason, reason)
 	}
 }
 

@@ -52,6 +52,12 @@ type Harness struct {
 	// while it fails and fails the run once it passes, so the list cannot go
 	// stale. An unknown case name fails the run.
 	KnownFailing map[string]string
+
+	// DecodeRejection reads a rejection's body in the adapter's protocol,
+	// for an adapter whose rejections are not inbound's JSON bodies (an RPC
+	// protocol's own errors). Nil means DecodeJSONRejection, which checks
+	// inbound's body.
+	DecodeRejection RejectionDecoder
 }
 
 // Config is what Harness.Start serves. Each case builds its own. A plain

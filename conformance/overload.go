@@ -1,9 +1,7 @@
 package conformance
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -157,8 +155,7 @@ func overloadAttempt(t *caseT, e *env, attempt int) (problems []string) {
 				lastOK = sm.end
 			}
 		case r.status == http.StatusServiceUnavailable:
-			var b rejectionBody
-			_ = json.NewDecoder(bytes.NewReader(r.body)).Decode(&b)
+			b, _ := t.decodeRejection(r)
 			if b.Reason == string(resilience.ReasonQueueTimeout) {
 				queueTimeouts++
 			} else {

@@ -97,7 +97,7 @@ func runCase(t *testing.T, h Harness, c Case) {
 	if variant == "pinned" {
 		t.Logf("adapter %s lacks %q (%s); running the pinned variant: %s", h.Name, c.Requires, missingReason, c.Pinned)
 	}
-	ct := &caseT{t: t}
+	ct := &caseT{t: t, decode: h.DecodeRejection}
 	ct.execute(func(ct *caseT) { body(ct, &env{t: ct, h: h}) })
 	failures := ct.Failures()
 
@@ -137,7 +137,8 @@ func indent(lines []string) string {
 // as with testing.T. Cleanup functions run last-in first-out when the case
 // ends, whatever the outcome.
 type caseT struct {
-	t *testing.T
+	t      *testing.T
+	decode RejectionDecoder // the harness's; nil for inbound's JSON
 
 	mu       sync.Mutex
 	failures []string

@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -172,7 +171,7 @@ func caseStress(t *caseT, e *env) {
 					// rejections while a slow handler holds the permits.
 					time.Sleep(3 * time.Millisecond)
 				}
-				label, ok := classify(p.kind, r)
+				label, ok := classify(t, p.kind, r)
 				mu.Lock()
 				outcomes[p.kind+" → "+label]++
 				if !ok {
@@ -218,15 +217,14 @@ func caseStress(t *caseT, e *env) {
 // for a handler of that kind. Any request may be shed (503), and any
 // request may get a 504: on a loaded machine even an instant handler can
 // be descheduled past the deadline.
-func classify(kind string, r result) (string, bool) {
+func classify(t *caseT, kind string, r result) (string, bool) {
 	if r.err != nil {
 		// Connections are closed by panics, and by the client itself.
 		return "closed", kind == "panic" || kind == "abort" || kind == "cancel"
 	}
 	label := strconv.Itoa(r.status)
 	if r.status == http.StatusServiceUnavailable {
-		var b rejectionBody
-		_ = json.Unmarshal(r.body, &b)
+		b, _ := t.decodeRejection(r)
 		label += " " + b.Reason
 	}
 	switch r.status {

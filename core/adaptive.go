@@ -19,11 +19,22 @@ const (
 	// algorithms lower the limit on it.
 	LimitDropped
 	// LimitIgnored: the execution says nothing about the service's
-	// capacity (the caller gave up, the request was invalid); no sample.
+	// capacity (the request was invalid, the connection was taken over);
+	// no sample.
 	LimitIgnored
+	// LimitAbandoned: the caller left before the execution finished. The
+	// limiter decides: a caller that left after the execution had run
+	// longer than twice the latency the limiter considers normal (its
+	// slowly rising baseline of window mean round-trip times) is evidence
+	// of overload and counts as a drop; one that left sooner (a user who
+	// navigated away) says nothing and is ignored. Without a baseline yet,
+	// or for an execution that was not timed (see AdaptiveLimiter), it is
+	// ignored; a timed one weighs as many drops as the executions it
+	// stands for.
+	LimitAbandoned
 )
 
-// String returns "sample", "drop" or "ignore".
+// String returns "sample", "drop", "ignore" or "abandon".
 func (o LimitOutcome) String() string {
 	switch o {
 	case LimitSampled:
@@ -32,6 +43,8 @@ func (o LimitOutcome) String() string {
 		return "drop"
 	case LimitIgnored:
 		return "ignore"
+	case LimitAbandoned:
+		return "abandon"
 	}
 	return "LimitOutcome(" + strconv.Itoa(int(o)) + ")"
 }
@@ -39,10 +52,9 @@ func (o LimitOutcome) String() string {
 // Classifier decides how an adaptive limiter counts an execution: ctx is
 // the context the limiter ran it with and err what the rest of the
 // pipeline returned. It runs on every execution, so it must be fast, and
-// safe for concurrent use. It has no error result: an unknown value counts
-// as a sample. If it panics, the permit is returned without a sample and
-// the panic propagates. A nil Classifier in
-// AdaptiveLimiterOptions means DefaultClassify.
+// safe for concurrent use; an unknown result counts as a sample. If it
+// panics, the permit is returned without a sample and the panic
+// propagates.
 type Classifier func(ctx context.Context, err error) LimitOutcome
 
 // DefaultClassify is the classifier an adaptive limiter uses unless told
@@ -55,9 +67,11 @@ type Classifier func(ctx context.Context, err error) LimitOutcome
 //     context.DeadlineExceeded returned by the callback is a drop: timeouts
 //     are overload, and ignoring them lets the limit climb while every
 //     execution times out;
-//   - the limiter's context cancelled (the client went away) is ignored, as
-//     is a rejection by a strategy inside (ErrRejected): neither measured
-//     the service;
+//   - the limiter's context cancelled (the client went away) is
+//     LimitAbandoned: overload evidence if the client had waited longer
+//     than the limiter expects, ignored otherwise;
+//   - a rejection by a strategy inside (ErrRejected) is ignored: it did not
+//     measure the service;
 //   - any other error is a sample: a failing execution still took time.
 func DefaultClassify(ctx context.Context, err error) LimitOutcome {
 	if err == nil {
@@ -67,7 +81,7 @@ func DefaultClassify(ctx context.Context, err error) LimitOutcome {
 	case context.DeadlineExceeded:
 		return LimitDropped
 	case context.Canceled:
-		return LimitIgnored
+		return LimitAbandoned
 	}
 	if errors.Is(err, ErrTimeoutRejected) || errors.Is(err, context.DeadlineExceeded) {
 		return LimitDropped
@@ -188,6 +202,12 @@ type AdaptiveLimiter struct {
 	permitEngine // its mu also guards the fields below
 
 	estimate float64 // the algorithm's limit, unrounded
+	// baseRTT is the latency the limiter considers normal, for judging
+	// abandoned executions: it falls at once to a lower window mean RTT
+	// and rises by baseRTTRise per window otherwise, so a collapse (every
+	// window slower than the last) cannot talk it up quickly. 0 until the
+	// first window with samples.
+	baseRTT  int64
 	win      sampleWindow
 	updating bool   // a window is with the algorithm; the next one waits
 	pick     uint64 // xorshift state choosing the sparsely timed executions
@@ -210,6 +230,14 @@ const maxWindow = int64(time.Second)
 // often than every millisecond gains nothing and would put the algorithm
 // on the hot path of very fast services.
 const minWindow = int64(time.Millisecond)
+
+// baseRTTRise is how fast the abandonment baseline follows latency up:
+// 1/64 of itself per window, doubling in about 45 windows.
+const baseRTTRise = 64
+
+// abandonFactor is how many times the baseline a caller must have waited
+// for its leaving to count as overload.
+const abandonFactor = 2
 
 // windowMinSamples is the number of samples a window needs (or the limit,
 // if smaller) before it may close.
@@ -484,13 +512,23 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) *HookPanicEr
 		a.mu.Unlock()
 		panic("resilience: AdaptiveLimiter permit released without being held")
 	}
+	w := &a.win
+	weight := int64(1)
+	if o == LimitAbandoned {
+		// Only a timed execution knows how long it ran; it stands for
+		// weight executions, as in the mean.
+		if p.weight == 0 || a.baseRTT == 0 || now-p.start <= abandonFactor*a.baseRTT {
+			o = LimitIgnored
+		} else {
+			o, weight = LimitDropped, p.weight
+		}
+	}
 	if o == LimitIgnored {
 		a.mu.Unlock()
 		return nil
 	}
-	w := &a.win
 	if o == LimitDropped {
-		w.drops++
+		w.drops += int(weight)
 	} else {
 		w.samples++
 		if p.weight > 0 {
@@ -530,6 +568,12 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) *HookPanicEr
 	}
 	if w.samples > 0 {
 		s.RTT = time.Duration(w.rttSum / w.rttWeight)
+		if rtt := int64(s.RTT); a.baseRTT == 0 || rtt < a.baseRTT {
+			a.baseRTT = rtt
+		} else {
+			a.baseRTT += max(a.baseRTT/baseRTTRise, 1)
+			a.baseRTT = min(a.baseRTT, rtt)
+		}
 	}
 	length := w.length
 	if w.samples > 0 {

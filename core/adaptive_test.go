@@ -130,7 +130,7 @@ func TestDefaultClassify(t *testing.T) {
 		{"own deadline", dl, context.DeadlineExceeded, LimitDropped},
 		{"inner timeout strategy", bg, &TimeoutRejectedError{Timeout: time.Second}, LimitDropped},
 		{"inner deadline", bg, context.DeadlineExceeded, LimitDropped},
-		{"caller cancelled", cc, context.Canceled, LimitIgnored},
+		{"caller cancelled", cc, context.Canceled, LimitAbandoned},
 		{"inner rejection", bg, errBulkheadFull, LimitIgnored},
 	} {
 		if got := DefaultClassify(c.ctx, c.err); got != c.want {

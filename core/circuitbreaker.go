@@ -22,7 +22,8 @@ const (
 	// rejected meanwhile.
 	CircuitHalfOpen
 	// CircuitIsolated: opened by hand (Isolate); every execution is
-	// rejected with *IsolatedCircuitError until Close.
+	// rejected with a *BrokenCircuitError whose Isolated is set, until
+	// Close.
 	CircuitIsolated
 )
 
@@ -130,7 +131,7 @@ const (
 // again; one that succeeds closes it with fresh statistics. If a probe is
 // still running after another BreakDuration, one more probe is let
 // through, so a hung probe cannot hold the circuit half-open forever.
-// Isolate holds it open by hand (*IsolatedCircuitError) until Close.
+// Isolate holds it open by hand (BrokenCircuitError.Isolated) until Close.
 //
 // Outcomes of executions that started in an earlier state (a slow call
 // admitted while closed that returns after the circuit opened) are ignored.
@@ -431,7 +432,7 @@ func (cb *CircuitBreaker[T]) closeLocked() {
 }
 
 // Isolate opens the circuit by hand and holds it open: every execution is
-// rejected with *IsolatedCircuitError until Close. Use it to take a
+// rejected with a *BrokenCircuitError whose Isolated is set, until Close. Use it to take a
 // dependency out of service (maintenance, a known outage). Isolate and
 // Close run outside any pipeline, so they emit no telemetry event; they
 // call OnOpened and OnClosed with Manual set and ctx.
@@ -474,7 +475,7 @@ func (cb *CircuitBreaker[T]) report(ctx context.Context, tel Telemetry, tr *tran
 }
 
 // errIsolatedCircuit is shared: it carries nothing per execution.
-var errIsolatedCircuit = &IsolatedCircuitError{}
+var errIsolatedCircuit = &BrokenCircuitError{Isolated: true}
 
 // healthWindow counts outcomes over a rolling sampling duration in
 // healthBuckets buckets, so old outcomes age out a tenth of the window at a

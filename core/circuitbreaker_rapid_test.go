@@ -220,7 +220,7 @@ func checkRejection(t *rapid.T, got, want error) {
 		if !errors.As(got, &gb) || gb.RetryAfter != wb.RetryAfter {
 			t.Fatalf("got %v, model expects %v", got, want)
 		}
-	case !errors.Is(got, ErrIsolatedCircuit):
+	case !errors.As(got, &gb) || !gb.Isolated:
 		t.Fatalf("got %v, model expects %v", got, want)
 	}
 }

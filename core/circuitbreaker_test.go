@@ -49,7 +49,7 @@ func TestCircuitBreakerOpensAtRatioAndThroughput(t *testing.T) {
 		if called || !errors.As(err, &be) || be.RetryAfter != 3*time.Second {
 			t.Fatalf("called=%v err=%v", called, err)
 		}
-		if !errors.Is(err, ErrBrokenCircuit) || !errors.Is(err, ErrRejected) || errors.Is(err, ErrIsolatedCircuit) {
+		if !errors.Is(err, ErrBrokenCircuit) || !errors.Is(err, ErrRejected) || be.Isolated {
 			t.Fatalf("%v matches the wrong sentinels", err)
 		}
 		opened := rec.named(EventCircuitOpened)
@@ -236,7 +236,7 @@ func TestCircuitBreakerPanickingProbeFreesTheSlot(t *testing.T) {
 	})
 }
 
-// Invariant: Isolate rejects everything with *IsolatedCircuitError until
+// Invariant: Isolate rejects everything with an isolated *BrokenCircuitError until
 // Close, which closes with fresh statistics; manual transitions call the
 // callbacks with Manual set.
 func TestCircuitBreakerIsolateAndClose(t *testing.T) {
@@ -248,8 +248,8 @@ func TestCircuitBreakerIsolateAndClose(t *testing.T) {
 	cb.Isolate(context.Background())
 	cb.Isolate(context.Background()) // idempotent
 	_, err := p.Execute(context.Background(), succeed)
-	var ie *IsolatedCircuitError
-	if !errors.As(err, &ie) || !errors.Is(err, ErrIsolatedCircuit) || !errors.Is(err, ErrBrokenCircuit) || !errors.Is(err, ErrRejected) {
+	var ie *BrokenCircuitError
+	if !errors.As(err, &ie) || !ie.Isolated || ie.RetryAfter != 0 || !errors.Is(err, ErrBrokenCircuit) || !errors.Is(err, ErrRejected) {
 		t.Fatalf("err = %v", err)
 	}
 	if cb.State() != CircuitIsolated || cb.State().String() != "isolated" {
@@ -344,7 +344,7 @@ func TestCircuitStateString(t *testing.T) {
 			t.Errorf("%d: %q", s, s.String())
 		}
 	}
-	if (&BrokenCircuitError{RetryAfter: time.Second}).Error() == "" || (&IsolatedCircuitError{}).Error() == "" {
+	if (&BrokenCircuitError{RetryAfter: time.Second}).Error() == "" || (&BrokenCircuitError{Isolated: true}).Error() == "" {
 		t.Error("empty message")
 	}
 }

@@ -21,7 +21,12 @@ import "time"
 //   - with AdaptiveLIFO, freed permits go to the newest waiter of the best
 //     priority, whose client is the most likely to still be waiting.
 //
-// Priorities still apply: a standing queue grants the best priority first.
+// Priorities still apply: a standing queue grants the best priority first,
+// and while several priorities wait it sheds the others first: waiters of
+// the best priority queued keep their configured queue timeout and are not
+// rejected for waiting past Target until they wait alone, so a service
+// whose permits free in bursts still serves its most important class in
+// full while CoDel drains the rest.
 //
 // Use it when a queue is configured (QueueLimit > 0) and overload can last
 // longer than a burst, which is the usual case for an inbound limiter. It
@@ -95,20 +100,43 @@ func (c *codel) standing(q *waitQueue, now time.Time) bool {
 
 // purgeLocked rejects, oldest first, the waiters of a standing queue that
 // have waited longer than the target, and reports whether the queue was
-// standing.
+// standing. While waiters of several priorities queue, the best priority
+// present is spared: a standing queue sheds the less important classes
+// first, and the best class is judged only once it waits alone.
 func (c *codel) purgeLocked(q *waitQueue, now time.Time) bool {
 	if !c.standing(q, now) {
 		return false
 	}
-	for w := q.oldest; w != nil && now.Sub(w.queuedAt) > c.target; w = q.oldest {
-		q.remove(w)
-		w.state = waiterTimedOut
-		close(w.ready)
+	spared, spare := protectedPriority(q)
+	for w := q.oldest; w != nil && now.Sub(w.queuedAt) > c.target; {
+		next := w.newer
+		if !spare || w.priority != spared {
+			q.remove(w)
+			w.state = waiterTimedOut
+			close(w.ready)
+		}
+		w = next
 	}
 	if q.n == 0 {
 		c.purgedEmptyAt = now
 	}
 	return true
+}
+
+// protectedPriority returns the best priority queued and true when a worse
+// one is queued too: the class CoDel spares.
+func protectedPriority(q *waitQueue) (int, bool) {
+	if len(q.lists) < 2 {
+		return 0, false
+	}
+	return q.lists[0].priority, true
+}
+
+// sparesNewcomer reports whether a newcomer of priority p joins the spared
+// class: it is at least as good as every waiter and a worse one is queued.
+// It keeps its configured queue timeout.
+func sparesNewcomer(q *waitQueue, p int) bool {
+	return len(q.lists) > 0 && p <= q.lists[0].priority && q.lists[len(q.lists)-1].priority > p
 }
 
 // onEvictLocked is called after the overflow policy evicted a waiter to

@@ -8,11 +8,13 @@ import (
 // OverflowPolicy says what a concurrency limiter does when an execution must
 // queue and the queue is already full. Running executions are never
 // interrupted to make room. Its values are stable strings for
-// configuration files; the empty string means OverflowRejectNew.
+// configuration files; the empty string means OverflowRejectNew, or
+// OverflowDropLowestPriority when the limiter has a Priority function.
 type OverflowPolicy string
 
 const (
-	// OverflowRejectNew rejects the newcomer with ReasonFull.
+	// OverflowRejectNew rejects the newcomer with ReasonFull. It is the
+	// default without a Priority function.
 	OverflowRejectNew OverflowPolicy = "reject-new"
 	// OverflowDropOldest evicts the waiter that has waited longest, whatever
 	// its priority, with ReasonDropped, and queues the newcomer. Useful when
@@ -22,7 +24,8 @@ const (
 	// priority (the largest Priority number) with ReasonDropped if the
 	// newcomer outranks it (a strictly lower number) and queues the newcomer;
 	// otherwise it rejects the newcomer with ReasonFull. Under overload the
-	// least important traffic is what gets shed.
+	// least important traffic is what gets shed. It is the default with a
+	// Priority function: among equal priorities it is reject-new.
 	OverflowDropLowestPriority OverflowPolicy = "drop-lowest-priority"
 )
 
@@ -65,7 +68,9 @@ type ConcurrencyLimiterOptions struct {
 	// nil means every execution has priority 0.
 	Priority func(ctx context.Context) int
 	// Overflow is what happens when the queue is full. Default
-	// OverflowRejectNew.
+	// OverflowRejectNew, or OverflowDropLowestPriority when Priority is
+	// set (so that a full queue of less important waiters cannot turn a
+	// more important newcomer away).
 	Overflow OverflowPolicy
 	// CoDel, when set, turns on the CoDel discipline so that sustained
 	// overload cannot build a standing queue (see CoDelOptions). nil (the
@@ -79,25 +84,20 @@ type ConcurrencyLimiterOptions struct {
 // and Release.
 //
 // A released permit is handed straight to the best waiter, so a newcomer
-// never overtakes the queue. Each queued waiter leaves the queue exactly
-// once, under the limiter's mutex, as granted, evicted, cancelled or timed
-// out, so a cancellation, queue timeout or eviction racing a grant never
-// loses or duplicates a permit. When a waiter's context ends at the same
-// moment it is granted, the waiter passes the permit on to the next waiter
-// (or frees it) and returns the context's error, so work whose caller has
-// already given up does not take a turn. When its queue timeout fires at the
-// same moment it is granted, the grant wins and it runs, since the permit is
-// already in hand.
-//
-// Memory is bounded by QueueLimit: at most that many waiters exist, each a
-// small struct and channel; the fast path (a free permit and nobody waiting)
-// allocates nothing.
+// never overtakes the queue. A waiter whose context ends as it is granted
+// passes the permit on and returns the context's error; one whose queue
+// timeout fires as it is granted runs. Memory is bounded by QueueLimit,
+// and the fast path (a free permit and nobody waiting) allocates nothing.
 //
 // Safe for concurrent use; pipelines that share one share its permits.
 // Create it with NewConcurrencyLimiter; the zero value rejects every
 // execution with ReasonFull. A rejection, cancellation or panic returns
 // the permit and queue place. It must not be copied after first use.
 type ConcurrencyLimiter struct {
+	// Each queued waiter leaves the queue exactly once, under the
+	// limiter's mutex, as granted, evicted, cancelled or timed out, so a
+	// cancellation, queue timeout or eviction racing a grant never loses or
+	// duplicates a permit (see waiterState).
 	name string
 	opts ConcurrencyLimiterOptions // as given, for validate
 	permitEngine
@@ -135,6 +135,14 @@ func (e *permitEngine) initEngine(limit, queueLimit int, queueTimeout time.Durat
 	e.queueLimit = queueLimit
 	e.queueTimeout = queueTimeout
 	e.priority = priority
+	if overflow == "" && priority != nil {
+		// Reject-new would turn a more important newcomer away from a
+		// queue full of less important waiters, so priorities would decide
+		// nothing under sustained overload. Among equal priorities
+		// drop-lowest-priority rejects the newcomer, exactly like
+		// reject-new.
+		overflow = OverflowDropLowestPriority
+	}
 	e.overflow, _ = ParseOverflowPolicy(string(overflow)) // validated: never fails
 	if e.queueLimit == 0 {
 		e.queueTimeout = 0

@@ -89,7 +89,11 @@ func (m *clModel) arrive(e *clModelExec, now time.Time) {
 		return
 	case len(m.queue) >= m.opts.QueueLimit:
 		victim := -1
-		switch m.opts.Overflow {
+		overflow := m.opts.Overflow
+		if overflow == "" && m.opts.Priority != nil {
+			overflow = OverflowDropLowestPriority // the default with priorities
+		}
+		switch overflow {
 		case OverflowDropOldest:
 			victim = 0
 		case OverflowDropLowestPriority:

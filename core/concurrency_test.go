@@ -271,7 +271,7 @@ func TestConcurrencyLimiterDoneContextIsNotQueued(t *testing.T) {
 func TestConcurrencyLimiterPriorityOnlyOnSlowPath(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var prioCalls atomic.Int32
-		l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1,
+		l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, Overflow: OverflowRejectNew,
 			Priority: func(context.Context) int { prioCalls.Add(1); return 0 }})
 		if err := l.Acquire(context.Background()); err != nil {
 			t.Fatal(err)
@@ -364,7 +364,7 @@ func TestConcurrencyLimiterGrantsByPriorityThenArrival(t *testing.T) {
 // leaves the waiters alone.
 func TestConcurrencyLimiterRejectNewWhenQueueFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 2, Priority: clPriority})
+		l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 2, Priority: clPriority, Overflow: OverflowRejectNew})
 		if err := l.Acquire(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -446,6 +446,40 @@ func TestConcurrencyLimiterDropLowestPriority(t *testing.T) {
 		}
 		l.Release()
 		wantStats(t, l, LimiterStats{Limit: 1})
+	})
+}
+
+// Invariant: with a Priority function and no Overflow, a full queue of
+// less important waiters does not turn a more important newcomer away (the
+// default is drop-lowest-priority then), while equal priorities are still
+// reject-new; without a Priority function the default stays reject-new.
+func TestConcurrencyLimiterDefaultOverflowFollowsPriority(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, Priority: clPriority})
+		if err := l.Acquire(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		low := startAcquire(l, 5)
+		equal := startAcquire(l, 5)
+		wantReason(t, equal.wantResult(t), ReasonFull)
+		high := startAcquire(l, 0)
+		wantReason(t, low.wantResult(t), ReasonDropped)
+		l.Release()
+		synctest.Wait()
+		high.wantGranted(t)
+		l.Release()
+
+		plain := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1})
+		if err := plain.Acquire(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		first := startAcquire(plain, 0)
+		second := startAcquire(plain, 0)
+		wantReason(t, second.wantResult(t), ReasonFull)
+		first.cancel()
+		synctest.Wait()
+		first.wantResult(t)
+		plain.Release()
 	})
 }
 

@@ -191,49 +191,33 @@ func checkNonNegativeDuration(field string, d time.Duration) error {
 	return nil
 }
 
-// Sentinels of the outbound strategies.
-var (
-	// ErrBrokenCircuit matches *BrokenCircuitError and *IsolatedCircuitError:
-	// a circuit breaker refused the execution.
-	ErrBrokenCircuit = errors.New("resilience: circuit is broken")
-	// ErrIsolatedCircuit matches *IsolatedCircuitError: the circuit was
-	// opened by hand (CircuitBreaker.Isolate).
-	ErrIsolatedCircuit = errors.New("resilience: circuit is isolated")
-)
+// ErrBrokenCircuit matches *BrokenCircuitError: a circuit breaker refused
+// the execution.
+var ErrBrokenCircuit = errors.New("resilience: circuit is broken")
 
-// BrokenCircuitError is returned by a circuit breaker that is open (or
-// half-open with its probe already running). The callback did not run.
-// Match with errors.As, or errors.Is against ErrBrokenCircuit or
+// BrokenCircuitError is returned by a circuit breaker that is open,
+// half-open with its probe already running, or isolated. The callback did
+// not run. Match with errors.As, or errors.Is against ErrBrokenCircuit or
 // ErrRejected.
 type BrokenCircuitError struct {
 	// RetryAfter is the time until the circuit lets a probe through; 0 when
-	// a probe is running now.
+	// a probe is running now or the circuit is isolated.
 	RetryAfter time.Duration
+	// Isolated reports a circuit held open by CircuitBreaker.Isolate until
+	// CircuitBreaker.Close.
+	Isolated bool
 }
 
 func (e *BrokenCircuitError) Error() string {
+	if e.Isolated {
+		return "resilience: circuit is isolated"
+	}
 	return "resilience: circuit is open, retry after " + e.RetryAfter.String()
 }
 
 // Is reports whether target is ErrBrokenCircuit or ErrRejected.
 func (e *BrokenCircuitError) Is(target error) bool {
 	return target == ErrBrokenCircuit || target == ErrRejected
-}
-
-// IsolatedCircuitError is returned while a circuit breaker is held open by
-// CircuitBreaker.Isolate. The callback did not run. It matches
-// ErrIsolatedCircuit, ErrBrokenCircuit and ErrRejected with errors.Is.
-// It has no fields.
-type IsolatedCircuitError struct{}
-
-func (e *IsolatedCircuitError) Error() string {
-	return "resilience: circuit is isolated"
-}
-
-// Is reports whether target is ErrIsolatedCircuit, ErrBrokenCircuit or
-// ErrRejected.
-func (e *IsolatedCircuitError) Is(target error) bool {
-	return target == ErrIsolatedCircuit || target == ErrBrokenCircuit || target == ErrRejected
 }
 
 // parseEnum is the one parsing rule of every Parse function: case and

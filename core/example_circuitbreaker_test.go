@@ -41,7 +41,8 @@ func ExampleCircuitBreaker_Isolate() {
 	p, _ := resilience.NewBuilder[int]().AddResultStrategy(cb).Build()
 	cb.Isolate(context.Background())
 	_, err := p.Execute(context.Background(), func(ctx context.Context) (int, error) { return 1, nil })
-	fmt.Println(cb.State(), errors.Is(err, resilience.ErrIsolatedCircuit))
+	var be *resilience.BrokenCircuitError
+	fmt.Println(cb.State(), errors.As(err, &be) && be.Isolated)
 	cb.Close(context.Background())
 	fmt.Println(cb.State())
 	// Output:

@@ -164,12 +164,10 @@ func WithListener(l Listener) PipelineOption {
 	return func(c *builderConfig) { c.listener = l }
 }
 
-// Builder assembles a Pipeline. Strategies run outermost first in the order
-// they are added. A Builder is not safe for concurrent use; its zero value is
-// a builder with no name and no listener, like NewBuilder without options.
-// Errors from invalid options accumulate and are
-// all returned by Build. Build changes nothing in the builder: after a
-// failure it holds the same strategies and reports the same errors again.
+// Builder assembles a Pipeline; most callers chain NewBuilder, Add* and
+// Build. Strategies run outermost first in the order they are added.
+// Invalid options accumulate and Build returns them all. A Builder is not
+// safe for concurrent use; its zero value is NewBuilder without options.
 type Builder[T any] struct {
 	cfg    builderConfig
 	stages []stage[T]

@@ -324,9 +324,10 @@ func (e *permitEngine) acquireSlowLocked(ctx context.Context) (time.Duration, er
 func (e *permitEngine) wait(ctx context.Context, p int) (time.Duration, error) {
 	start := time.Now()
 	timeoutAfter := e.queueTimeout
-	if e.codel != nil && e.codel.purgeLocked(&e.queue, start) {
+	if e.codel != nil && e.codel.purgeLocked(&e.queue, start) && !sparesNewcomer(&e.queue, p) {
 		// The queue is standing: newcomers get the short target as their
-		// queue timeout, so a standing queue drains.
+		// queue timeout, so a standing queue drains (the spared best class
+		// excepted).
 		timeoutAfter = e.codel.shorten(timeoutAfter)
 	}
 	if e.queue.len() >= e.queueLimit {

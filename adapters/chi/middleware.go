@@ -48,8 +48,9 @@ func NewMiddleware(opts inbound.Options) (func(http.Handler) http.Handler, error
 	return m.Handler, nil
 }
 
-// Inbound returns the underlying inbound middleware: its Stats and
-// StatsHandler, and its Limiter to change the limit at run time.
+// Inbound returns the underlying inbound middleware: its StatsHandler,
+// its Limiter to change the limit at run time, and Drain to call before
+// http.Server.Shutdown.
 func (m *Middleware) Inbound() *inbound.Middleware { return m.in }
 
 // Stats returns the middleware's current load (see inbound.Stats).

@@ -37,17 +37,21 @@ type result struct {
 }
 
 // outcome is the inbound classification: a request that hit the timeout
-// signals overload; a panic, a client that left, a hijacked connection
-// (its duration is the connection's, not the service's) and a client
-// error (4xx: the request was wrong, however fast) say nothing about
-// capacity; anything else is a latency sample, failures included.
+// signals overload; a client that left is abandoned (the limiter counts it
+// as overload only if the client had waited longer than it expects); a
+// panic, a hijacked connection (its duration is the connection's, not the
+// service's) and a client error (4xx: the request was wrong, however fast)
+// say nothing about capacity; anything else is a latency sample, failures
+// included.
 func (r *result) outcome() resilience.LimitOutcome {
 	switch {
 	case !r.completed:
 		return resilience.LimitIgnored
 	case r.state == stateTimedOut || r.state == stateAborted:
 		return resilience.LimitDropped
-	case r.clientGone, r.state == stateHijacked, r.status >= 400 && r.status < 500:
+	case r.clientGone:
+		return resilience.LimitAbandoned
+	case r.state == stateHijacked, r.status >= 400 && r.status < 500:
 		return resilience.LimitIgnored
 	}
 	return resilience.LimitSampled

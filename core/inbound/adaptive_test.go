@@ -207,7 +207,8 @@ func TestAdaptivePanicIsIgnored(t *testing.T) {
 }
 
 // The neutral Execute path classifies by fn's error: the inbound timeout
-// is a drop, the request's context cancelled is ignored, a panic is
+// is a drop, the request's context cancelled is ignored (abandoned before
+// the limiter has a baseline, see TestAbandonedClientOutcome), a panic is
 // ignored, success and other errors are samples.
 func TestAdaptiveExecuteClassification(t *testing.T) {
 	cases := []struct {
@@ -224,7 +225,8 @@ func TestAdaptiveExecuteClassification(t *testing.T) {
 				ctx, cancel := context.WithCancel(ctx)
 				time.AfterFunc(time.Second, cancel)
 				return ctx, cancel
-			}, resilience.LimitIgnored},
+			}, resilience.LimitIgnored}, // abandoned, and the limiter has no baseline yet
+
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -371,4 +373,35 @@ func BenchmarkMiddlewareAdaptiveTimeout(b *testing.B) {
 		Timeout:  5 * time.Second,
 		Adaptive: &resilience.AdaptiveLimiterOptions{InitialLimit: 100, QueueLimit: 100, QueueTimeout: time.Second},
 	}).Handler(trivial))
+}
+
+// Invariant: a client that left is handed to the limiter as abandoned (it
+// decides from how long the client waited), never ignored outright; a
+// timeout stays a drop even when the client also left.
+func TestAbandonedClientOutcome(t *testing.T) {
+	for _, c := range []struct {
+		res  result
+		want resilience.LimitOutcome
+	}{
+		{result{completed: true, state: stateCommitted, status: 200, clientGone: true}, resilience.LimitAbandoned},
+		{result{completed: true, state: stateOpen, clientGone: true}, resilience.LimitAbandoned},
+		{result{completed: true, state: stateTimedOut, clientGone: true}, resilience.LimitDropped},
+		{result{completed: true, state: stateCommitted, status: 404}, resilience.LimitIgnored},
+		{result{completed: false, clientGone: true}, resilience.LimitIgnored},
+	} {
+		if got := c.res.outcome(); got != c.want {
+			t.Errorf("%+v: %v, want %v", c.res, got, c.want)
+		}
+	}
+}
+
+// Invariant: every outcome survives the trip from the response to the
+// classifier; an abandoned request must not turn into a sample there.
+func TestOutcomeSignalCarriesEveryOutcome(t *testing.T) {
+	classify := classifyWith(nil)
+	for _, o := range []resilience.LimitOutcome{resilience.LimitSampled, resilience.LimitDropped, resilience.LimitIgnored, resilience.LimitAbandoned} {
+		if got := classify(context.Background(), signalOutcome(o)); got != o {
+			t.Errorf("%v arrived as %v", o, got)
+		}
+	}
 }

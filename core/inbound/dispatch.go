@@ -102,9 +102,10 @@ type outcomeSignal struct{ o resilience.LimitOutcome }
 func (*outcomeSignal) Error() string { return "inbound: request outcome" }
 
 var outcomeSignals = [...]*outcomeSignal{
-	resilience.LimitSampled: {resilience.LimitSampled},
-	resilience.LimitDropped: {resilience.LimitDropped},
-	resilience.LimitIgnored: {resilience.LimitIgnored},
+	resilience.LimitSampled:   {resilience.LimitSampled},
+	resilience.LimitDropped:   {resilience.LimitDropped},
+	resilience.LimitIgnored:   {resilience.LimitIgnored},
+	resilience.LimitAbandoned: {resilience.LimitAbandoned},
 }
 
 func signalOutcome(o resilience.LimitOutcome) error {

@@ -78,7 +78,8 @@ func clientGone(w http.ResponseWriter, h2 bool) bool {
 	if d, ok := w.(*detachedWriter); ok {
 		w = d.w
 	}
-	cn, ok := w.(http.CloseNotifier) //nolint:staticcheck // the only way net/http tells a closed connection from a cancelled context
+	//lint:ignore SA1019 the only way net/http tells a closed connection from a cancelled context
+	cn, ok := w.(http.CloseNotifier)
 	if !ok {
 		return true
 	}

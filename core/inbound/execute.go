@@ -32,18 +32,20 @@ func (m *Middleware) Execute(ctx context.Context, raw any, fn func(ctx context.C
 // that must send the 504 on time while the handler still runs (fasthttp,
 // whose response goes out when the adapter's handler returns).
 //
-// When the deadline (Options.Timeout, an earlier deadline of ctx, or a
-// timeout strategy of a custom pipeline) passes before fn returns,
+// With Options.Timeout set or a custom Pipeline, when the deadline (the
+// timeout, an earlier deadline of ctx, or a timeout strategy of the
+// pipeline) passes before fn returns,
 // ExecuteTimed returns a *resilience.TimeoutRejectedError (or the
 // context's error) at once, for the adapter to send Render's 504, while fn
 // runs on with its context ended: it keeps its permit until it returns,
 // and Stats counts it as late meanwhile. The adapter must then make sure
 // nothing fn writes later reaches the client (fasthttp:
-// RequestCtx.TimeoutErrorWithResponse). Otherwise it returns like
-// Execute.
+// RequestCtx.TimeoutErrorWithResponse). Otherwise, and always without a
+// Timeout or a Pipeline (ctx's own deadline then ends fn's context but
+// not the wait), it is Execute.
 //
-// When a deadline can end the request, fn runs on a goroutine of its own
-// and ExecuteTimed waits for it. A panic in fn is re-raised by
+// With a Timeout or a Pipeline, fn runs on a goroutine of its own and
+// ExecuteTimed waits for it. A panic in fn is re-raised by
 // ExecuteTimed if it is still waiting; after the deadline it is dropped,
 // as net/http's TimeoutHandler does, since no one is left to answer.
 func (m *Middleware) ExecuteTimed(ctx context.Context, raw any, fn func(ctx context.Context) error) error {

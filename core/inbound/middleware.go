@@ -12,8 +12,10 @@ import (
 
 // Middleware runs requests through the inbound pipeline: rate limit →
 // concurrency limiter (or a custom pipeline) → timeout, and renders the
-// rejections. Use Handler for net/http, or Execute and Render from an
-// adapter for another framework.
+// rejections. Use Handler for net/http (most callers), and Drain before
+// http.Server.Shutdown; an adapter for another framework uses Serve,
+// ExecuteTimed or Execute with Render (the package documentation says
+// which).
 //
 // A Middleware is safe for concurrent use by any number of requests; one
 // value may wrap several handlers, which then share its limits. Build it
@@ -28,6 +30,10 @@ type Middleware struct {
 	rate     *resilience.RateLimiter
 	pipeline *resilience.Pipeline[struct{}]
 	gate     gate // the concurrency stage; nil without one
+	// plain is the fixed limiter when it is the only stage (no rate
+	// limit or timeout): Handler takes a free permit from it directly,
+	// without building a call for dispatch.
+	plain *resilience.ConcurrencyLimiter
 
 	// queueView: a request that does not find a free permit needs the
 	// view (a Priority function, or a custom pipeline's strategies, may
@@ -110,6 +116,9 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 		m.policyName = structuredName(rl.Policy().Name)
 		m.policyValue = []string{policyField(rl.Policy())}
 	}
+	if m.limiter != nil && m.rate == nil && opts.Timeout == 0 {
+		m.plain = m.limiter
+	}
 	if opts.Timeout > 0 {
 		m.timeoutErr = &resilience.TimeoutRejectedError{Timeout: opts.Timeout}
 		m.timeoutTel = resilience.NewTelemetry(name, "Timeout", opts.Listener)
@@ -150,6 +159,13 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if l := h.m.plain; l != nil && !h.m.draining.Load() && r.Context().Err() == nil && l.TryAcquire() {
+		// What dispatch does for it (runHeld, then an untimed runHTTP),
+		// without building a call: the path most requests take.
+		defer l.Release()
+		h.next.ServeHTTP(w, r)
+		return
+	}
 	if r.ProtoMajor >= 2 && h.m.timedResponses() {
 		h.serveDetached(w, r)
 		return
@@ -191,14 +207,6 @@ func (m *Middleware) Serve(w http.ResponseWriter, r *http.Request, raw any, next
 	}
 	c := call{ctx: r.Context(), raw: raw, w: w, r: r, cont: next}
 	return m.dispatch(&c)
-}
-
-// reject renders err on w, or writes nothing if the client went away
-// (rejectHTTP, for net/http, aborts the connection instead).
-func (m *Middleware) reject(w http.ResponseWriter, err error) {
-	if resp, ok := m.Render(err); ok {
-		writeResponse(w, resp)
-	}
 }
 
 // takeRate applies the rate limit to the request in x and records the

@@ -35,9 +35,11 @@ type Options struct {
 	// Adaptive, when set, is the concurrency limiter stage instead of
 	// Concurrency: a resilience.AdaptiveLimiter whose limit follows the
 	// service's latency. Each request counts by its outcome: one that hit
-	// Timeout is a drop (overload), a 4xx response, a client that left, a
-	// hijacked connection or a panic are ignored, anything else is a
-	// latency sample. Mutually exclusive with Concurrency and Pipeline.
+	// Timeout is a drop (overload), a client that left is
+	// resilience.LimitAbandoned (overload only if it had waited longer
+	// than the limiter expects), a 4xx response, a hijacked connection or
+	// a panic are ignored, anything else is a latency sample. Mutually
+	// exclusive with Concurrency and Pipeline.
 	Adaptive *resilience.AdaptiveLimiterOptions
 
 	// RateLimit, when set, limits requests per key before they reach the

@@ -61,7 +61,7 @@ func options() inbound.Options {
 			Overflow:     resilience.OverflowDropLowestPriority,
 			Priority:     priority,
 		},
-		RateLimit: &resilience.RateLimiterOptions{PermitLimit: 100, Window: time.Second}, // per client IP
+		RateLimit: &resilience.RateLimiterOptions{PermitLimit: 100, Window: time.Second, Key: inbound.KeyByClientIP}, // per client IP
 	}
 }
 

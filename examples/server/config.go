@@ -12,10 +12,10 @@ import (
 	resilience "github.com/ylcnfrht/resilience/core"
 )
 
-// frameworks lists the -framework values this binary knows. Other frameworks
-// join as their adapters land; anything else is an error, never a silent
+// frameworks lists the -framework values this binary knows, sorted; each
+// joins through register. Anything else is an error, never a silent
 // fallback to chi.
-var frameworks = []string{"chi"}
+var frameworks []string
 
 // config is the validated command line.
 type config struct {
@@ -26,6 +26,8 @@ type config struct {
 	queueLimit   int
 	queueTimeout time.Duration
 	overflow     resilience.OverflowPolicy
+	adaptive     bool          // the adaptive limiter; permitLimit is its initial limit
+	codel        bool          // the CoDel queue discipline on the limiter
 	rateLimit    int           // 0: no rate limit
 	rateWindow   time.Duration // used only when rateLimit > 0
 	rateKey      rateKey
@@ -72,10 +74,12 @@ func parseConfig(args []string, usage io.Writer) (config, error) {
 	fs.StringVar(&cfg.framework, "framework", "chi", "HTTP framework: "+strings.Join(frameworks, ", "))
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:0", "listen address (port 0 picks a free port)")
 	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Second, "time a handler may run once admitted; past it the client gets a 504")
-	fs.IntVar(&cfg.permitLimit, "permit-limit", 200, "requests that may run at once")
+	fs.IntVar(&cfg.permitLimit, "permit-limit", 200, "requests that may run at once (with -adaptive: the initial limit)")
 	fs.IntVar(&cfg.queueLimit, "queue-limit", 100, "requests that may wait for a permit (0: no queue)")
 	fs.DurationVar(&cfg.queueTimeout, "queue-timeout", 500*time.Millisecond, "longest wait in the queue (0: no limit; wait for a permit or until the client leaves)")
 	fs.StringVar(&overflow, "overflow", string(resilience.OverflowRejectNew), "when the queue is full: reject-new, drop-oldest or drop-lowest-priority")
+	fs.BoolVar(&cfg.adaptive, "adaptive", false, "adaptive concurrency limiter: the limit follows latency, starting at -permit-limit (live in /debug/limits)")
+	fs.BoolVar(&cfg.codel, "codel", false, "CoDel queue discipline: a standing queue gets a short queue timeout, so it drains")
 	fs.IntVar(&cfg.rateLimit, "rate-limit", 0, "requests per -rate-window per key (0: no rate limit)")
 	fs.DurationVar(&cfg.rateWindow, "rate-window", time.Second, "rate-limit window")
 	fs.StringVar(&rateKeyIn, "rate-key", "ip", "rate-limit key: ip, or header:NAME")

@@ -75,7 +75,7 @@ func TestParseConfigOverflowPolicies(t *testing.T) {
 // and its message starts with it.
 func TestParseConfigErrorsCarryTheFlag(t *testing.T) {
 	for args, flagName := range map[string]string{
-		"-framework echo":     "framework",
+		"-framework nope":     "framework",
 		"-timeout 0s":         "timeout",
 		"-permit-limit -5":    "permit-limit",
 		"-queue-limit -1":     "queue-limit",

@@ -12,9 +12,11 @@
 // (queued requests and new arrivals get 503 BULKHEAD_FULL, reason
 // shutting-down, at once), and running requests get up to 5 s to finish.
 //
-// Flags: -framework chi or fiber; -addr; -timeout (5s); -permit-limit (200);
+// Flags: -framework chi, echo, fiber or gin (each adapter registers itself in
+// framework_NAME.go); -addr; -timeout (5s); -permit-limit (200);
 // -queue-limit (100); -queue-timeout (500ms);
-// -overflow reject-new|drop-oldest|drop-lowest-priority; -rate-limit N
+// -overflow reject-new|drop-oldest|drop-lowest-priority; -adaptive (the
+// adaptive limiter, -permit-limit its initial limit); -codel; -rate-limit N
 // (0, none) with -rate-window (1s) and -rate-key ip|header:NAME.
 //
 // Routes: /healthz and /debug/limits are outside the middleware, so they

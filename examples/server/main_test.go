@@ -76,7 +76,7 @@ func TestRunRejectsInvalidFlags(t *testing.T) {
 		args []string
 		flag string
 	}{
-		{[]string{"-framework", "gin"}, "-framework"},
+		{[]string{"-framework", "nope"}, "-framework"},
 		{[]string{"-framework", ""}, "-framework"},
 		{[]string{"-addr", ""}, "-addr"},
 		{[]string{"-addr", "not-an-address"}, "-addr"},

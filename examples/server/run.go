@@ -17,6 +17,15 @@ import (
 // hang.
 const shutdownGrace = 5 * time.Second
 
+// serverProtocols are HTTP/1.1 and cleartext HTTP/2 (h2c), which gRPC
+// clients need without TLS.
+func serverProtocols() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return p
+}
+
 // run is the whole program: parse args, listen, print where, serve until
 // ctx is done, then shut down. It returns the process exit code: 0 after a
 // clean shutdown (or -h), 2 for invalid flags, 1 for any other failure.
@@ -43,8 +52,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(stdout, "listening on %s\n", base)
-	fmt.Fprintf(stdout, "framework %s; timeout %v; permit limit %d; queue %d (timeout %v, overflow %s); %s\n",
-		cfg.framework, cfg.timeout, cfg.permitLimit, cfg.queueLimit, cfg.queueTimeout, cfg.overflow, rateSummary(cfg))
+	fmt.Fprintf(stdout, "framework %s; timeout %v; %s; queue %d (timeout %v, overflow %s%s); %s\n",
+		cfg.framework, cfg.timeout, limiterSummary(cfg), cfg.queueLimit, cfg.queueTimeout, cfg.overflow, codelSummary(cfg), rateSummary(cfg))
 	fmt.Fprint(stdout, routeSummary(cfg, base))
 
 	serveErr := make(chan error, 1)
@@ -86,12 +95,27 @@ func rateSummary(cfg config) string {
 	return fmt.Sprintf("rate limit %d per %v by %s", cfg.rateLimit, cfg.rateWindow, cfg.rateKey)
 }
 
+func limiterSummary(cfg config) string {
+	if cfg.adaptive {
+		return fmt.Sprintf("adaptive limit starting at %d", cfg.permitLimit)
+	}
+	return fmt.Sprintf("permit limit %d", cfg.permitLimit)
+}
+
+func codelSummary(cfg config) string {
+	if cfg.codel {
+		return ", CoDel"
+	}
+	return ""
+}
+
 // httpServer is the reference server's http.Server: every timeout a
 // public server needs, so that slow or idle clients cannot hold
 // connections and goroutines.
 func httpServer(handler http.Handler, stderr io.Writer) *http.Server {
 	return &http.Server{
 		Handler:           handler,
+		Protocols:         serverProtocols(),
 		ReadHeaderTimeout: 10 * time.Second,
 		// ReadTimeout bounds reading a whole request, body included, so a
 		// client that trickles its body cannot hold a connection; it does

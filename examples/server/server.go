@@ -22,30 +22,39 @@ import (
 // may read. An invalid configuration that slipped past parseConfig is a
 // *flagError.
 func newServer(cfg config) (http.Handler, *inbound.Middleware, error) {
-	switch cfg.framework {
-	case "chi":
-		mw, err := resiliencechi.New(inboundOptions(cfg))
-		if err != nil {
-			return nil, nil, asFlagError(err)
-		}
-		return chiRoutes(mw), mw.Inbound(), nil
-	default:
+	build, ok := builders[cfg.framework]
+	if !ok {
 		return nil, nil, &flagError{"framework", "unknown framework " + cfg.framework}
 	}
+	return build(cfg)
 }
 
 // inboundOptions translates the flags into the middleware's options.
 func inboundOptions(cfg config) inbound.Options {
-	opts := inbound.Options{
-		Name:    "server",
-		Timeout: cfg.timeout,
-		Concurrency: &resilience.ConcurrencyLimiterOptions{
+	opts := inbound.Options{Name: "server", Timeout: cfg.timeout}
+	var codel *resilience.CoDelOptions
+	if cfg.codel {
+		codel = &resilience.CoDelOptions{}
+	}
+	if cfg.adaptive {
+		opts.Adaptive = &resilience.AdaptiveLimiterOptions{
+			InitialLimit: cfg.permitLimit,
+			MaxLimit:     max(cfg.permitLimit, 1000), // the default ceiling, or the initial limit if above it
+			QueueLimit:   cfg.queueLimit,
+			QueueTimeout: cfg.queueTimeout,
+			Overflow:     cfg.overflow,
+			Priority:     requestPriority,
+			CoDel:        codel,
+		}
+	} else {
+		opts.Concurrency = &resilience.ConcurrencyLimiterOptions{
 			PermitLimit:  cfg.permitLimit,
 			QueueLimit:   cfg.queueLimit,
 			QueueTimeout: cfg.queueTimeout,
 			Overflow:     cfg.overflow,
 			Priority:     requestPriority,
-		},
+			CoDel:        codel,
+		}
 	}
 	if cfg.rateLimit > 0 {
 		key := inbound.KeyByClientIP
@@ -94,6 +103,10 @@ var optionFlags = map[string]string{
 	"ConcurrencyLimiterOptions.QueueLimit":   "queue-limit",
 	"ConcurrencyLimiterOptions.QueueTimeout": "queue-timeout",
 	"ConcurrencyLimiterOptions.Overflow":     "overflow",
+	"AdaptiveLimiterOptions.InitialLimit":    "permit-limit",
+	"AdaptiveLimiterOptions.QueueLimit":      "queue-limit",
+	"AdaptiveLimiterOptions.QueueTimeout":    "queue-timeout",
+	"AdaptiveLimiterOptions.Overflow":        "overflow",
 	"RateLimiterOptions.PermitLimit":         "rate-limit",
 	"RateLimiterOptions.Window":              "rate-window",
 }
@@ -111,9 +124,6 @@ func asFlagError(err error) error {
 // routeSummary describes the routes for the startup banner, with curl
 // lines for this configuration.
 func routeSummary(cfg config, base string) string {
-	// Enough concurrent clients to fill every permit and queue place and
-	// then some, without spawning thousands of processes.
-	n := min(cfg.permitLimit+cfg.queueLimit+100, 1000)
 	var b strings.Builder
 	for _, l := range []string{
 		"routes:",
@@ -128,9 +138,7 @@ func routeSummary(cfg config, base string) string {
 		"  curl -s " + base + "/debug/limits",
 		"  curl -si '" + base + "/work?ms=200'",
 		"  curl -si -H 'X-Priority: 0' '" + base + "/cooperative?ms=200'",
-		fmt.Sprintf("  # overload: %d concurrent 2 s requests for %d permits and %d queue places;", n, cfg.permitLimit, cfg.queueLimit),
-		fmt.Sprintf("  # expect about %d answered 200, the rest 503 BULKHEAD_FULL (watch /debug/limits meanwhile)", cfg.permitLimit),
-		fmt.Sprintf("  for i in $(seq %d); do curl -s -o /dev/null -w '%%{http_code}\\n' '%s/work?ms=2000' & done | sort | uniq -c", n, base),
+		"  # overload: go run ./examples/overload (a load lab: the same limiters, measured)",
 		fmt.Sprintf("  # past -timeout (%v) the client gets a 504 on time, though /work keeps going", cfg.timeout),
 		fmt.Sprintf("  curl -si '%s/work?ms=%d'", base, min(cfg.timeout.Milliseconds()+1000, maxWorkMS)),
 	} {

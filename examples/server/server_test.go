@@ -22,7 +22,7 @@ type testServer struct {
 
 func startServer(t *testing.T, args ...string) *testServer {
 	t.Helper()
-	cfg, err := parseConfig(args, io.Discard)
+	cfg, err := parseConfig(append([]string{"-framework", serverFramework}, args...), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,6 +288,36 @@ func TestRateLimitByClientIP(t *testing.T) {
 		t.Fatalf("first: %d", r.status)
 	}
 	wantRejection(t, s.get(t.Context(), "/work?ms=0", "X-Api-Key", "other"), http.StatusTooManyRequests, inbound.CodeRateLimited, "")
+}
+
+// Invariant: -adaptive puts the adaptive limiter in front of the work
+// routes with -permit-limit as its initial limit, and /debug/limits shows
+// its live limit; -codel turns on CoDel on whichever limiter is chosen.
+func TestAdaptiveAndCoDelFlags(t *testing.T) {
+	s := startServer(t, "-adaptive", "-codel", "-permit-limit", "7")
+	if s.mw.AdaptiveLimiter() == nil || s.mw.Limiter() != nil {
+		t.Fatal("-adaptive did not choose the adaptive limiter")
+	}
+	if r := s.get(t.Context(), "/work?ms=0"); r.err != nil || r.status != http.StatusOK {
+		t.Fatalf("/work under the adaptive limiter: %d %v", r.status, r.err)
+	}
+	if got := getLimits(t, s.client, s.url)["limit"]; got != s.mw.AdaptiveLimiter().Stats().Limit || got < 1 {
+		t.Errorf("/debug/limits limit = %d, want the adaptive limiter's live limit %d", got, s.mw.AdaptiveLimiter().Stats().Limit)
+	}
+
+	for _, args := range [][]string{{"-adaptive", "-codel"}, {"-codel"}} {
+		cfg, err := parseConfig(append(args, "-permit-limit", "7"), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := inboundOptions(cfg)
+		switch {
+		case cfg.adaptive && (opts.Adaptive == nil || opts.Adaptive.InitialLimit != 7 || opts.Adaptive.CoDel == nil):
+			t.Errorf("%v: adaptive options %+v", args, opts.Adaptive)
+		case !cfg.adaptive && (opts.Concurrency == nil || opts.Concurrency.PermitLimit != 7 || opts.Concurrency.CoDel == nil):
+			t.Errorf("%v: concurrency options %+v", args, opts.Concurrency)
+		}
+	}
 }
 
 // The reference server closes idle keep-alive connections and bounds how

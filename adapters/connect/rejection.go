@@ -1,0 +1,221 @@
+package resilienceconnect
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/inbound"
+)
+
+// ErrorDomain is the domain of the google.rpc.ErrorInfo detail on every
+// rejection; its reason is the inbound code (BULKHEAD_FULL, TIMEOUT,
+// RATE_LIMITED, …) and its metadata["reason"] the limiter's reason (full,
+// queue-timeout, dropped) when there is one.
+const ErrorDomain = "resilience"
+
+// CapacityRetryAfter is the retry advice sent with a capacity rejection
+// (Unavailable): Retry-After: 1, grpc-retry-pushback-ms: 1000 and a
+// google.rpc.RetryInfo of one second. A queue is short by design, so a
+// second is long enough for it to drain and short enough not to idle the
+// server.
+const CapacityRetryAfter = time.Second
+
+// Messages sent to clients: constant, never internal error text.
+const (
+	msgCapacity     = "The server is at capacity; retry later."
+	msgShuttingDown = "The server is shutting down; retry later."
+	msgTimeout      = "The request took too long to process."
+	msgRate         = "Too many requests; retry after the time in Retry-After."
+	msgRejected     = "The request was rejected; retry later."
+	msgInternal     = "The request could not be processed."
+	pushbackName    = "Grpc-Retry-Pushback-Ms"
+)
+
+// rejections holds the rendered errors whose content never changes, so a
+// rejection costs no encoding of details. They are only read once built.
+type rejections struct {
+	full, queueTimeout, dropped, shuttingDown, timeout, rejected, internal *connect.Error
+}
+
+func newRejections() rejections {
+	capacity := func(reason resilience.RejectReason) *connect.Error {
+		return newRejection(connect.CodeUnavailable, msgCapacity, inbound.CodeBulkheadFull, string(reason), CapacityRetryAfter)
+	}
+	return rejections{
+		full:         capacity(resilience.ReasonFull),
+		queueTimeout: capacity(resilience.ReasonQueueTimeout),
+		dropped:      capacity(resilience.ReasonDropped),
+		shuttingDown: newRejection(connect.CodeUnavailable, msgShuttingDown, inbound.CodeBulkheadFull, string(resilience.ReasonShuttingDown), CapacityRetryAfter),
+		timeout:      newRejection(connect.CodeDeadlineExceeded, msgTimeout, inbound.CodeTimeout, "", 0),
+		rejected:     newRejection(connect.CodeUnavailable, msgRejected, inbound.CodeRejected, "", CapacityRetryAfter),
+		internal:     newRejection(connect.CodeInternal, msgInternal, inbound.CodeInternal, "", 0),
+	}
+}
+
+// newRejection builds a connect error with an ErrorInfo detail and, when
+// retryAfter > 0, the retry advice as a RetryInfo detail and as Retry-After
+// and grpc-retry-pushback-ms metadata.
+func newRejection(code connect.Code, msg, infoReason, reason string, retryAfter time.Duration) *connect.Error {
+	e := connect.NewError(code, errors.New(msg))
+	e.AddDetail(errorInfo(infoReason, reason))
+	if retryAfter > 0 {
+		e.AddDetail(retryInfo(retryAfter))
+		e.Meta().Set("Retry-After", strconv.FormatInt(ceilSeconds(retryAfter), 10))
+		e.Meta().Set(pushbackName, strconv.FormatInt(retryAfter.Milliseconds(), 10))
+	}
+	return e
+}
+
+// rejection maps an error from inbound's Execute to the connect error to
+// send, or nil when nothing must be sent (the client went away). in renders
+// the rate limit's header fields (Retry-After, RateLimit-*).
+func (rs *rejections) rejection(in *inbound.Middleware, err error) *connect.Error {
+	var bulk *resilience.BulkheadRejectedError
+	var rate *resilience.RateLimitRejectedError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &rate):
+		e := newRejection(connect.CodeResourceExhausted, msgRate, inbound.CodeRateLimited, "", rate.RetryAfter)
+		if resp, ok := in.Render(err); ok {
+			for k, v := range resp.Header {
+				if k != "Content-Type" {
+					e.Meta()[k] = v
+				}
+			}
+		}
+		return e
+	case errors.As(err, &bulk):
+		switch bulk.Reason {
+		case resilience.ReasonQueueTimeout:
+			return rs.queueTimeout
+		case resilience.ReasonDropped:
+			return rs.dropped
+		case resilience.ReasonShuttingDown:
+			return rs.shuttingDown
+		}
+		return rs.full
+	case errors.Is(err, resilience.ErrTimeoutRejected), errors.Is(err, context.DeadlineExceeded):
+		return rs.timeout
+	case errors.Is(err, context.Canceled):
+		return nil
+	case errors.Is(err, resilience.ErrRejected), errors.Is(err, resilience.ErrRateLimitStore):
+		return rs.rejected
+	}
+	return rs.internal
+}
+
+// errorInfo encodes a google.rpc.ErrorInfo by hand, so the module needs no
+// generated error-details package.
+func errorInfo(infoReason, reason string) *connect.ErrorDetail {
+	var b []byte
+	b = protowire.AppendTag(b, 1, protowire.BytesType) // reason
+	b = protowire.AppendString(b, infoReason)
+	b = protowire.AppendTag(b, 2, protowire.BytesType) // domain
+	b = protowire.AppendString(b, ErrorDomain)
+	if reason != "" {
+		var entry []byte // map<string, string> metadata entry
+		entry = protowire.AppendTag(entry, 1, protowire.BytesType)
+		entry = protowire.AppendString(entry, "reason")
+		entry = protowire.AppendTag(entry, 2, protowire.BytesType)
+		entry = protowire.AppendString(entry, reason)
+		b = protowire.AppendTag(b, 3, protowire.BytesType)
+		b = protowire.AppendBytes(b, entry)
+	}
+	return detail("google.rpc.ErrorInfo", b)
+}
+
+// retryInfo encodes a google.rpc.RetryInfo with its retry_delay.
+func retryInfo(d time.Duration) *connect.ErrorDetail {
+	var dur []byte // google.protobuf.Duration
+	if s := int64(d / time.Second); s != 0 {
+		dur = protowire.AppendTag(dur, 1, protowire.VarintType)
+		dur = protowire.AppendVarint(dur, uint64(s))
+	}
+	if n := int32(d % time.Second); n != 0 {
+		dur = protowire.AppendTag(dur, 2, protowire.VarintType)
+		dur = protowire.AppendVarint(dur, uint64(n))
+	}
+	var b []byte
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendBytes(b, dur)
+	return detail("google.rpc.RetryInfo", b)
+}
+
+func detail(typeName string, value []byte) *connect.ErrorDetail {
+	d, err := connect.NewErrorDetail(&anypb.Any{TypeUrl: "type.googleapis.com/" + typeName, Value: value})
+	if err != nil { // an Any is used as it is; this cannot fail
+		panic(err)
+	}
+	return d
+}
+
+// ceilSeconds rounds d up to whole seconds, at least 1, as Retry-After
+// counts.
+func ceilSeconds(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++
+	}
+	return max(s, 1)
+}
+
+// writeRejection sends e, the connect error for err, in the caller's
+// protocol on a response nothing was written to yet. Over the Connect
+// protocol's unary mapping Options.Render may restyle it, given Connect's
+// own response as the default.
+func (m *Middleware) writeRejection(w http.ResponseWriter, r *http.Request, err error, e *connect.Error) {
+	if m.render == nil || classify(r) != wireConnectUnary {
+		_ = m.errw.Write(w, r, e) // the client may be gone; nothing to do
+		return
+	}
+	var cw captureWriter
+	_ = m.errw.Write(&cw, r, e)
+	def := inbound.Response{Status: cw.status, Header: cw.h, Body: cw.body}
+	resp := m.render(err, def)
+	if resp.Status < 100 || resp.Status > 999 {
+		resp = def // a faulty hook cannot break the reply
+	}
+	h := w.Header()
+	for k, v := range resp.Header {
+		h[k] = v
+	}
+	h["Content-Length"] = []string{strconv.Itoa(len(resp.Body))}
+	w.WriteHeader(resp.Status)
+	_, _ = w.Write(resp.Body)
+}
+
+// captureWriter records the response connect's ErrorWriter writes, as the
+// default a Render hook restyles.
+type captureWriter struct {
+	h      http.Header
+	status int
+	body   []byte
+}
+
+func (c *captureWriter) Header() http.Header {
+	if c.h == nil {
+		c.h = make(http.Header)
+	}
+	return c.h
+}
+
+func (c *captureWriter) WriteHeader(status int) {
+	if c.status == 0 {
+		c.status = status
+	}
+}
+
+func (c *captureWriter) Write(p []byte) (int, error) {
+	c.WriteHeader(http.StatusOK)
+	c.body = append(c.body, p...)
+	return len(p), nil
+}

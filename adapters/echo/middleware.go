@@ -1,0 +1,193 @@
+package resilienceecho
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+
+	"github.com/labstack/echo/v4"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/inbound"
+)
+
+// Middleware is the inbound pipeline as echo middleware: e.Use(mw.Handler),
+// or on a group or a route. A Middleware is safe for concurrent use; all
+// the routes behind it share its limits (one concurrency cap, one rate
+// limit). Build it with New: the zero value is not usable. A rejected,
+// timed-out or panicking request leaves nothing behind (permit and queue
+// place returned), as in inbound.Middleware.
+type Middleware struct {
+	in *inbound.Middleware
+	// customRender: Options.Render may render a body that is not JSON.
+	customRender bool
+	// timed: the handler gets the timed writer (a timeout or a custom
+	// pipeline), which answers its deadline; otherwise a deadline passing
+	// is the handler's to answer.
+	timed bool
+	// timeoutSize is the length of the 504 body the timed writer sends.
+	timeoutSize int64
+}
+
+// New validates opts and returns the middleware, or a
+// *resilience.ConfigError naming the first invalid field (errors.Is
+// resilience.ErrInvalidOptions).
+func New(opts inbound.Options) (*Middleware, error) {
+	in, err := inbound.NewFor(inbound.Framework{Route: route}, opts)
+	if err != nil {
+		return nil, err
+	}
+	m := &Middleware{in: in, customRender: opts.Render != nil, timed: opts.Timeout > 0 || opts.Pipeline != nil}
+	if resp, ok := in.Render(&resilience.TimeoutRejectedError{Timeout: opts.Timeout}); ok {
+		m.timeoutSize = int64(len(resp.Body))
+	}
+	return m, nil
+}
+
+// NewMiddleware is New for code that only needs the middleware function:
+//
+//	mw, err := resilienceecho.NewMiddleware(opts)
+//	e.Use(mw)
+func NewMiddleware(opts inbound.Options) (echo.MiddlewareFunc, error) {
+	m, err := New(opts)
+	if err != nil {
+		return nil, err
+	}
+	return m.Handler, nil
+}
+
+// Inbound returns the underlying inbound middleware: its Stats and
+// StatsHandler, and its Limiter to change the limit at run time.
+func (m *Middleware) Inbound() *inbound.Middleware { return m.in }
+
+// Stats returns the middleware's current load (see inbound.Stats).
+func (m *Middleware) Stats() inbound.Stats { return m.in.Stats() }
+
+// route is the inbound RouteFunc: echo has routed before its middleware
+// runs, so the pattern is c.Path(), in the route format chi gives.
+func route(raw any) string {
+	if c, ok := raw.(echo.Context); ok {
+		return inbound.ColonRoute(c.Path())
+	}
+	return ""
+}
+
+// Handler is the echo middleware: it runs next through the inbound
+// pipeline, or returns a rejection (429, 503) as an *echo.HTTPError for
+// echo's HTTPErrorHandler.
+func (m *Middleware) Handler(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error { return m.serve(c, next) }
+}
+
+// call carries next from serve to admitted, and next's error back: it
+// waits in c.Response().Writer, where admitted finds it, until then.
+type call struct {
+	http.ResponseWriter // echo's writer underneath, for anyone who writes meanwhile
+	next                echo.HandlerFunc
+	ctx                 context.Context // the handler's, once admitted
+	err                 error
+}
+
+var calls = sync.Pool{New: func() any { return new(call) }}
+
+func (m *Middleware) serve(c echo.Context, next echo.HandlerFunc) error {
+	res, req := c.Response(), c.Request()
+	orig := res.Writer
+	cl := calls.Get().(*call)
+	cl.ResponseWriter, cl.next = orig, next
+	res.Writer = cl
+	completed := false
+	defer func() {
+		if !completed { // a panic from the chain, on its way out
+			m.finish(c, cl, orig, req, false)
+		}
+	}()
+	err := m.in.Serve(orig, req, c, admitted)
+	completed = true
+	handlerErr, answered := m.finish(c, cl, orig, req, true)
+	switch {
+	case err != nil:
+		return m.reject(c, orig, req, err)
+	case answered:
+		return nil // the 504 is the response; the late handler's error has no one to go to
+	}
+	return handlerErr
+}
+
+// admitted runs next once the inbound middleware admitted the request: on
+// w (the timed writer when a timeout is set) under echo's Response, with
+// the pipeline's context (its deadline) in c.Request().
+func admitted(w http.ResponseWriter, r *http.Request, raw any) {
+	c := raw.(echo.Context)
+	res := c.Response()
+	cl, ok := res.Writer.(*call)
+	if !ok {
+		panic("resilienceecho: c.Response().Writer was replaced before the handler ran")
+	}
+	res.Writer = w
+	c.SetRequest(r)
+	cl.ctx = r.Context()
+	cl.err = cl.next(c)
+}
+
+// finish gives c back its request and echo's writer once the inbound
+// middleware has returned (completed) or is unwinding a panic, when the
+// deadline can no longer write. It returns next's error, and whether the
+// deadline answered: then the 504 was sent (or the committed response
+// cut), and echo's Response reports it committed, so that echo's error
+// handler, Recover or a later middleware writes nothing more.
+func (m *Middleware) finish(c echo.Context, cl *call, orig http.ResponseWriter, req *http.Request, completed bool) (error, bool) {
+	res := c.Response()
+	res.Writer = orig
+	c.SetRequest(req)
+	err, answered := cl.err, m.timed && cl.ctx != nil && deadlinePassed(cl.ctx)
+	*cl = call{}
+	calls.Put(cl)
+	if answered {
+		if completed || !res.Committed {
+			// A panicking handler that had committed was cut at the
+			// deadline; otherwise the 504 went out.
+			res.Status, res.Size = http.StatusGatewayTimeout, m.timeoutSize
+		}
+		res.Committed = true
+	}
+	return err, answered
+}
+
+// deadlinePassed reports whether ctx ended because its time ran out: the
+// inbound middleware then answered the request.
+func deadlinePassed(ctx context.Context) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	cause := context.Cause(ctx)
+	return errors.Is(cause, resilience.ErrTimeoutRejected) || errors.Is(cause, context.DeadlineExceeded)
+}
+
+// reject turns a rejection into echo's error flow: the rendered fields
+// (Content-Type, Retry-After, RateLimit-*) set on the response first, and
+// an *echo.HTTPError with the rendered status, the body as its Message and
+// the typed rejection as its Internal error. A client that left while
+// queued gets nothing: the connection is dropped (http.ErrAbortHandler,
+// which echo's Recover passes on), never left to an implicit empty 200.
+func (m *Middleware) reject(c echo.Context, w http.ResponseWriter, req *http.Request, err error) error {
+	resp, ok := m.in.RenderServe(w, req, err)
+	if !ok {
+		panic(http.ErrAbortHandler)
+	}
+	res := c.Response()
+	h := res.Header()
+	for k, v := range resp.Header {
+		h[k] = v
+	}
+	if m.customRender && !json.Valid(resp.Body) {
+		return &echo.HTTPError{Code: resp.Status, Message: string(resp.Body), Internal: err}
+	}
+	// echo's default error handler sends a json.Marshaler Message as it is,
+	// then the newline its JSON encoder ends every body with: exactBody
+	// drops that newline so the body is the one rendered, byte for byte.
+	res.Writer = &exactBody{ResponseWriter: res.Writer, body: resp.Body}
+	return &echo.HTTPError{Code: resp.Status, Message: json.RawMessage(resp.Body), Internal: err}
+}

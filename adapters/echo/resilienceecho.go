@@ -1,0 +1,92 @@
+// Package resilienceecho puts resilience's inbound load shedding in front
+// of echo (v4) routes: rate limit (429) → concurrency limiter with a
+// priority queue (503) → timeout (504), configured by inbound.Options and
+// behaving exactly as core/inbound documents (it passes the conformance
+// suite in full).
+//
+//	mw, err := resilienceecho.New(inbound.Options{
+//		Timeout:     5 * time.Second,
+//		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 200, QueueLimit: 100, QueueTimeout: 500 * time.Millisecond},
+//	})
+//	if err != nil {
+//		return err // a *resilience.ConfigError naming the field
+//	}
+//	e := echo.New()
+//	e.GET("/healthz", health) // outside the group: never shed
+//	api := e.Group("", mw.Handler)
+//	api.GET("/users/:id", getUser)
+//
+// # The request in priority and key functions
+//
+// echo has routed a request before its middleware runs, so
+// inbound.Request.Route is echo's pattern (c.Path()) in the format every
+// adapter gives ("/users/:id" is "/users/{id}", "/files/*" stays
+// "/files/*"), resolved only when a function reads it. Context returns the
+// echo.Context itself.
+//
+// # In echo's flow
+//
+// A rejection (429, 503) is returned, not written: the rendered fields
+// (Content-Type, Retry-After, RateLimit-*) are set on the response first,
+// and the error is an *echo.HTTPError with the rendered status, the body
+// as its Message (a json.RawMessage) and the typed rejection as its
+// Internal error, for echo's HTTPErrorHandler. With echo's default handler
+// the client gets the status, fields and body the net/http middleware
+// sends, byte for byte (the newline echo's JSON encoder adds after a body
+// is left out for these bodies); a custom handler renders its own format
+// from the HTTPError and errors.As on the rejection. A body from
+// Options.Render that is not JSON becomes a string Message. A request
+// whose client left while it queued gets nothing.
+//
+// An admitted request runs next on the request's goroutine, with
+// c.Request() carrying the pipeline's context (its deadline) and
+// c.Response() writing through the inbound middleware's timed writer, so
+// Flush and Hijack keep working. At the deadline that writer sends the
+// 504 on the writer underneath echo's Response; nothing touches the
+// echo.Context from the deadline's goroutine, and the middleware returns
+// only when the handler does. The late handler's writes fail with
+// http.ErrHandlerTimeout. Once the handler returns, c.Response() reads
+// committed with status 504, and the middleware returns nil whatever the
+// handler returned: the 504 is the response, so echo's error handler,
+// middleware.Recover (after a late panic, which propagates once the
+// permit is back) or a later middleware do not write another. echo's
+// middleware.ContextTimeout composes either way round: outside, its
+// deadline is the request's and the 504 comes at it; inside, its 503 is
+// returned like any handler error.
+//
+// A handler error returned in time is rendered by echo's error handler
+// after the middleware, so the adaptive limiter (Options.Adaptive) counts
+// such a request by the status the handler wrote itself (none: 200).
+//
+// Over HTTP/2 the 504 goes out whole at the deadline, and its stream is
+// then reset rather than ended: HTTP/2 ends a stream only when the
+// handler chain returns, and the chain cannot return before the late
+// handler does, since echo recycles its context then. (The net/http
+// middleware runs a timed HTTP/2 request on a goroutine of its own
+// instead.) A client that reads the body to its end then sees a stream
+// error after the complete 504.
+//
+// Every capability of the conformance suite is supported; nothing is
+// declared missing.
+package resilienceecho
+
+import (
+	"context"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ylcnfrht/resilience/core/inbound"
+)
+
+// Context returns the echo.Context of the request that a priority
+// function, a rate-limit key function or a custom pipeline's strategy is
+// running for, from the ctx it was given. Use it on that call's goroutine,
+// while the call runs: echo recycles the context once the request ends.
+func Context(ctx context.Context) (echo.Context, bool) {
+	r, ok := inbound.RequestFrom(ctx)
+	if !ok {
+		return nil, false
+	}
+	c, ok := r.Raw.(echo.Context)
+	return c, ok
+}

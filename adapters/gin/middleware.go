@@ -1,0 +1,137 @@
+package resiliencegin
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/ylcnfrht/resilience/core/inbound"
+)
+
+// Middleware is the inbound pipeline as gin middleware: r.Use(mw.Handler)
+// on an engine or a group. A Middleware is safe for concurrent use; all
+// the routes behind it share its limits (one concurrency cap, one rate
+// limit). Build it with New: the zero value is not usable. A rejected,
+// timed-out or panicking request leaves nothing behind (permit and queue
+// place returned), as in inbound.Middleware.
+type Middleware struct {
+	in    *inbound.Middleware
+	timed bool // the chain gets the timed writer
+}
+
+// New validates opts and returns the middleware, or a
+// *resilience.ConfigError naming the first invalid field (errors.Is
+// resilience.ErrInvalidOptions).
+func New(opts inbound.Options) (*Middleware, error) {
+	in, err := inbound.NewFor(inbound.Framework{Route: route}, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Middleware{in: in, timed: opts.Timeout > 0 || opts.Pipeline != nil}, nil
+}
+
+// NewMiddleware is New for code that only needs the handler function:
+//
+//	mw, err := resiliencegin.NewMiddleware(opts)
+//	r.Use(mw)
+func NewMiddleware(opts inbound.Options) (gin.HandlerFunc, error) {
+	m, err := New(opts)
+	if err != nil {
+		return nil, err
+	}
+	return m.Handler, nil
+}
+
+// Inbound returns the underlying inbound middleware: its Stats and
+// StatsHandler, and its Limiter to change the limit at run time.
+func (m *Middleware) Inbound() *inbound.Middleware { return m.in }
+
+// Stats returns the middleware's current load (see inbound.Stats).
+func (m *Middleware) Stats() inbound.Stats { return m.in.Stats() }
+
+// route is the inbound RouteFunc: gin has routed before its middleware
+// runs, so the pattern is c.FullPath(), in the route format chi gives.
+func route(raw any) string {
+	if c, ok := raw.(*gin.Context); ok {
+		return inbound.ColonRoute(c.FullPath())
+	}
+	return ""
+}
+
+// Handler is the gin middleware: it runs the rest of c's chain through the
+// inbound pipeline, or answers a rejection (429, 503) and aborts the
+// chain, recording the rejection in c.Errors.
+func (m *Middleware) Handler(c *gin.Context) {
+	req := c.Request
+	// The wrapper waits in c.Writer for admitted, which finds it there;
+	// finish takes it out again, whatever happens.
+	rw := writers.Get().(*responseWriter)
+	orig := rw.install(c, m.timed)
+	completed := false
+	defer func() {
+		if !completed { // a panic from the chain, on its way out
+			c.Request = req
+			rw.finish(c, false)
+		}
+	}()
+	err := m.in.Serve(orig, req, c, admitted)
+	completed = true
+	c.Request = req
+	rw.finish(c, true)
+	if err != nil {
+		m.reject(c, req, err)
+	}
+}
+
+// admitted continues c's chain once the inbound middleware admitted the
+// request: c.Writer writes through w (unless w is gin's writer itself),
+// and c.Request carries the pipeline's context, with its deadline.
+func admitted(w http.ResponseWriter, r *http.Request, raw any) {
+	c := raw.(*gin.Context)
+	c.Request = r
+	if rw, ok := c.Writer.(*responseWriter); ok && rw.w == nil {
+		if w == http.ResponseWriter(rw.orig) {
+			c.Writer = rw.orig // nothing to intercept
+		} else {
+			rw.start(w, r.Context())
+		}
+	}
+	c.Next()
+}
+
+// reject answers a rejection on gin's writer and stops the chain: the
+// rendered status, fields and body, byte for byte what the net/http
+// middleware sends, and the error in c.Errors for gin's logger and error
+// middleware. A client that left while queued gets nothing: its connection
+// is dropped, never left to gin's implicit empty 200.
+func (m *Middleware) reject(c *gin.Context, req *http.Request, err error) {
+	_ = c.Error(err) // ErrorTypePrivate: logged, never rendered by gin
+	c.Abort()
+	resp, ok := m.in.RenderServe(c.Writer, req, err)
+	if !ok {
+		dropConnection(c, req)
+		return
+	}
+	h := c.Writer.Header()
+	for k, v := range resp.Header {
+		h[k] = v
+	}
+	h["Content-Length"] = []string{strconv.Itoa(len(resp.Body))}
+	c.Writer.WriteHeader(resp.Status)
+	_, _ = c.Writer.Write(resp.Body)
+}
+
+// dropConnection ends a request whose client left with nothing written.
+// On HTTP/1 the connection is hijacked and closed: gin's Recovery swallows
+// http.ErrAbortHandler and gin would then send its pending 200. On HTTP/2,
+// which cannot be hijacked, the stream is reset by the panic.
+func dropConnection(c *gin.Context, req *http.Request) {
+	if req.ProtoMajor < 2 {
+		if conn, _, err := c.Writer.Hijack(); err == nil {
+			_ = conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestRunServesEveryProtocol: the program serves Build and Follow to
+// Connect, gRPC and gRPC-Web clients, refuses a tenant over its rate
+// with ResourceExhausted while another tenant goes on, answers a call past
+// -timeout with DeadlineExceeded, and shuts down cleanly.
+func TestRunServesEveryProtocol(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	pr, pw := io.Pipe()
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"-rate", "6", "-timeout", "300ms"}, pw, io.Discard)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "listening on http://") {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	base := strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
+
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	tenant := func(r interface{ Header() http.Header }, name string) { r.Header().Set("X-Tenant", name) }
+
+	for _, opts := range [][]connect.ClientOption{nil, {connect.WithGRPC()}, {connect.WithGRPCWeb()}} {
+		b := connect.NewClient[wrapperspb.Int64Value, wrapperspb.StringValue](hc, base+buildProcedure, opts...)
+		req := connect.NewRequest(wrapperspb.Int64(1))
+		tenant(req, "a")
+		if res, err := b.CallUnary(t.Context(), req); err != nil || res.Msg.GetValue() != "report built in 1ms" {
+			t.Fatalf("Build: %v, %v", res, err)
+		}
+		f := connect.NewClient[wrapperspb.Int64Value, wrapperspb.StringValue](hc, base+followProcedure, opts...)
+		freq := connect.NewRequest(wrapperspb.Int64(2))
+		tenant(freq, "a")
+		st, err := f.CallServerStream(t.Context(), freq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for st.Receive() {
+			n++
+		}
+		if st.Err() != nil || n != 2 {
+			t.Fatalf("Follow: %d messages, %v", n, st.Err())
+		}
+		_ = st.Close()
+	}
+	// Tenant a has made its 6 calls this second (or the window turned, and
+	// a few more calls spend it again).
+	b := connect.NewClient[wrapperspb.Int64Value, wrapperspb.StringValue](hc, base+buildProcedure, connect.WithGRPC())
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		req := connect.NewRequest(wrapperspb.Int64(0))
+		tenant(req, "a")
+		_, err := b.CallUnary(t.Context(), req)
+		if connect.CodeOf(err) == connect.CodeResourceExhausted {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("tenant a over its rate: %v, want ResourceExhausted", err)
+		}
+	}
+	req := connect.NewRequest(wrapperspb.Int64(5000))
+	tenant(req, "b")
+	if _, err := b.CallUnary(t.Context(), req); connect.CodeOf(err) != connect.CodeDeadlineExceeded {
+		t.Errorf("Build past -timeout for tenant b: %v, want DeadlineExceeded", err)
+	}
+	cancel()
+	select {
+	case code := <-exited:
+		if code != 0 {
+			t.Errorf("exit code %d, want 0", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no shutdown")
+	}
+}

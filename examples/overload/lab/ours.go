@@ -1,0 +1,86 @@
+package lab
+
+import (
+	"context"
+	"net/http"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/inbound"
+)
+
+// Ours returns the project's own configurations, by mode name:
+//
+//   - none: no shedding at all (the pass-through baseline);
+//   - fixed: the fixed limiter as the README configures it (limit, queue,
+//     queue timeout, timeout);
+//   - fixed-codel: the same with the CoDel queue discipline;
+//   - fixed-droplow: the fixed limiter whose full queue drops its
+//     lowest-priority waiter for a better newcomer;
+//   - adaptive: the adaptive limiter with its defaults (untuned), with
+//     only the timeout;
+//   - adaptive-codel: the adaptive limiter with the knobs' queue and CoDel.
+//
+// When the knobs are Prioritized, every limiter ranks queued requests by
+// PriorityOf.
+func Ours() []Contender {
+	return []Contender{
+		PassThrough,
+		{Name: "fixed", New: func(k Knobs) (func(http.Handler) http.Handler, error) {
+			return inboundMiddleware(k, inbound.Options{Concurrency: fixedOptions(k, nil, "")})
+		}},
+		{Name: "fixed-codel", New: func(k Knobs) (func(http.Handler) http.Handler, error) {
+			return inboundMiddleware(k, inbound.Options{Concurrency: fixedOptions(k, &resilience.CoDelOptions{}, "")})
+		}},
+		{Name: "fixed-droplow", New: func(k Knobs) (func(http.Handler) http.Handler, error) {
+			return inboundMiddleware(k, inbound.Options{Concurrency: fixedOptions(k, nil, resilience.OverflowDropLowestPriority)})
+		}},
+		{Name: "adaptive", New: func(k Knobs) (func(http.Handler) http.Handler, error) {
+			return inboundMiddleware(k, inbound.Options{Adaptive: &resilience.AdaptiveLimiterOptions{Priority: priority(k)}})
+		}},
+		{Name: "adaptive-codel", New: func(k Knobs) (func(http.Handler) http.Handler, error) {
+			return inboundMiddleware(k, inbound.Options{Adaptive: &resilience.AdaptiveLimiterOptions{
+				QueueLimit:   k.Queue,
+				QueueTimeout: k.QueueTimeout,
+				Priority:     priority(k),
+				CoDel:        &resilience.CoDelOptions{},
+			}})
+		}},
+	}
+}
+
+func fixedOptions(k Knobs, codel *resilience.CoDelOptions, overflow resilience.OverflowPolicy) *resilience.ConcurrencyLimiterOptions {
+	return &resilience.ConcurrencyLimiterOptions{
+		PermitLimit:  k.Limit,
+		QueueLimit:   k.Queue,
+		QueueTimeout: k.QueueTimeout,
+		Priority:     priority(k),
+		Overflow:     overflow,
+		CoDel:        codel,
+	}
+}
+
+func inboundMiddleware(k Knobs, opts inbound.Options) (func(http.Handler) http.Handler, error) {
+	opts.Name = "lab"
+	opts.Timeout = k.Timeout
+	m, err := inbound.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	return m.Handler, nil
+}
+
+// priority is the limiters' Priority function when the scenario sends
+// classes: the request view the middleware puts in the context carries
+// the header.
+func priority(k Knobs) func(ctx context.Context) int {
+	if !k.Prioritized {
+		return nil
+	}
+	return func(ctx context.Context) int {
+		r, ok := inbound.RequestFrom(ctx)
+		if !ok {
+			return LowPriority
+		}
+		return parsePriority(r.Header.Get(PriorityHeader))
+	}
+}

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	resilienceecho "github.com/ylcnfrht/resilience/adapters/echo"
+	"github.com/ylcnfrht/resilience/core/inbound"
+)
+
+func init() {
+	register("echo", func(cfg config) (http.Handler, *inbound.Middleware, error) {
+		mw, err := resilienceecho.New(inboundOptions(cfg))
+		if err != nil {
+			return nil, nil, asFlagError(err)
+		}
+		return echoRoutes(mw), mw.Inbound(), nil
+	})
+}
+
+// echoRoutes mounts the routes on an echo engine: the two diagnostic
+// routes outside the middleware, the work routes in a group behind it.
+func echoRoutes(mw *resilienceecho.Middleware) http.Handler {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.GET("/healthz", echo.WrapHandler(http.HandlerFunc(healthz)))
+	e.GET("/debug/limits", echo.WrapHandler(mw.Inbound().StatsHandler()))
+	g := e.Group("", mw.Handler)
+	g.GET("/work", echo.WrapHandler(http.HandlerFunc(workHandler)))
+	g.GET("/cooperative", echo.WrapHandler(http.HandlerFunc(cooperativeHandler)))
+	return e
+}

@@ -1,0 +1,72 @@
+package resilienceotel
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+)
+
+// BenchmarkOnEvent is one rejection event recorded on the SDK (counter and
+// queue-wait histogram), against a pipeline with no listener as baseline.
+func BenchmarkOnEvent(b *testing.B) {
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	defer mp.Shutdown(context.Background())
+	m, err := New(Options{MeterProvider: mp})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	e := resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: "queue-timeout", Duration: time.Millisecond,
+		Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonQueueTimeout}}
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		l    resilience.Listener
+	}{{"none", nil}, {"otel", m}} {
+		b.Run(c.name, func(b *testing.B) {
+			tel := resilience.NewTelemetry("api", "limiter", c.l)
+			b.ReportAllocs()
+			for b.Loop() {
+				tel.Emit(ctx, e)
+			}
+		})
+	}
+}
+
+// BenchmarkExecutionTimer is a pipeline execution with and without the
+// timer in front, on the SDK.
+func BenchmarkExecutionTimer(b *testing.B) {
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	defer mp.Shutdown(context.Background())
+	m, err := New(Options{MeterProvider: mp})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	noop := func(context.Context) (struct{}, error) { return struct{}{}, nil }
+	for _, timed := range []bool{false, true} {
+		name := "bare"
+		bld := resilience.NewBuilder[struct{}](resilience.WithName("api"))
+		if timed {
+			name = "timed"
+			bld.AddStrategy(m.ExecutionTimer("api"))
+		}
+		p, err := bld.AddConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{PermitLimit: 100}).Build()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Execute(ctx, noop); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,52 @@
+// Package resilienceotel exports the telemetry of resilience pipelines and
+// the inbound middleware as OpenTelemetry metrics, so operators see
+// shedding, timeouts and limits in any OpenTelemetry backend (Prometheus
+// through the OpenTelemetry Prometheus exporter, OTLP, …).
+//
+// Make one Metrics per process with New and pass it as the listener of
+// pipelines (resilience.WithListener) and middlewares
+// (inbound.Options.Listener); put ExecutionTimer first in a pipeline to
+// time executions; register limiters for the gauges with ObserveLimiter or
+// ObserveMiddleware.
+//
+// # Instruments
+//
+// Names follow OpenTelemetry's semantic-convention style under the
+// resilience. prefix (the Prometheus exporter turns dots into underscores
+// and adds unit and _total suffixes: resilience_events_total,
+// resilience_execution_duration_seconds, …).
+//
+//	name                           kind                     unit         attributes
+//	resilience.events              Counter                  {event}      event.name, pipeline.name, strategy.name, outcome, reason (when set)
+//	resilience.execution.duration  Histogram                s            pipeline.name, outcome
+//	resilience.attempt.duration    Histogram                s            pipeline.name, strategy.name, attempt.handled, outcome
+//	resilience.queue.wait          Histogram                s            pipeline.name, strategy.name, reason
+//	resilience.limiter.limit       ObservableGauge          {permit}     limiter.name
+//	resilience.limiter.in_flight   ObservableUpDownCounter  {execution}  limiter.name
+//	resilience.limiter.queued      ObservableUpDownCounter  {execution}  limiter.name
+//	resilience.limiter.late        ObservableUpDownCounter  {execution}  limiter.name (middlewares only)
+//
+// Every attribute key carries the resilience. prefix
+// (resilience.event.name, …). resilience.events counts every event:
+// rejections (event OnRateLimiterRejected, reason full, queue-timeout,
+// dropped, shutting-down or rate-limited), timeouts, store errors (reason
+// fail-open or fail-closed), retries, circuit transitions, fallbacks,
+// hedges, attempts (reason handled or unhandled) and contained panics of
+// user hooks (reason the hook's name). Outcome classifies the event's
+// error: ok, rejected, timeout, canceled or error. Execution durations come
+// from ExecutionTimer, attempt durations from ExecutionAttempt events, and
+// queue waits from rejections after queueing (queue-timeout, dropped): core
+// emits no event for a wait that ends in a permit.
+//
+// Limiter gauges are read at each collection from the registered
+// limiters: the current limit (an adaptive limiter's moves), the
+// executions holding a permit, those queued, and, for a middleware, the
+// handlers still running after their deadline was answered.
+//
+// # Cardinality
+//
+// Attributes are bounded: names of pipelines, strategies and limiters come
+// from configuration (cut to 64 bytes); event names and reasons other than
+// core's become "other"; errors are reduced to five outcomes. No key,
+// path, client address or error text ever becomes an attribute.
+package resilienceotel

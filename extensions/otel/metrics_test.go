@@ -1,0 +1,419 @@
+package resilienceotel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/goleak"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/inbound"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// harness is a Metrics on an SDK provider read by a manual reader.
+type harness struct {
+	t      *testing.T
+	reader *sdkmetric.ManualReader
+	m      *Metrics
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	r := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))
+	t.Cleanup(func() { mp.Shutdown(context.Background()) })
+	m, err := New(Options{MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return &harness{t: t, reader: r, m: m}
+}
+
+// collect returns the metrics by name.
+func (h *harness) collect() map[string]metricdata.Metrics {
+	h.t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := h.reader.Collect(context.Background(), &rm); err != nil {
+		h.t.Fatal(err)
+	}
+	out := map[string]metricdata.Metrics{}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != ScopeName {
+			h.t.Fatalf("scope %q", sm.Scope.Name)
+		}
+		for _, m := range sm.Metrics {
+			out[m.Name] = m
+		}
+	}
+	return out
+}
+
+// attrs renders an attribute set as "k=v,k=v" in key order.
+func attrs(s attribute.Set) string {
+	var b []string
+	for _, kv := range s.ToSlice() {
+		b = append(b, string(kv.Key)+"="+kv.Value.String())
+	}
+	return strings.Join(b, ",")
+}
+
+// counts returns resilience.events' data points: attributes → value.
+func counts(t *testing.T, ms map[string]metricdata.Metrics) map[string]int64 {
+	t.Helper()
+	m, ok := ms[MetricEvents]
+	if !ok {
+		return nil
+	}
+	if m.Unit != "{event}" {
+		t.Errorf("%s unit %q", MetricEvents, m.Unit)
+	}
+	sum, ok := m.Data.(metricdata.Sum[int64])
+	if !ok || !sum.IsMonotonic {
+		t.Fatalf("%s is %T, want a monotonic Sum[int64]", MetricEvents, m.Data)
+	}
+	out := map[string]int64{}
+	for _, dp := range sum.DataPoints {
+		out[attrs(dp.Attributes)] = dp.Value
+	}
+	return out
+}
+
+// histogram returns a histogram's data points: attributes → (count, sum).
+func histogram(t *testing.T, ms map[string]metricdata.Metrics, name string) map[string][2]float64 {
+	t.Helper()
+	m, ok := ms[name]
+	if !ok {
+		return nil
+	}
+	if m.Unit != "s" {
+		t.Errorf("%s unit %q, want s", name, m.Unit)
+	}
+	h, ok := m.Data.(metricdata.Histogram[float64])
+	if !ok {
+		t.Fatalf("%s is %T", name, m.Data)
+	}
+	out := map[string][2]float64{}
+	for _, dp := range h.DataPoints {
+		out[attrs(dp.Attributes)] = [2]float64{float64(dp.Count), dp.Sum}
+	}
+	return out
+}
+
+// TestEachEventKind protects the documented mapping: each event kind core
+// emits counts once in resilience.events with exactly the documented
+// attributes (reason only when set, outcome from the error), and attempts
+// and queue waits land in their histograms with their durations in
+// seconds.
+func TestEachEventKind(t *testing.T) {
+	brk := &resilience.BrokenCircuitError{}
+	cases := []struct {
+		e     resilience.Event
+		attrs string
+		hist  string // histogram name, if the event feeds one
+		hattr string
+	}{
+		{resilience.Event{Name: resilience.EventTimeout, Duration: time.Second, Err: resilience.ErrTimeoutRejected},
+			"resilience.event.name=OnTimeout,resilience.outcome=timeout,resilience.pipeline.name=p,resilience.strategy.name=s", "", ""},
+		{resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: "full", Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonFull}},
+			"resilience.event.name=OnRateLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=full,resilience.strategy.name=s", "", ""},
+		{resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: "queue-timeout", Duration: 250 * time.Millisecond, Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonQueueTimeout}},
+			"resilience.event.name=OnRateLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=queue-timeout,resilience.strategy.name=s",
+			MetricQueueWait, "resilience.pipeline.name=p,resilience.reason=queue-timeout,resilience.strategy.name=s"},
+		{resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: "dropped", Duration: 250 * time.Millisecond, Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonDropped}},
+			"resilience.event.name=OnRateLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=dropped,resilience.strategy.name=s",
+			MetricQueueWait, "resilience.pipeline.name=p,resilience.reason=dropped,resilience.strategy.name=s"},
+		{resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: resilience.ReasonRateLimited, Duration: 30 * time.Second, Err: &resilience.RateLimitRejectedError{}},
+			"resilience.event.name=OnRateLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=rate-limited,resilience.strategy.name=s", "", ""},
+		{resilience.Event{Name: resilience.EventRateLimiterStoreError, Reason: "fail-open", Err: &resilience.RateLimitStoreError{Policy: "x", Err: errors.New("conn refused")}},
+			"resilience.event.name=OnRateLimiterStoreError,resilience.outcome=error,resilience.pipeline.name=p,resilience.reason=fail-open,resilience.strategy.name=s", "", ""},
+		{resilience.Event{Name: resilience.EventRetry, Attempt: 1, Duration: time.Second, Err: errors.New("boom")},
+			"resilience.event.name=OnRetry,resilience.outcome=error,resilience.pipeline.name=p,resilience.strategy.name=s", "", ""},
+		{resilience.Event{Name: resilience.EventCircuitOpened, Duration: 5 * time.Second, Err: errors.New("boom")},
+			"resilience.event.name=OnCircuitOpened,resilience.outcome=error,resilience.pipeline.name=p,resilience.strategy.name=s", "", ""},
+		{resilience.Event{Name: resilience.EventCircuitHalfOpened},
+			"resilience.event.name=OnCircuitHalfOpened,resilience.outcome=ok,resilience.pipeline.name=p,resilience.strategy.name=s", "", ""},
+		{resilience.Event{Name: resilience.EventCircuitClosed},
+			"resilience.event.name=OnCircuitClosed,resilience.outcome=ok,resilience.pipeline.name=p,resilience.strategy.name=s", "", ""},
+		{resilience.Event{Name: resilience.EventFallback, Err: brk},
+			"resilience.event.name=OnFallback,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.strategy.name=s", "", ""},
+		{resilience.Event{Name: resilience.EventHedging, Attempt: 1},
+			"resilience.event.name=OnHedging,resilience.outcome=ok,resilience.pipeline.name=p,resilience.strategy.name=s", "", ""},
+		{resilience.Event{Name: resilience.EventExecutionAttempt, Reason: resilience.ReasonHandled, Duration: 1500 * time.Millisecond, Err: context.DeadlineExceeded},
+			"resilience.event.name=ExecutionAttempt,resilience.outcome=timeout,resilience.pipeline.name=p,resilience.reason=handled,resilience.strategy.name=s",
+			MetricAttemptDuration, "resilience.attempt.handled=true,resilience.outcome=timeout,resilience.pipeline.name=p,resilience.strategy.name=s"},
+		{resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: "shutting-down", Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonShuttingDown}},
+			"resilience.event.name=OnRateLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=shutting-down,resilience.strategy.name=s", "", ""},
+		{resilience.Event{Name: resilience.EventHookPanic, Reason: resilience.HookLimitAlgorithm, Err: &resilience.HookPanicError{Hook: resilience.HookLimitAlgorithm, Value: "boom"}},
+			"resilience.event.name=OnHookPanic,resilience.outcome=error,resilience.pipeline.name=p,resilience.reason=LimitAlgorithm.Update,resilience.strategy.name=s", "", ""},
+		{resilience.Event{Name: resilience.EventExecutionAttempt, Reason: resilience.ReasonUnhandled, Duration: 20 * time.Millisecond},
+			"resilience.event.name=ExecutionAttempt,resilience.outcome=ok,resilience.pipeline.name=p,resilience.reason=unhandled,resilience.strategy.name=s",
+			MetricAttemptDuration, "resilience.attempt.handled=false,resilience.outcome=ok,resilience.pipeline.name=p,resilience.strategy.name=s"},
+	}
+	for _, c := range cases {
+		t.Run(string(c.e.Name)+"/"+c.e.Reason, func(t *testing.T) {
+			h := newHarness(t)
+			tel := resilience.NewTelemetry("p", "s", h.m)
+			tel.Emit(context.Background(), c.e)
+			tel.Emit(context.Background(), c.e)
+			ms := h.collect()
+			got := counts(t, ms)
+			if len(got) != 1 || got[c.attrs] != 2 {
+				t.Fatalf("resilience.events: %v, want {%s: 2}", got, c.attrs)
+			}
+			for _, name := range []string{MetricAttemptDuration, MetricQueueWait} {
+				hd := histogram(t, ms, name)
+				if name != c.hist {
+					if len(hd) != 0 {
+						t.Fatalf("%s recorded %v for this event", name, hd)
+					}
+					continue
+				}
+				want := [2]float64{2, 2 * c.e.Duration.Seconds()}
+				if len(hd) != 1 || hd[c.hattr] != want {
+					t.Fatalf("%s: %v, want {%s: %v}", name, hd, c.hattr, want)
+				}
+			}
+		})
+	}
+}
+
+// TestPipelineEventsAndExecutionTime protects the wiring through a real
+// pipeline: the timer records one execution per call with its outcome, and
+// a retry's attempts and retries arrive as events and attempt durations.
+func TestPipelineEventsAndExecutionTime(t *testing.T) {
+	h := newHarness(t)
+	p, err := resilience.NewBuilder[struct{}](resilience.WithName("orders"), resilience.WithListener(h.m)).
+		AddStrategy(h.m.ExecutionTimer("orders")).
+		AddRetry(resilience.RetryOptions[struct{}]{Name: "retry", MaxRetryAttempts: 2, Delay: time.Millisecond}).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	_, err = p.Execute(context.Background(), func(context.Context) (struct{}, error) {
+		calls++
+		if calls < 3 {
+			return struct{}{}, errors.New("flaky")
+		}
+		return struct{}{}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = p.Execute(context.Background(), func(context.Context) (struct{}, error) {
+		return struct{}{}, context.DeadlineExceeded
+	})
+	ms := h.collect()
+	ev := counts(t, ms)
+	base := ",resilience.pipeline.name=orders,resilience.strategy.name=retry"
+	if n := ev["resilience.event.name=OnRetry,resilience.outcome=error"+base]; n != 2 {
+		t.Errorf("OnRetry with error: %d, want 2 (%v)", n, ev)
+	}
+	if n := ev["resilience.event.name=ExecutionAttempt,resilience.outcome=ok,resilience.pipeline.name=orders,resilience.reason=unhandled,resilience.strategy.name=retry"]; n != 1 {
+		t.Errorf("successful attempts: %d, want 1 (%v)", n, ev)
+	}
+	att := histogram(t, ms, MetricAttemptDuration)
+	var attempts float64
+	for _, v := range att {
+		attempts += v[0]
+	}
+	if attempts != 6 {
+		t.Errorf("attempt durations: %v, want 6 attempts", att)
+	}
+	exec := histogram(t, ms, MetricExecutionDuration)
+	if exec["resilience.outcome=ok,resilience.pipeline.name=orders"][0] != 1 ||
+		exec["resilience.outcome=timeout,resilience.pipeline.name=orders"][0] != 1 || len(exec) != 2 {
+		t.Errorf("execution durations: %v", exec)
+	}
+}
+
+// TestMiddlewareGauges protects the gauges: a middleware's limit, its
+// in-flight and queued requests and its late handlers are read at
+// collection time, under the limiter's name, and stop reporting after stop.
+func TestMiddlewareGauges(t *testing.T) {
+	h := newHarness(t)
+	mw, err := inbound.New(inbound.Options{
+		Name:        "api",
+		Timeout:     50 * time.Millisecond,
+		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 2, QueueLimit: 4, QueueTimeout: 10 * time.Second},
+		Listener:    h.m,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := h.m.ObserveMiddleware("api", mw)
+	release := make(chan struct{})
+	started := make(chan struct{}, 8)
+	srv := httptest.NewServer(mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-release // ignores its context: runs late past the 50 ms timeout
+	})))
+	defer srv.Close()
+	done := make(chan int, 3)
+	for range 3 {
+		go func() {
+			resp, err := http.Get(srv.URL)
+			if err != nil {
+				done <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			done <- resp.StatusCode
+		}()
+	}
+	<-started
+	<-started
+	// Two handlers hold the permits and run late after their 504s; the third
+	// request waits in the queue.
+	want := map[string]int64{MetricLimiterLimit: 2, MetricLimiterInFlight: 2, MetricLimiterQueued: 1, MetricLimiterLate: 2}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := gauges(t, h.collect(), "resilience.limiter.name=api")
+		if fmt.Sprint(got) == fmt.Sprint(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gauges %v, want %v", got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	for range 3 {
+		<-done
+	}
+	stop()
+	if got := gauges(t, h.collect(), "resilience.limiter.name=api"); len(got) != 0 {
+		t.Fatalf("after stop: %v", got)
+	}
+}
+
+// gauges returns the four limiter instruments' values for one attribute set.
+func gauges(t *testing.T, ms map[string]metricdata.Metrics, set string) map[string]int64 {
+	t.Helper()
+	units := map[string]string{MetricLimiterLimit: "{permit}", MetricLimiterInFlight: "{execution}", MetricLimiterQueued: "{execution}", MetricLimiterLate: "{execution}"}
+	out := map[string]int64{}
+	for name, unit := range units {
+		m, ok := ms[name]
+		if !ok {
+			continue
+		}
+		if m.Unit != unit {
+			t.Errorf("%s unit %q, want %q", name, m.Unit, unit)
+		}
+		var dps []metricdata.DataPoint[int64]
+		switch d := m.Data.(type) {
+		case metricdata.Gauge[int64]:
+			dps = d.DataPoints
+		case metricdata.Sum[int64]:
+			if d.IsMonotonic {
+				t.Errorf("%s is monotonic", name)
+			}
+			dps = d.DataPoints
+		default:
+			t.Fatalf("%s is %T", name, m.Data)
+		}
+		for _, dp := range dps {
+			if attrs(dp.Attributes) == set {
+				out[name] = dp.Value
+			}
+		}
+	}
+	return out
+}
+
+// TestObserveLimiter protects the gauges of a plain limiter: limit,
+// in-flight and queued, and no late gauge (a limiter has no deadline).
+func TestObserveLimiter(t *testing.T) {
+	h := newHarness(t)
+	l, err := resilience.NewConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{PermitLimit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.m.ObserveLimiter("db", l.Stats)()
+	if !l.TryAcquire() {
+		t.Fatal("no permit")
+	}
+	defer l.Release()
+	got := gauges(t, h.collect(), "resilience.limiter.name=db")
+	want := map[string]int64{MetricLimiterLimit: 3, MetricLimiterInFlight: 1, MetricLimiterQueued: 0}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("gauges %v, want %v", got, want)
+	}
+}
+
+// TestCardinalityBounded protects backends from unbounded series: events
+// carrying per-request data (keys, paths, addresses, error texts, unknown
+// names and reasons) produce no more attribute sets than the known labels
+// allow, and none of that data appears in any attribute.
+func TestCardinalityBounded(t *testing.T) {
+	h := newHarness(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	names := []resilience.EventName{resilience.EventTimeout, resilience.EventRateLimiterRejected, resilience.EventRetry, "OnCustom"}
+	tel := resilience.NewTelemetry("api", "limiter", h.m)
+	for i := range 20_000 {
+		secret := fmt.Sprintf("client-10.0.%d.%d/path/%d", rng.IntN(256), rng.IntN(256), i)
+		tel.Emit(context.Background(), resilience.Event{
+			Name:     names[rng.IntN(len(names))],
+			Reason:   []string{"full", "rate-limited", secret}[rng.IntN(3)],
+			Err:      []error{nil, errors.New(secret), &resilience.RateLimitRejectedError{}}[rng.IntN(3)],
+			Duration: time.Duration(rng.IntN(1000)) * time.Millisecond,
+		})
+	}
+	ev := counts(t, h.collect())
+	// 4 event names × 3 reasons (full, rate-limited, other) × 3 outcomes.
+	if len(ev) > 36 {
+		t.Fatalf("%d attribute sets from 20 000 events, want at most 36", len(ev))
+	}
+	for set := range ev {
+		if strings.Contains(set, "client-") || strings.Contains(set, "/path/") {
+			t.Fatalf("per-request data in attributes: %s", set)
+		}
+	}
+	long := strings.Repeat("x", 500)
+	resilience.NewTelemetry(long, long, h.m).Emit(context.Background(), resilience.Event{Name: resilience.EventTimeout})
+	for set := range counts(t, h.collect()) {
+		if strings.Contains(set, strings.Repeat("x", maxNameLen+1)) {
+			t.Fatalf("name not cut to %d bytes: %s", maxNameLen, set)
+		}
+	}
+}
+
+// TestOnEventAllocatesNothing protects the listener's cost: once an event's
+// attribute set has been seen, recording it allocates nothing in this
+// package (measured on the no-op provider, so the SDK's own work is out).
+func TestOnEventAllocatesNothing(t *testing.T) {
+	m, err := New(Options{MeterProvider: noop.NewMeterProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tel := resilience.NewTelemetry("api", "limiter", m)
+	e := resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: "queue-timeout", Duration: time.Millisecond, Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonQueueTimeout}}
+	ctx := context.Background()
+	tel.Emit(ctx, e)
+	if n := testing.AllocsPerRun(1000, func() { tel.Emit(ctx, e) }); n != 0 {
+		t.Fatalf("OnEvent: %v allocations, want 0", n)
+	}
+	timer := m.ExecutionTimer("api")
+	run := func() { _ = timer.Execute(ctx, tel, func(context.Context) error { return nil }) }
+	run()
+	if n := testing.AllocsPerRun(1000, run); n != 0 {
+		t.Fatalf("ExecutionTimer: %v allocations, want 0", n)
+	}
+}

@@ -1,0 +1,281 @@
+package resilienceredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	resilience "github.com/ylcnfrht/resilience/core"
+)
+
+const (
+	// DefaultPrefix starts every key the store writes.
+	DefaultPrefix = "resilience:rl:"
+	// DefaultBudget is the time a Take may wait for Redis when
+	// Options.Budget is 0.
+	DefaultBudget = 50 * time.Millisecond
+	// MaxWindow is the longest window the store accepts (2⁵² ns, about 52
+	// days): its scripts compute in float64, exact below 2⁵³.
+	MaxWindow = time.Duration(1 << 52)
+	// maxLimitWindow bounds Limit × Window in µs for the same reason.
+	maxLimitWindow = 1 << 53
+)
+
+// ErrBudgetExceeded reports that Redis did not answer within the store's
+// budget, so no decision was made. Take's error matches it with errors.Is.
+var ErrBudgetExceeded = errors.New("resilienceredis: no answer from redis within the budget")
+
+// Options configures a Store. New copies it.
+type Options struct {
+	// Client runs the scripts: a *redis.Client, *redis.ClusterClient,
+	// *redis.Ring or anything else go-redis accepts as a Scripter.
+	// Required. The store never closes it. Set ContextTimeoutEnabled on
+	// it (a *redis.Client, ClusterClient or Ring): go-redis then bounds
+	// every wait by the budget itself and a Take runs on the caller's
+	// goroutine. Otherwise each Take runs the call on a goroutine of its
+	// own to hold the budget, which costs a scheduler hand-off per
+	// decision, and a call abandoned at the budget runs on (off the
+	// request path) until the client's own timeouts.
+	Client redis.Scripter
+	// Prefix starts every key (default DefaultPrefix). Stores of unrelated
+	// services sharing one Redis need distinct prefixes.
+	Prefix string
+	// Budget is the longest a Take waits for Redis, connection and retries
+	// included (default DefaultBudget). Past it Take returns
+	// ErrBudgetExceeded and the rate limiter fails open or closed as its
+	// RateLimiterOptions.FailClosed says.
+	Budget time.Duration
+	// Breaker, when set, sits in front of Redis: once it opens, a Take
+	// fails at once with the breaker's *resilience.BrokenCircuitError
+	// instead of waiting out the budget, and its probes find Redis again
+	// when it is back. Its events go to Listener.
+	Breaker *resilience.CircuitBreaker[resilience.RateLimitDecision]
+	// Listener receives the breaker's events (pipeline name
+	// "resilienceredis"). Nil drops them.
+	Listener resilience.Listener
+}
+
+// Store is a resilience.RateLimitStore that keeps counters in Redis, so
+// the instances of a fleet enforce one limit per key together. Use it as
+// RateLimiterOptions.Store.
+//
+// Each decision is one Lua script, atomic in Redis, per algorithm: fixed
+// window, sliding window and token bucket, with the same limit, remaining,
+// reset and retry-after numbers as resilience.MemoryRateLimitStore for the
+// same sequence of takes, so the RateLimit-* headers do not depend on the
+// store. Redis's clock (TIME) decides windows and refills, never the
+// instance's, so instances whose clocks disagree still agree on decisions.
+//
+// Keys are Prefix, the policy name and the algorithm, then the rate-limit
+// key; each expires once idle for its idle span (one window; two for a
+// sliding window), so Redis holds only keys in use. An expired key starts
+// afresh with a whole quota, as a key the in-memory store evicted: the
+// numbers then differ from a store that kept it only in the phase of its
+// windows.
+//
+// Policies must fit the scripts' exact arithmetic (see CheckPolicy).
+//
+// Safe for concurrent use. A Take waits at most Budget: a slow or
+// unreachable Redis costs each request the budget (one fast failure with a
+// Breaker once it opens), decisions resume by themselves when Redis is
+// back, and a failed Take changes nothing. Make it with New; the zero value
+// is not usable.
+type Store struct {
+	client   redis.Scripter
+	prefix   string
+	budget   time.Duration
+	breaker  *resilience.CircuitBreaker[resilience.RateLimitDecision]
+	tel      resilience.Telemetry
+	fixed    *redis.Script
+	sliding  *redis.Script
+	bucket   *redis.Script
+	inline   bool          // the client bounds its waits by the context's deadline
+	clockArg func() string // tests only: the time argument of the scripts
+}
+
+// New returns a Store, or a *resilience.ConfigError naming the first
+// invalid option.
+func New(opts Options) (*Store, error) {
+	if opts.Client == nil {
+		return nil, &resilience.ConfigError{Field: "Options.Client", Problem: "is required"}
+	}
+	if opts.Budget < 0 {
+		return nil, &resilience.ConfigError{Field: "Options.Budget", Problem: fmt.Sprintf("must not be negative, got %v", opts.Budget)}
+	}
+	s := &Store{
+		client:  opts.Client,
+		prefix:  opts.Prefix,
+		budget:  opts.Budget,
+		breaker: opts.Breaker,
+		fixed:   redis.NewScript(luaFixedWindow),
+		sliding: redis.NewScript(luaSlidingWindow),
+		bucket:  redis.NewScript(luaTokenBucket),
+	}
+	switch c := opts.Client.(type) {
+	case *redis.Client:
+		s.inline = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		s.inline = c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		s.inline = c.Options().ContextTimeoutEnabled
+	}
+	if s.prefix == "" {
+		s.prefix = DefaultPrefix
+	}
+	if s.budget == 0 {
+		s.budget = DefaultBudget
+	}
+	if s.breaker != nil {
+		s.tel = resilience.NewTelemetry("resilienceredis", s.breaker.StrategyName(), opts.Listener)
+	}
+	return s, nil
+}
+
+// CheckPolicy reports whether the store can apply p, as a
+// *resilience.ConfigError naming the RateLimitPolicy field. Beyond what
+// every store requires (a known algorithm, a positive limit and window),
+// the window must be a whole number of microseconds and at most MaxWindow,
+// and Limit × Window in microseconds at most 2⁵³ (10⁵ permits a day,
+// 3 000 a month). Take checks it too; call it at startup to fail early.
+func (s *Store) CheckPolicy(p resilience.RateLimitPolicy) error {
+	switch p.Algorithm {
+	case "", resilience.RateLimitFixedWindow, resilience.RateLimitSlidingWindow, resilience.RateLimitTokenBucket:
+	default:
+		return &resilience.ConfigError{Field: "RateLimitPolicy.Algorithm", Problem: fmt.Sprintf("unknown algorithm %q", string(p.Algorithm))}
+	}
+	if p.Limit <= 0 {
+		return &resilience.ConfigError{Field: "RateLimitPolicy.Limit", Problem: fmt.Sprintf("must be greater than 0, got %d", p.Limit)}
+	}
+	if p.Window <= 0 || p.Window > MaxWindow {
+		return &resilience.ConfigError{Field: "RateLimitPolicy.Window", Problem: fmt.Sprintf("must be in (0, %v], got %v", MaxWindow, p.Window)}
+	}
+	if p.Window%time.Microsecond != 0 {
+		return &resilience.ConfigError{Field: "RateLimitPolicy.Window", Problem: fmt.Sprintf("must be a whole number of microseconds, got %v", p.Window)}
+	}
+	if w := int64(p.Window / time.Microsecond); int64(p.Limit) > maxLimitWindow/w {
+		return &resilience.ConfigError{Field: "RateLimitPolicy.Limit", Problem: fmt.Sprintf("times the window in µs exceeds 2⁵³ (%d per %v)", p.Limit, p.Window)}
+	}
+	return nil
+}
+
+// Take implements resilience.RateLimitStore. Its errors: a
+// *resilience.ConfigError for a policy CheckPolicy refuses;
+// ErrBudgetExceeded; the breaker's rejection; ctx's error when ctx ends
+// first; otherwise Redis's error, wrapped.
+func (s *Store) Take(ctx context.Context, key string, policy resilience.RateLimitPolicy) (resilience.RateLimitDecision, error) {
+	if s.client == nil {
+		return resilience.RateLimitDecision{}, &resilience.ConfigError{Field: "Store", Problem: "not made by New"}
+	}
+	if err := s.CheckPolicy(policy); err != nil {
+		return resilience.RateLimitDecision{}, err
+	}
+	if s.breaker == nil {
+		return s.take(ctx, key, policy)
+	}
+	return s.breaker.ExecuteResult(ctx, s.tel, func(ctx context.Context) (resilience.RateLimitDecision, error) {
+		return s.take(ctx, key, policy)
+	})
+}
+
+type evalResult struct {
+	v   []int64
+	err error
+}
+
+// take runs the policy's script within the budget. go-redis ignores
+// context deadlines on sockets unless ContextTimeoutEnabled is set, so
+// without it the script runs on its own goroutine and a call that outlives
+// the budget is abandoned, to end by the client's own timeouts.
+func (s *Store) take(ctx context.Context, key string, p resilience.RateLimitPolicy) (resilience.RateLimitDecision, error) {
+	script, span := s.fixed, p.Window
+	switch p.Algorithm {
+	case resilience.RateLimitSlidingWindow:
+		script, span = s.sliding, 2*p.Window
+	case resilience.RateLimitTokenBucket:
+		script = s.bucket
+	}
+	ttl := int64((span + time.Millisecond - 1) / time.Millisecond)
+	var now string
+	if s.clockArg != nil {
+		now = s.clockArg()
+	}
+	args := []any{p.Limit, int64(p.Window / time.Microsecond), ttl, now}
+	keys := []string{s.key(key, p)}
+
+	bctx, cancel := context.WithTimeout(ctx, s.budget)
+	defer cancel()
+	var r evalResult
+	if s.inline {
+		r.v, r.err = script.Run(bctx, s.client, keys, args...).Int64Slice()
+		return decision(ctx, bctx, p, r)
+	}
+	done := make(chan evalResult, 1)
+	go func() {
+		v, err := script.Run(bctx, s.client, keys, args...).Int64Slice()
+		done <- evalResult{v, err}
+	}()
+	select {
+	case r = <-done:
+	case <-bctx.Done():
+		if err := ctx.Err(); err != nil {
+			return resilience.RateLimitDecision{}, err
+		}
+		return resilience.RateLimitDecision{}, ErrBudgetExceeded
+	}
+	return decision(ctx, bctx, p, r)
+}
+
+// decision turns the script's reply into a decision, or classifies its
+// error: the caller's context first, then the budget, then Redis's.
+func decision(ctx, bctx context.Context, p resilience.RateLimitPolicy, r evalResult) (resilience.RateLimitDecision, error) {
+	if r.err != nil {
+		if err := ctx.Err(); err != nil {
+			return resilience.RateLimitDecision{}, err
+		}
+		if bctx.Err() != nil {
+			// Not wrapped: the client's error would match
+			// context.DeadlineExceeded, which reads as the request's own
+			// deadline (a 504) rather than the store's failure.
+			return resilience.RateLimitDecision{}, ErrBudgetExceeded
+		}
+		return resilience.RateLimitDecision{}, fmt.Errorf("resilienceredis: %w", r.err)
+	}
+	if len(r.v) != 4 {
+		return resilience.RateLimitDecision{}, fmt.Errorf("resilienceredis: script replied with %d values, want 4", len(r.v))
+	}
+	return resilience.RateLimitDecision{
+		Allowed:    r.v[0] == 1,
+		Limit:      p.Limit,
+		Remaining:  int(r.v[1]),
+		Reset:      time.Duration(r.v[2]),
+		RetryAfter: time.Duration(r.v[3]),
+		Policy:     p,
+	}, nil
+}
+
+// key builds the Redis key. The policy name is length-prefixed so no name
+// or key can make two policies share a key; the algorithm is part of it
+// because a state means nothing to another algorithm (the in-memory store
+// resets it too).
+func (s *Store) key(key string, p resilience.RateLimitPolicy) string {
+	alg := "fw"
+	switch p.Algorithm {
+	case resilience.RateLimitSlidingWindow:
+		alg = "sw"
+	case resilience.RateLimitTokenBucket:
+		alg = "tb"
+	}
+	b := make([]byte, 0, len(s.prefix)+len(p.Name)+len(key)+10)
+	b = append(b, s.prefix...)
+	b = strconv.AppendInt(b, int64(len(p.Name)), 10)
+	b = append(b, ':')
+	b = append(b, p.Name...)
+	b = append(b, ':')
+	b = append(b, alg...)
+	b = append(b, ':')
+	b = append(b, key...)
+	return string(b)
+}

@@ -1,0 +1,281 @@
+package resilienceredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+	"pgregory.net/rapid"
+)
+
+// step is one take of a side-by-side sequence: after gap, take for key.
+type step struct {
+	gap time.Duration
+	key string
+}
+
+// sequence makes n takes over keys with random gaps (whole µs): bursts,
+// gaps inside a window, across one or more boundaries. No key stays idle
+// for its idle span (the in-memory store keeps such a key's window phase;
+// Redis expires it and starts afresh, as documented), except that a token
+// bucket may (its state is then full in both stores).
+func sequence(seed uint64, p resilience.RateLimitPolicy, keys, n int) []step {
+	rng := rand.New(rand.NewPCG(seed, 14))
+	w := int64(p.Window / time.Microsecond)
+	span := w
+	if p.Algorithm == resilience.RateLimitSlidingWindow {
+		span = 2 * w
+	}
+	idle := make([]int64, keys)
+	steps := make([]step, 0, n)
+	k := 0
+	for range n {
+		var g int64
+		switch rng.IntN(8) {
+		case 0, 1, 2: // burst: drains the quota
+		case 3:
+			g = rng.Int64N(w/int64(p.Limit)/4 + 1)
+		case 4:
+			g = rng.Int64N(w/int64(p.Limit) + 1) // about one token's refill
+		case 5:
+			g = rng.Int64N(w)
+		case 6:
+			g = w - rng.Int64N(3) // at or just before a boundary
+		default:
+			g = rng.Int64N(3 * w)
+		}
+		if p.Algorithm != resilience.RateLimitTokenBucket {
+			for _, d := range idle {
+				if d+g >= span {
+					g = span - 1 - d
+				}
+			}
+		}
+		if rng.IntN(4) == 0 { // mostly one key at a time, so its quota runs out
+			k = rng.IntN(keys)
+		}
+		for i := range idle {
+			idle[i] += g
+		}
+		idle[k] = 0
+		steps = append(steps, step{gap: time.Duration(g) * time.Microsecond, key: "k" + strconv.Itoa(k)})
+	}
+	return steps
+}
+
+// TestSameNumbersAsMemoryStore protects the promise that the RateLimit-*
+// headers do not depend on the store: for the same sequence of takes at
+// the same instants, the Redis store and the in-memory store give the same
+// decision, limit, remaining, reset and retry-after, for every algorithm.
+// The in-memory store runs on synctest's clock; the Redis scripts get the
+// same instants through the test clock argument.
+func TestSameNumbersAsMemoryStore(t *testing.T) {
+	srv := startRedis(t)
+	client := srv.Client()
+	// Windows of 10 s and more: the keys' TTLs run on Redis's real clock
+	// and must not expire during a case while the pinned clock stands still.
+	shapes := []struct {
+		limit  int
+		window time.Duration
+	}{
+		{1, 30 * time.Second},
+		{3, time.Minute},
+		{7, 10 * time.Second},
+		{13, 7*time.Second + 333*time.Microsecond},
+		{60, time.Minute},
+		{1000, 20 * time.Second},
+		{100_000, 24 * time.Hour}, // Limit × Window near 2⁵³ µs: the split arithmetic
+	}
+	algs := []resilience.RateLimitAlgorithm{resilience.RateLimitFixedWindow, resilience.RateLimitSlidingWindow, resilience.RateLimitTokenBucket}
+	var prefixes atomic.Int64
+	for _, alg := range algs {
+		for _, sh := range shapes {
+			for seed := uint64(1); seed <= 2; seed++ {
+				p := resilience.RateLimitPolicy{Name: "side", Algorithm: alg, Limit: sh.limit, Window: sh.window}
+				t.Run(fmt.Sprintf("%s/%d-per-%v/seed%d", alg, sh.limit, sh.window, seed), func(t *testing.T) {
+					n := 300
+					if sh.limit > 1000 {
+						n = 120
+					}
+					steps := sequence(seed, p, 3, n)
+
+					var want []resilience.RateLimitDecision
+					synctest.Test(t, func(t *testing.T) {
+						mem := resilience.NewMemoryRateLimitStore(0)
+						for _, st := range steps {
+							time.Sleep(st.gap)
+							d, err := mem.Take(context.Background(), st.key, p)
+							if err != nil {
+								t.Fatal(err)
+							}
+							want = append(want, d)
+						}
+					})
+
+					store, err := New(Options{Client: client, Prefix: fmt.Sprintf("side%d:", prefixes.Add(1)), Budget: 5 * time.Second})
+					if err != nil {
+						t.Fatal(err)
+					}
+					now := 1_700_000_000_000_000 + int64(seed)*12_345_678 // µs
+					store.clockArg = func() string { return strconv.FormatInt(now, 10) }
+					for i, st := range steps {
+						now += int64(st.gap / time.Microsecond)
+						got, err := store.Take(context.Background(), st.key, p)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if got != want[i] {
+							t.Fatalf("take %d (%s after %v): redis %+v, memory %+v", i, st.key, st.gap, got, want[i])
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestCheckPolicy protects the bounds of the scripts' exact arithmetic: a
+// policy outside them is a *resilience.ConfigError naming the field, from
+// CheckPolicy and from Take, and Take then sends nothing to Redis.
+func TestCheckPolicy(t *testing.T) {
+	s, err := New(Options{Client: unreachableClient(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		p     resilience.RateLimitPolicy
+		field string
+	}{
+		{resilience.RateLimitPolicy{Name: "x", Limit: 1, Window: time.Second}, ""},
+		{resilience.RateLimitPolicy{Name: "x", Limit: 100_000, Window: 24 * time.Hour}, ""},
+		{resilience.RateLimitPolicy{Name: "x", Limit: 1, Window: MaxWindow - MaxWindow%time.Microsecond}, ""},
+		{resilience.RateLimitPolicy{Name: "x", Algorithm: "leaky", Limit: 1, Window: time.Second}, "RateLimitPolicy.Algorithm"},
+		{resilience.RateLimitPolicy{Name: "x", Limit: 0, Window: time.Second}, "RateLimitPolicy.Limit"},
+		{resilience.RateLimitPolicy{Name: "x", Limit: 1, Window: 0}, "RateLimitPolicy.Window"},
+		{resilience.RateLimitPolicy{Name: "x", Limit: 1, Window: time.Second + 1}, "RateLimitPolicy.Window"},
+		{resilience.RateLimitPolicy{Name: "x", Limit: 1, Window: MaxWindow + time.Microsecond}, "RateLimitPolicy.Window"},
+		{resilience.RateLimitPolicy{Name: "x", Limit: 1_000_000, Window: 24 * time.Hour}, "RateLimitPolicy.Limit"},
+	}
+	for _, c := range cases {
+		err := s.CheckPolicy(c.p)
+		var ce *resilience.ConfigError
+		switch {
+		case c.field == "" && err != nil:
+			t.Errorf("%+v: unexpected %v", c.p, err)
+		case c.field != "" && (!errors.As(err, &ce) || ce.Field != c.field):
+			t.Errorf("%+v: got %v, want a ConfigError for %s", c.p, err, c.field)
+		}
+		if c.field != "" {
+			if _, err := s.Take(context.Background(), "k", c.p); !errors.As(err, &ce) {
+				t.Errorf("%+v: Take returned %v, want the ConfigError", c.p, err)
+			}
+		}
+	}
+}
+
+// TestNewOptions protects New's validation: a missing client or a negative
+// budget is a ConfigError naming the field; defaults fill the rest.
+func TestNewOptions(t *testing.T) {
+	var ce *resilience.ConfigError
+	if _, err := New(Options{}); !errors.As(err, &ce) || ce.Field != "Options.Client" {
+		t.Errorf("no client: %v", err)
+	}
+	if _, err := New(Options{Client: unreachableClient(t), Budget: -1}); !errors.As(err, &ce) || ce.Field != "Options.Budget" {
+		t.Errorf("negative budget: %v", err)
+	}
+	s, err := New(Options{Client: unreachableClient(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.prefix != DefaultPrefix || s.budget != DefaultBudget {
+		t.Errorf("defaults: prefix %q budget %v", s.prefix, s.budget)
+	}
+	var zero Store
+	if _, err := zero.Take(context.Background(), "k", resilience.RateLimitPolicy{Limit: 1, Window: time.Second}); !errors.As(err, &ce) {
+		t.Errorf("zero Store: %v", err)
+	}
+}
+
+// TestKeysKeepPoliciesApart protects the key layout: policy names and keys
+// that would concatenate to the same string stay distinct, and each
+// algorithm has its own state.
+func TestKeysKeepPoliciesApart(t *testing.T) {
+	s, err := New(Options{Client: unreachableClient(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := func(name string, alg resilience.RateLimitAlgorithm) resilience.RateLimitPolicy {
+		return resilience.RateLimitPolicy{Name: name, Algorithm: alg, Limit: 1, Window: time.Second}
+	}
+	seen := map[string]bool{}
+	for _, k := range []string{
+		s.key("b:c", p("a", "")),
+		s.key("c", p("a:b", "")),
+		s.key("fw:c", p("a", "")),
+		s.key("c", p("a", resilience.RateLimitSlidingWindow)),
+		s.key("c", p("a", resilience.RateLimitTokenBucket)),
+		s.key("c", p("a", resilience.RateLimitFixedWindow)),
+	} {
+		if seen[k] {
+			t.Errorf("key %q made twice", k)
+		}
+		seen[k] = true
+	}
+}
+
+// TestSameNumbersAsMemoryStoreRapid is TestSameNumbersAsMemoryStore with
+// rapid choosing the policy (any algorithm, limits 1–50, windows of whole
+// µs from 10 s to an hour) and the sequence, so shrinking finds the shortest
+// disagreement if there is one.
+func TestSameNumbersAsMemoryStoreRapid(t *testing.T) {
+	srv := startRedis(t)
+	client := srv.Client()
+	var run atomic.Int64
+	rapid.Check(t, func(rt *rapid.T) {
+		alg := rapid.SampledFrom([]resilience.RateLimitAlgorithm{resilience.RateLimitFixedWindow, resilience.RateLimitSlidingWindow, resilience.RateLimitTokenBucket}).Draw(rt, "alg")
+		p := resilience.RateLimitPolicy{
+			Name: "rapid", Algorithm: alg,
+			Limit: rapid.IntRange(1, 50).Draw(rt, "limit"),
+			// At least 10 s: the keys' TTLs run on Redis's real clock and
+			// must not expire while the pinned clock stands still.
+			Window: time.Duration(rapid.Int64Range(int64(10*time.Second/time.Microsecond), int64(time.Hour/time.Microsecond)).Draw(rt, "windowµs")) * time.Microsecond,
+		}
+		steps := sequence(rapid.Uint64().Draw(rt, "seed"), p, rapid.IntRange(1, 3).Draw(rt, "keys"), rapid.IntRange(1, 60).Draw(rt, "takes"))
+
+		var want []resilience.RateLimitDecision
+		synctest.Test(t, func(t *testing.T) {
+			mem := resilience.NewMemoryRateLimitStore(0)
+			for _, st := range steps {
+				time.Sleep(st.gap)
+				d, err := mem.Take(context.Background(), st.key, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, d)
+			}
+		})
+		store, err := New(Options{Client: client, Prefix: fmt.Sprintf("rapid%d:", run.Add(1)), Budget: 5 * time.Second})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		now := int64(1_700_000_000_000_000)
+		store.clockArg = func() string { return strconv.FormatInt(now, 10) }
+		for i, st := range steps {
+			now += int64(st.gap / time.Microsecond)
+			got, err := store.Take(context.Background(), st.key, p)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			if got != want[i] {
+				rt.Fatalf("take %d (%s after %v): redis %+v, memory %+v", i, st.key, st.gap, got, want[i])
+			}
+		}
+	})
+}
