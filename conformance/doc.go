@@ -32,8 +32,9 @@
 // failure with the file and line of the check. A case fails as soon as its
 // outcome is decided (a request answered when it should have queued or
 // entered the handler fails the wait at once), and a failed case stops
-// waiting for the answers it still had coming, so a broken adapter fails
-// in seconds rather than one deadline per case.
+// waiting for the answers it still had coming. A case whose outcome only
+// time decides (a 504 or a queue timeout that never comes) still waits its
+// bound (10 s for a state, 20 s for a response) before it fails.
 //
 // # Cases
 //

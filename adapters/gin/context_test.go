@@ -29,9 +29,9 @@ func TestDeadlineReachesHandler(t *testing.T) {
 			t.Fatal(err)
 		}
 		type seen struct {
-			ginDone, reqCause, ginErr error
-			ginDoneNil                bool
-			outerSameReq              bool
+			reqCause, ginErr error
+			ginDoneNil       bool
+			outerSameReq     bool
 		}
 		inner, got := make(chan seen, 1), make(chan seen, 1)
 		e := gin.New()

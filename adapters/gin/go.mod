@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/gin-gonic/gin v1.12.0
-	github.com/ylcnfrht/resilience/conformance v0.0.0-00010101000000-000000000000
+	github.com/ylcnfrht/resilience/conformance v0.1.0
 	github.com/ylcnfrht/resilience/core v0.1.0
 	go.uber.org/goleak v1.3.0
 )
