@@ -6,8 +6,8 @@ import (
 )
 
 // RouteFunc returns the route pattern a request matches, in Request.Route's
-// format ("/users/{id}"), or "" when none matches or it cannot be known
-// yet. raw is Request.Raw: the framework's own request object. The
+// format ("/users/{id}": no method, host or parameter constraint), or ""
+// when none matches or it cannot be known yet. raw is Request.Raw: the framework's own request object. The
 // middleware calls it at most once per request, and only when a priority
 // or key function reads Request.Route. It must be safe for concurrent use.
 type RouteFunc func(raw any) string
