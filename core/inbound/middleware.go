@@ -1,7 +1,6 @@
 package inbound
 
 import (
-	"errors"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -209,30 +208,16 @@ func (m *Middleware) Serve(w http.ResponseWriter, r *http.Request, raw any, next
 	return m.dispatch(&c)
 }
 
-// takeRate applies the rate limit to the request in x and records the
-// decision on its view, and on the response's header when admitted.
+// takeRate applies the rate limit to the request in x, with core's
+// events, and records the decision on its view, and on the response's
+// header when admitted.
 func (m *Middleware) takeRate(x *exchange) error {
-	ctx := x.viewCtx()
-	d, err := m.rate.Allow(ctx)
-	if err != nil {
-		var se *resilience.RateLimitStoreError
-		if !errors.As(err, &se) {
-			return err
-		}
-		reason := "fail-open"
-		if !d.Allowed {
-			reason = "fail-closed"
-		}
-		m.rateTel.Emit(ctx, resilience.Event{Name: resilience.EventRateLimiterStoreError, Reason: reason, Err: err})
-		if d.Allowed {
-			return nil // no numbers to report: no headers
-		}
+	d, err := m.rate.Take(x.viewCtx(), m.rateTel) // core's decision and events
+	if !d.Allowed {
 		return err
 	}
-	if !d.Allowed {
-		rej := &resilience.RateLimitRejectedError{RetryAfter: d.RetryAfter, Limit: d.Limit, Remaining: d.Remaining, Reset: d.Reset}
-		m.rateTel.Emit(ctx, resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: resilience.ReasonRateLimited, Duration: d.RetryAfter, Err: rej})
-		return rej
+	if err != nil {
+		return nil // the store failed open: no numbers to report, no headers
 	}
 	v := &x.vc.req
 	v.rateLimited = true
