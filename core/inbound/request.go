@@ -54,8 +54,8 @@ type Request struct {
 	// X-Forwarded-For per Options.ClientIP unless the framework set it.
 	ClientIP netip.Addr
 	// Raw is the framework's own request object: *http.Request for
-	// Handler, the object an adapter passed to Serve, Execute or
-	// ExecuteTimed otherwise (*gin.Context, say). Adapters offer typed
+	// Handler, the object an adapter passed to Serve or an Execute
+	// method otherwise (*gin.Context, say). Adapters offer typed
 	// accessors on it.
 	Raw any
 
