@@ -52,7 +52,7 @@ func (m *Middleware) ExecuteTimed(ctx context.Context, raw any, fn func(ctx cont
 	if fn == nil {
 		return resilience.ErrNilCallback
 	}
-	if m.timeout <= 0 && m.pipeline == nil {
+	if !m.Timed() {
 		return m.Execute(ctx, raw, fn) // nothing can end it early
 	}
 	tc := &timedCall{m: m, done: make(chan struct{})}

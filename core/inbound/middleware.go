@@ -139,6 +139,16 @@ func NewMiddleware(opts Options) (func(http.Handler) http.Handler, error) {
 // (to change its limit at run time), or nil.
 func (m *Middleware) Limiter() *resilience.ConcurrencyLimiter { return m.limiter }
 
+// Timed reports whether a deadline can answer for a handler: Options.Timeout
+// is set, or a custom Pipeline runs the requests (a timeout strategy in it
+// may end them). Then Serve hands the chain the timed writer, and
+// ExecuteTimed and ExecuteInPlace answer at the deadline; otherwise they
+// are Execute and a passing deadline is the handler's to answer. An
+// adapter that prepares for the deadline (a writer to install, a goroutine
+// to run on) asks here, never re-reading Options, so that it decides as
+// the middleware does.
+func (m *Middleware) Timed() bool { return m.timeout > 0 || m.pipeline != nil }
+
 // RateLimiter returns the rate limiter built from Options.RateLimit, or nil.
 func (m *Middleware) RateLimiter() *resilience.RateLimiter { return m.rate }
 
@@ -165,7 +175,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	if r.ProtoMajor >= 2 && h.m.timedResponses() {
+	if r.ProtoMajor >= 2 && h.m.Timed() {
 		h.serveDetached(w, r)
 		return
 	}
