@@ -196,14 +196,16 @@ func (t *timedRequest) finish(completed bool, res *result) {
 	// connection is aborted if the client left, and the server's
 	// cancellation (shutdown) is answered with a 503.
 	ended := completed && !expired && t.clientGone()
-	left := ended && clientGone(t.tw.w, !t.tw.h1)
 	tw := &t.tw
 	tw.mu.Lock()
 	var before writerState
 	abort := false
 	if ended && tw.state == stateOpen && tw.code == 0 && tw.body == nil {
 		before = stateOpen
-		if left {
+		// Asked only while the response is open, so ServeHTTP has not
+		// returned (net/http panics on CloseNotify after it has); the lock
+		// keeps the deadline timer from answering meanwhile.
+		if clientGone(tw.w) {
 			abort = true
 			tw.state = stateDone
 		} else {
