@@ -63,7 +63,8 @@ type Options struct {
 	LimiterStats func() resilience.LimiterStats
 
 	// Listener receives the telemetry events of the built-in stages:
-	// EventRateLimiterRejected for 429s and 503s, EventRateLimiterStoreError
+	// EventRateLimiterRejected for 429s and 503s, EventQueueAdmitted for
+	// requests that got a slot after queueing, EventRateLimiterStoreError
 	// and EventTimeout. A custom Pipeline reports to its own listener.
 	Listener resilience.Listener
 
