@@ -328,7 +328,7 @@ func TestRedisStoppedMidRun(t *testing.T) {
 	// repeated one); decided[i] counts instance i's answers with RateLimit
 	// headers, undecided[i] its fail-open answers.
 	var decided, undecided [2]atomic.Int64
-	var seq atomic.Int64
+	var seq, slowest atomic.Int64 // slowest: the longest answer, in ns
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -342,6 +342,7 @@ func TestRedisStoppedMidRun(t *testing.T) {
 				i := g % 2
 				g++
 				r, err := insts[i].do("load-" + strconv.FormatInt(seq.Add(1), 10))
+				raiseTo(&slowest, int64(r.took))
 				switch {
 				case err != nil:
 					t.Errorf("instance %d: %v", i, err)
@@ -382,6 +383,7 @@ func TestRedisStoppedMidRun(t *testing.T) {
 	waitFor("decisions after the restart", both(&decided, after))
 	close(stop)
 	wg.Wait()
+	t.Logf("%d requests, the slowest answered in %v (budget %v)", seq.Load(), time.Duration(slowest.Load()), budget)
 
 	for i, in := range insts {
 		var failOpen int
@@ -406,6 +408,12 @@ func TestRedisStoppedMidRun(t *testing.T) {
 		} else if r.status != want || r.remaining != strconv.Itoa(4-i) {
 			t.Fatalf("request %d after the restart: status %d remaining %q, want 200 and %d", i, r.status, r.remaining, 4-i)
 		}
+	}
+}
+
+// raiseTo sets a to v if v is larger.
+func raiseTo(a *atomic.Int64, v int64) {
+	for old := a.Load(); v > old && !a.CompareAndSwap(old, v); old = a.Load() {
 	}
 }
 
