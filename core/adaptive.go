@@ -437,8 +437,8 @@ func (a *AdaptiveLimiter) TryAcquire() (AdaptivePermit, bool) {
 }
 
 // begin takes a permit like permitEngine.acquire and decides, under the
-// same lock, whether the execution is timed. It reports how long a
-// rejected execution waited in the queue, for telemetry.
+// same lock, whether the execution is timed. It reports how long the
+// execution waited in the queue (0 when it did not), for telemetry.
 func (a *AdaptiveLimiter) begin(ctx context.Context) (AdaptivePermit, time.Duration, error) {
 	if ctx.Err() != nil {
 		return AdaptivePermit{}, 0, context.Cause(ctx)
@@ -456,7 +456,7 @@ func (a *AdaptiveLimiter) begin(ctx context.Context) (AdaptivePermit, time.Durat
 	}
 	// A queued execution is already slow; timing it costs nothing that
 	// matters, and weight 1 keeps the window's mean unbiased.
-	return a.permit(1), 0, nil
+	return a.permit(1), waited, nil
 }
 
 // timingLocked decides whether the execution being admitted is timed and
@@ -493,7 +493,8 @@ func (a *AdaptiveLimiter) permit(weight int64) AdaptivePermit {
 func (a *AdaptiveLimiter) now() int64 { return int64(time.Since(a.epoch)) }
 
 // Execute implements Strategy: it takes a permit (or rejects, emitting
-// EventRateLimiterRejected like ConcurrencyLimiter), runs next, classifies
+// EventRateLimiterRejected like ConcurrencyLimiter; a permit after
+// queueing emits EventQueueAdmitted), runs next, classifies
 // the result and returns the permit. A panic in next, or in the
 // Classifier, releases the permit without a sample and propagates to this
 // execution's caller. A LimitAlgorithm that panics when this execution
@@ -505,6 +506,7 @@ func (a *AdaptiveLimiter) Execute(ctx context.Context, tel Telemetry, next Next)
 		emitBulkheadRejection(ctx, tel, waited, err)
 		return err
 	}
+	emitQueueAdmitted(ctx, tel, waited)
 	outcome := LimitIgnored // if next or the classifier panics
 	defer func() {
 		if herr := a.release(p, outcome); herr != nil {

@@ -65,7 +65,8 @@ type Options struct {
 	// Listener receives the telemetry events of the built-in stages, the
 	// events core's strategies emit, with the same fields, whichever entry
 	// point: EventRateLimiterRejected for 429s and 503s (with the time
-	// queued), EventRateLimiterStoreError, and EventTimeout when Timeout
+	// queued), EventQueueAdmitted for requests that got a slot after
+	// queueing, EventRateLimiterStoreError, and EventTimeout when Timeout
 	// ends a handler (not when an earlier deadline of the caller's does). A
 	// custom Pipeline reports to its own listener.
 	Listener resilience.Listener
