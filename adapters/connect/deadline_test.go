@@ -30,8 +30,9 @@ func timeoutHeader(p protocol, h http.Header, ms string) {
 // TestDeadlineAnsweredWhileHandlerRuns: a handler that ignores its context
 // past the inbound timeout gets its caller answered DeadlineExceeded on
 // time (unary), or its stream ended with DeadlineExceeded after the
-// messages already sent (server stream, bidi), while it still runs; it
-// keeps its permit and counts as late until it returns.
+// messages already sent (server stream, bidi), with the same TIMEOUT
+// ErrorInfo detail, while it still runs; it keeps its permit and counts as
+// late until it returns.
 func TestDeadlineAnsweredWhileHandlerRuns(t *testing.T) {
 	opts := inbound.Options{Timeout: 200 * time.Millisecond, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}}
 	held := func(t *testing.T, ts *testServer) {
@@ -71,7 +72,7 @@ func TestDeadlineAnsweredWhileHandlerRuns(t *testing.T) {
 			if st.Receive() {
 				t.Fatalf("a message after the deadline: %v", st.Msg())
 			}
-			expectCode(t, "stream past its deadline", st.Err(), connect.CodeDeadlineExceeded, "", "")
+			expectCode(t, "stream past its deadline", st.Err(), connect.CodeDeadlineExceeded, inbound.CodeTimeout, "")
 			_ = st.Close()
 			held(t, ts)
 		})
@@ -85,7 +86,7 @@ func TestDeadlineAnsweredWhileHandlerRuns(t *testing.T) {
 				t.Fatalf("echo: %v, %v", r, err)
 			}
 			_, err := bidi.Receive()
-			expectCode(t, "bidi past its deadline", err, connect.CodeDeadlineExceeded, "", "")
+			expectCode(t, "bidi past its deadline", err, connect.CodeDeadlineExceeded, inbound.CodeTimeout, "")
 			_ = bidi.CloseRequest()
 			_ = bidi.CloseResponse()
 			held(t, ts)

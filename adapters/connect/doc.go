@@ -82,9 +82,10 @@
 //
 //   - a call with nothing sent yet (every unary call) is answered
 //     DeadlineExceeded at that moment;
-//   - a stream that has sent whole messages is ended with
-//     DeadlineExceeded in its protocol: gRPC trailers, a gRPC-Web
-//     trailers message or a Connect end-of-stream message;
+//   - a stream that has sent whole messages is ended with the same
+//     DeadlineExceeded error, ErrorInfo detail included, in its protocol:
+//     gRPC trailers, a gRPC-Web trailers message or a Connect
+//     end-of-stream message, each rendered by connect's ErrorWriter;
 //   - a response that cannot be ended properly (a Connect unary body
 //     already flushed, or a message half sent) is aborted: the stream is
 //     reset, and the client sees an error, never a complete response.

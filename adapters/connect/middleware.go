@@ -25,7 +25,8 @@ type Middleware struct {
 	errw   *connect.ErrorWriter
 	render func(error, inbound.Response) inbound.Response // Options.Render
 	rej    rejections
-	timed  bool // Options.Timeout is set: every call has a deadline
+	ends   streamEnds // rej.timeout as the end of a committed stream
+	timed  bool       // Options.Timeout is set: every call has a deadline
 
 	specs sync.Map // procedure → connect.Spec, filled by HandlerOption
 
@@ -49,7 +50,9 @@ func New(opts inbound.Options) (*Middleware, error) {
 	// A custom pipeline may hold a timeout strategy of its own: its calls
 	// are timed too.
 	timed := opts.Timeout > 0 || opts.Pipeline != nil
-	return &Middleware{in: in, errw: connect.NewErrorWriter(), render: render, rej: newRejections(), timed: timed}, nil
+	m := &Middleware{in: in, errw: connect.NewErrorWriter(), render: render, rej: newRejections(), timed: timed}
+	m.ends = newStreamEnds(m.errw, m.rej.timeout)
+	return m, nil
 }
 
 // framework tells inbound how to read a call: the view comes from the
@@ -181,7 +184,7 @@ func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, err error) {
 // serveTimed runs the call on a goroutine of its own and waits for it or
 // for its deadline, whichever comes first.
 func (c *call) serveTimed(ctx context.Context) {
-	c.tw = timedWriter{w: c.w, rc: *http.NewResponseController(c.w), wire: c.info.wire}
+	c.tw = timedWriter{w: c.w, rc: *http.NewResponseController(c.w), wire: c.info.wire, ends: &c.m.ends}
 	c.contentType = c.r.Header.Get("Content-Type")
 	c.protocolVersion = c.r.Header.Get("Connect-Protocol-Version")
 	c.events = make(chan struct{}, 2)

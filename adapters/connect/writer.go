@@ -1,13 +1,17 @@
 package resilienceconnect
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"connectrpc.com/connect"
 )
 
 // timedWriter is the handler's ResponseWriter on a call with a deadline. The
@@ -32,6 +36,7 @@ type timedWriter struct {
 	w    http.ResponseWriter
 	rc   http.ResponseController
 	wire wire
+	ends *streamEnds     // how to end a committed stream at the deadline
 	h    http.Header     // the handler's header map; only its goroutine touches it
 	ctx  context.Context // the handler's, set before it runs
 
@@ -239,12 +244,40 @@ func (tw *timedWriter) expire(answer func(http.ResponseWriter)) (x expiry, late 
 	return expiryAbort, tw.late
 }
 
-// Ends of a committed stream at the deadline, per protocol. The message
-// needs no percent-encoding in gRPC's grpc-message.
-var (
-	grpcWebTrailers = envelope(0x80, "grpc-status: 4\r\ngrpc-message: "+msgTimeout+"\r\n")
-	connectEnd      = envelope(0x02, `{"error":{"code":"deadline_exceeded","message":"`+msgTimeout+`"}}`)
-)
+// streamEnds are the ends of a committed stream at the deadline, one per
+// enveloped protocol: the same DeadlineExceeded error, TIMEOUT ErrorInfo
+// detail included, that a call answered before its response started gets.
+// They are rendered once, by connect's own ErrorWriter, so each is what
+// connect would send.
+type streamEnds struct {
+	grpc    http.Header // gRPC's trailer fields (Grpc-Status, Grpc-Message, Grpc-Status-Details-Bin)
+	grpcWeb []byte      // a gRPC-Web trailers envelope with the same fields
+	connect []byte      // a Connect end-of-stream envelope
+}
+
+func newStreamEnds(errw *connect.ErrorWriter, e *connect.Error) streamEnds {
+	render := func(contentType string) captureWriter {
+		var cw captureWriter
+		r := &http.Request{Method: http.MethodPost, Header: http.Header{"Content-Type": {contentType}}}
+		_ = errw.Write(&cw, r, e) // into memory: cannot fail
+		return cw
+	}
+	// gRPC and gRPC-Web write a trailers-only response: the fields are in
+	// the header map.
+	fields := render("application/grpc").h
+	grpc := make(http.Header)
+	web := make(http.Header)
+	for k, v := range fields {
+		if k == "Content-Type" || k == "Trailer" {
+			continue
+		}
+		grpc[k] = v
+		web[strings.ToLower(k)] = v // gRPC-Web trailers are lower-case
+	}
+	var b bytes.Buffer
+	_ = web.Write(&b)
+	return streamEnds{grpc: grpc, grpcWeb: envelope(0x80, b.String()), connect: render("application/connect+proto").body}
+}
 
 func envelope(flags byte, payload string) []byte {
 	b := make([]byte, 5, 5+len(payload))
@@ -258,12 +291,13 @@ func (tw *timedWriter) endStream() {
 	switch tw.wire {
 	case wireGRPC:
 		h := tw.w.Header()
-		h[http.TrailerPrefix+"Grpc-Status"] = []string{"4"}
-		h[http.TrailerPrefix+"Grpc-Message"] = []string{msgTimeout}
+		for k, v := range tw.ends.grpc {
+			h[http.TrailerPrefix+k] = v
+		}
 	case wireGRPCWeb:
-		_, _ = tw.w.Write(grpcWebTrailers)
+		_, _ = tw.w.Write(tw.ends.grpcWeb)
 	case wireConnectStream:
-		_, _ = tw.w.Write(connectEnd)
+		_, _ = tw.w.Write(tw.ends.connect)
 	}
 	_ = tw.rc.Flush()
 }
