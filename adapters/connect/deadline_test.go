@@ -40,11 +40,19 @@ func TestDeadlineAnsweredWhileHandlerRuns(t *testing.T) {
 		if s := ts.mw.Stats(); s.InFlight != 1 || s.Late != 1 {
 			t.Errorf("after the answer, with the handler still running: %+v, want InFlight 1, Late 1", s)
 		}
+		// The inbound middleware underneath (what metrics exporters
+		// observe) counts it too.
+		if s := ts.mw.Inbound().Stats(); s.Late != 1 || s.LateTotal != 1 {
+			t.Errorf("Inbound().Stats() with the late handler running: %+v, want Late 1, LateTotal 1", s)
+		}
 		ts.svc.open()
 		if err := ts.svc.waitExited(t); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("the handler's context ended with %v, want DeadlineExceeded", err)
 		}
-		waitFor(t, "the late handler's permit back", func() bool { s := ts.mw.Stats(); return s.InFlight == 0 && s.Late == 0 })
+		waitFor(t, "the late handler's permit back", func() bool {
+			s, is := ts.mw.Stats(), ts.mw.Inbound().Stats()
+			return s.InFlight == 0 && s.Late == 0 && is.Late == 0
+		})
 		if s := ts.mw.Stats(); s.LateTotal != 1 {
 			t.Errorf("LateTotal %d, want 1", s.LateTotal)
 		}

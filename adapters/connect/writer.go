@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+
+	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 // timedWriter is the handler's ResponseWriter on a call with a deadline. The
@@ -36,9 +38,10 @@ type timedWriter struct {
 	w    http.ResponseWriter
 	rc   http.ResponseController
 	wire wire
-	ends *streamEnds     // how to end a committed stream at the deadline
-	h    http.Header     // the handler's header map; only its goroutine touches it
-	ctx  context.Context // the handler's, set before it runs
+	ends *streamEnds         // how to end a committed stream at the deadline
+	in   *inbound.Middleware // counts the late handler
+	h    http.Header         // the handler's header map; only its goroutine touches it
+	ctx  context.Context     // the handler's, set before it runs
 
 	// sending is set while a write or flush to the client is under way
 	// (mu held), so the deadline can tell a send that may be stuck on a
@@ -46,12 +49,13 @@ type timedWriter struct {
 	sending atomic.Bool
 
 	mu        sync.Mutex
-	committed bool // status sent to the real writer
-	closed    bool // answered at the deadline: the handler's writes fail
-	finished  bool // the handler returned before the deadline: nothing to answer
-	returned  bool // the handler returned or panicked
-	late      bool // answered while the handler ran: counted in Stats.Late
-	gone      bool // the handler returned, nothing written, its client gone
+	committed bool   // status sent to the real writer
+	closed    bool   // answered at the deadline: the handler's writes fail
+	finished  bool   // the handler returned before the deadline: nothing to answer
+	returned  bool   // the handler returned or panicked
+	late      bool   // answered while the handler ran: counted in Stats.Late
+	lateDone  func() // ends the count of a late handler; set with late
+	gone      bool   // the handler returned, nothing written, its client gone
 
 	// Envelope tracking for the enveloped protocols: the response can be
 	// ended in the protocol only between two envelopes.
@@ -169,33 +173,49 @@ func (tw *timedWriter) Unwrap() http.ResponseWriter { return tw.w }
 
 // finish runs on the handler's goroutine when it returns: before the
 // deadline, the header map, trailers included, goes to the real writer;
-// after it, ServeHTTP answers. It reports whether the handler had been
-// counted late.
-func (tw *timedWriter) finish() (wasLate bool) {
+// after it, ServeHTTP answers, and a handler counted late is late no more.
+func (tw *timedWriter) finish() {
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
 	tw.returned = true
 	if tw.refusing() {
-		return tw.late
+		tw.endLate()
+		return
 	}
 	tw.finished = true
 	tw.gone = !tw.committed && errors.Is(tw.ctx.Err(), context.Canceled)
 	copyHeader(tw.w.Header(), tw.h)
-	return false
+}
+
+// markLate counts the handler late, unless it has returned: it is being
+// answered while it runs on. Called with mu held, before the answer, so
+// whoever sees the answer sees the late handler in Stats.
+func (tw *timedWriter) markLate() {
+	if tw.late = !tw.returned; tw.late {
+		tw.lateDone = tw.in.CountLate()
+	}
+}
+
+// endLate ends the count of a late handler that returned (mu held).
+func (tw *timedWriter) endLate() {
+	if tw.late {
+		tw.lateDone()
+	}
 }
 
 // finishPanic is finish for a handler that panicked. Before the deadline
 // the panic is ServeHTTP's to raise (rethrow true); after it, the call is
 // answered DeadlineExceeded and the panic only reported.
-func (tw *timedWriter) finishPanic() (rethrow, wasLate bool) {
+func (tw *timedWriter) finishPanic() (rethrow bool) {
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
 	tw.returned = true
 	if tw.refusing() {
-		return false, tw.late
+		tw.endLate()
+		return false
 	}
 	tw.finished = true
-	return true, false
+	return true
 }
 
 // expiry is what the deadline did to the response.
@@ -213,7 +233,7 @@ const (
 // an end-of-stream envelope) when the handler had streamed whole
 // envelopes, and otherwise by aborting the stream. answer writes the error
 // on the untouched real writer.
-func (tw *timedWriter) expire(answer func(http.ResponseWriter)) (x expiry, late bool) {
+func (tw *timedWriter) expire(answer func(http.ResponseWriter)) expiry {
 	if tw.sending.Load() {
 		// A send is under way and may be stuck on a client that does not
 		// read: unblock it. Nothing can be sent on time after this, so the
@@ -223,25 +243,25 @@ func (tw *timedWriter) expire(answer func(http.ResponseWriter)) (x expiry, late 
 		tw.mu.Lock()
 		defer tw.mu.Unlock()
 		tw.closed = true
-		tw.late = !tw.returned
-		return expiryAbort, tw.late
+		tw.markLate()
+		return expiryAbort
 	}
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
 	if tw.finished {
-		return expiryNone, false
+		return expiryNone
 	}
 	tw.closed = true
-	tw.late = !tw.returned
+	tw.markLate()
 	switch {
 	case !tw.committed:
 		answer(tw.w)
-		return expiryAnswered, tw.late
+		return expiryAnswered
 	case tw.wire.enveloped() && tw.betweenEnvelopes():
 		tw.endStream()
-		return expiryAnswered, tw.late
+		return expiryAnswered
 	}
-	return expiryAbort, tw.late
+	return expiryAbort
 }
 
 // streamEnds are the ends of a committed stream at the deadline, one per
