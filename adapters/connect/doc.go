@@ -100,10 +100,11 @@
 // long-lived streams through a Middleware without one.
 //
 // Cost per admitted call over connect alone: one allocation (the Call)
-// without a deadline; with one, a goroutine and eleven allocations (the
-// call's state and event channel, the handler's private header map, the
-// deadline's context and timer, the request carrying it), the price of
-// answering on time while the handler keeps running.
+// without a deadline; with Options.Timeout, a goroutine and eleven
+// allocations (the call's state and event channel, the handler's private
+// header map, the deadline's context and timer, the request carrying it),
+// twelve with a caller's deadline, the price of answering on time while
+// the handler keeps running.
 //
 // # Request view
 //
