@@ -198,7 +198,10 @@
 // counts it as late). The adapter then sends Render's 504 at once and
 // makes sure nothing the handler writes later leaves (with fasthttp,
 // RequestCtx.TimeoutErrorWithResponse). Execute runs the handler on the
-// caller's goroutine and reports the timeout when it returns.
+// caller's goroutine and reports the timeout when it returns. An adapter
+// that answers a deadline itself while the handler runs on (connect, which
+// ends a gRPC stream with its trailers and honours callers' deadlines)
+// calls CountLate as it answers, so Stats counts the late handler.
 //
 // Prove the adapter with the conformance suite
 // (github.com/ylcnfrht/resilience/conformance): a test that starts the
