@@ -205,9 +205,12 @@
 // caller's goroutine and reports the timeout when it returns.
 // ExecuteInPlace keeps fn on the caller's goroutine too, but calls the
 // adapter's expired function at the deadline, while fn runs on with its
-// permit, so that a layer below the framework can answer on time. Every
-// entry point runs the same stages through one dispatch path: the same
-// rejections, the same events.
+// permit, so that a layer below the framework can answer on time. An
+// adapter that answers a deadline itself while the handler runs on
+// (connect, which ends a gRPC stream with its trailers and honours
+// callers' deadlines) calls CountLate as it answers, so Stats counts the
+// late handler. Every entry point runs the same stages through one
+// dispatch path: the same rejections, the same events.
 //
 // Prove the adapter with the conformance suite
 // (github.com/ylcnfrht/resilience/conformance): a test that starts the
