@@ -22,6 +22,11 @@ type LimitSample struct {
 	// Well below Limit means the service was not using its limit (it was
 	// app-limited), so the window says nothing about a higher one.
 	InFlight int
+	// CPUWait is the mean time the process's goroutines waited for a CPU
+	// (Go's scheduler latency) during the window. A window where it
+	// exceeded the limiter's normal latency already counts one drop (see
+	// AdaptiveLimiterOptions.IgnoreCPUWait); 0 when ignored.
+	CPUWait time.Duration
 	// Samples is the number of executions counted as samples, Drops the
 	// number counted as drops (timeouts, overload).
 	Samples int

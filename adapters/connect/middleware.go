@@ -25,7 +25,7 @@ type Middleware struct {
 	errw   *connect.ErrorWriter
 	render func(error, inbound.Response) inbound.Response // Options.Render
 	rej    rejections
-	timed  bool // Options.Timeout is set: every call has a deadline
+	timed  bool // inbound's Timed: a deadline can answer for every call
 
 	specs sync.Map // procedure → connect.Spec, filled by HandlerOption
 
@@ -46,10 +46,9 @@ func New(opts inbound.Options) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A custom pipeline may hold a timeout strategy of its own: its calls
-	// are timed too.
-	timed := opts.Timeout > 0 || opts.Pipeline != nil
-	return &Middleware{in: in, errw: connect.NewErrorWriter(), render: render, rej: newRejections(), timed: timed}, nil
+	// Timed: a timeout, or a custom pipeline that may hold a timeout
+	// strategy of its own.
+	return &Middleware{in: in, errw: connect.NewErrorWriter(), render: render, rej: newRejections(), timed: in.Timed()}, nil
 }
 
 // framework tells inbound how to read a call: the view comes from the

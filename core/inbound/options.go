@@ -62,9 +62,12 @@ type Options struct {
 	// in it. Ignored when Concurrency or Adaptive is set.
 	LimiterStats func() resilience.LimiterStats
 
-	// Listener receives the telemetry events of the built-in stages:
-	// EventRateLimiterRejected for 429s and 503s, EventRateLimiterStoreError
-	// and EventTimeout. A custom Pipeline reports to its own listener.
+	// Listener receives the telemetry events of the built-in stages, the
+	// events core's strategies emit, with the same fields, whichever entry
+	// point: EventRateLimiterRejected for 429s and 503s (with the time
+	// queued), EventRateLimiterStoreError, and EventTimeout when Timeout
+	// ends a handler (not when an earlier deadline of the caller's does). A
+	// custom Pipeline reports to its own listener.
 	Listener resilience.Listener
 
 	// ClientIP says how the client address is found (trusted proxies,
