@@ -76,7 +76,8 @@ type Options struct {
 	ClientIP ClientIPOptions
 
 	// RateLimitHeaders chooses the RateLimit header fields of a
-	// rate-limited route. Default RateLimitHeadersSplit.
+	// rate-limited route; "" means RateLimitHeadersSplit. It accepts what
+	// ParseRateLimitHeaderStyle accepts.
 	RateLimitHeaders RateLimitHeaderStyle
 
 	// Render, when set, is called for every rejection with the error and
@@ -110,10 +111,10 @@ func (o *Options) validate() error {
 	if err := o.validateAdaptive(); err != nil {
 		return err
 	}
-	switch o.RateLimitHeaders {
-	case RateLimitHeadersSplit, RateLimitHeadersStructured, RateLimitHeadersOff:
-	default:
-		return configError("Options.RateLimitHeaders", "unknown style %d", int(o.RateLimitHeaders))
+	style, err := ParseRateLimitHeaderStyle(string(o.RateLimitHeaders))
+	if err != nil {
+		return err
 	}
+	o.RateLimitHeaders = style // the canonical spelling, for the comparisons per request
 	return o.ClientIP.validate()
 }
