@@ -183,14 +183,24 @@ func (t *timedRequest) finish(completed bool, res *result) {
 	// A handler that returned without a word after the request's own
 	// context ended must not leave net/http to send an empty 200: the
 	// connection is aborted if the client left, and the server's
-	// cancellation (shutdown) is answered with a 503.
-	ended := completed && !expired && t.clientGone()
-	left := ended && clientGone(t.tw.w, !t.tw.h1)
+	// cancellation (shutdown) is answered with a 503. Once that context
+	// has ended, no deadline callback touches the writer (both look at
+	// clientGone first), so the state seen here stays as it is. Only a
+	// response still open asks net/http whether the client left: after a
+	// 504 over HTTP/2, ServeHTTP has returned, net/http has ended the
+	// stream's context, and the writer's CloseNotify may not be called.
 	tw := &t.tw
+	silent := false
+	if completed && !expired && t.clientGone() {
+		tw.mu.Lock()
+		silent = tw.state == stateOpen && tw.code == 0 && tw.body == nil
+		tw.mu.Unlock()
+	}
+	left := silent && clientGone(tw.w, !tw.h1)
 	tw.mu.Lock()
 	var before writerState
 	abort := false
-	if ended && tw.state == stateOpen && tw.code == 0 && tw.body == nil {
+	if silent {
 		before = stateOpen
 		if left {
 			abort = true

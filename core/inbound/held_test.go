@@ -107,7 +107,9 @@ func TestServerHeldResponseSentOnReturn(t *testing.T) {
 // a complete response: its stream ends cleanly (END_STREAM, no reset), so
 // a client that checks read errors sees a 504 and not a stream error. The
 // late handler keeps running and keeps its permit until it returns, and
-// the connection its other streams share goes on.
+// the connection its other streams share goes on. When it returns, it is
+// no longer counted late and nothing is logged: its end is an ordinary
+// one, not a panic of the middleware on a stream net/http has finished.
 func TestServerHTTP2TimeoutEndsStreamKeepsConnection(t *testing.T) {
 	for _, tlsOn := range []bool{true, false} {
 		name := "h2c"
@@ -130,6 +132,13 @@ func testHTTP2Timeout(t *testing.T, tlsOn bool) {
 		}
 		io.WriteString(w, "ok")
 	})))
+	var logged strings.Builder
+	var logMu sync.Mutex
+	srv.Config.ErrorLog = log.New(writerFunc(func(p []byte) (int, error) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return logged.Write(p)
+	}), "", 0)
 	var c *http.Client
 	if tlsOn {
 		srv.EnableHTTP2 = true
@@ -199,6 +208,9 @@ func testHTTP2Timeout(t *testing.T, tlsOn bool) {
 	for m.Stats().InFlight != 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
+	if s := m.Stats(); s.InFlight != 0 || s.Late != 0 || s.LateTotal != 1 {
+		t.Fatalf("stats once the late handler returned = %+v, want nothing in flight, none late, one late in total", s)
+	}
 	resp, err = get("/ok")
 	if err != nil {
 		t.Fatal(err)
@@ -212,6 +224,11 @@ func testHTTP2Timeout(t *testing.T, tlsOn bool) {
 	defer mu.Unlock()
 	if len(reused) != 3 || !reused[1] || !reused[2] {
 		t.Fatalf("connection reuse = %v, want every request on the same connection", reused)
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	if logged.Len() != 0 {
+		t.Fatalf("server error log: %q, want nothing for a late handler's ordinary return", logged.String())
 	}
 }
 
@@ -267,10 +284,10 @@ func TestServerHTTP2HandlerPanic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if v := <-recovered; v != nil || resp.StatusCode != 504 {
-		t.Fatalf("got %d, outer recovered %v; want the 504 and no panic", resp.StatusCode, v)
+	if v := <-recovered; v != nil || resp.StatusCode != 504 || err != nil || string(body) != string(respTimeout.Body) {
+		t.Fatalf("got %d %q (read error %v), outer recovered %v; want the whole 504, a clean end and no panic", resp.StatusCode, body, err, v)
 	}
 	open()
 	deadline := time.Now().Add(10 * time.Second)
@@ -320,10 +337,10 @@ func TestCustomPipelineTimeoutEventAndSingleRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	io.ReadAll(resp.Body)
+	_, err = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 504 {
-		t.Fatalf("status %d", resp.StatusCode)
+	if resp.StatusCode != 504 || err != nil {
+		t.Fatalf("status %d, read error %v; want a whole 504", resp.StatusCode, err)
 	}
 	srv.Close() // waits for the handler
 	mu.Lock()
