@@ -323,7 +323,7 @@ func (l *RateLimiter) unusable() error {
 // Execute implements Strategy: it takes a permit and runs next, or returns
 // a *RateLimitRejectedError without running it.
 func (l *RateLimiter) Execute(ctx context.Context, tel Telemetry, next Next) error {
-	d, err := l.Allow(ctx)
+	d, err := l.AllowKey(ctx, callKey(ctx, tel, l.opts.Key))
 	if err != nil {
 		var se *RateLimitStoreError
 		if !errors.As(err, &se) {
@@ -365,4 +365,15 @@ func shortenRateLimitKey(key string, max int) string {
 	b.WriteString(key[:max-rateLimitKeyHashLen])
 	b.Write(tail[:])
 	return b.String()
+}
+
+// callKey returns key(ctx), or "" for a nil key: a panic of the key
+// function is reported on tel as EventHookPanic (HookKey) and then goes
+// on to the execution's caller unchanged.
+func callKey(ctx context.Context, tel Telemetry, key func(context.Context) string) string {
+	if key == nil {
+		return ""
+	}
+	defer reportHookPanic(ctx, &tel, HookKey)
+	return key(ctx)
 }

@@ -1,6 +1,7 @@
 package inbound
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"sync/atomic"
@@ -47,7 +48,8 @@ type Middleware struct {
 	timeoutErr *resilience.TimeoutRejectedError // shared: constant per middleware
 
 	rateTel, timeoutTel resilience.Telemetry
-	hookTel             resilience.Telemetry // EventHookPanic of Options.Render
+	hookTel             resilience.Telemetry         // EventHookPanic of Options.Render
+	rateKey             func(context.Context) string // RateLimiterOptions.Key, as the limiter took it
 
 	policyValue []string // RateLimit-Policy, constant per middleware
 	policyName  string   // the policy name as a structured-field string
@@ -112,6 +114,7 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 			return nil, err
 		}
 		m.rate = rl
+		m.rateKey = opts.RateLimit.Key
 		m.rateTel = resilience.NewTelemetry(name, rl.StrategyName(), opts.Listener)
 		m.policyName = structuredName(rl.Policy().Name)
 		m.policyValue = []string{policyField(rl.Policy())}
@@ -213,7 +216,7 @@ func (m *Middleware) Serve(w http.ResponseWriter, r *http.Request, raw any, next
 // decision on its view, and on the response's header when admitted.
 func (m *Middleware) takeRate(x *exchange) error {
 	ctx := x.viewCtx()
-	d, err := m.rate.Allow(ctx)
+	d, err := m.rate.AllowKey(ctx, m.keyFor(ctx))
 	if err != nil {
 		var se *resilience.RateLimitStoreError
 		if !errors.As(err, &se) {
@@ -251,4 +254,26 @@ func (m *Middleware) takeRate(x *exchange) error {
 		}
 	}
 	return nil
+}
+
+// keyFor is the rate-limit key of the request in ctx ("" without a Key
+// function), with a panic of the key function reported as EventHookPanic
+// before it fails this request.
+func (m *Middleware) keyFor(ctx context.Context) string {
+	if m.rateKey == nil {
+		return ""
+	}
+	defer reportHookPanic(ctx, m.rateTel, resilience.HookKey)
+	return m.rateKey(ctx)
+}
+
+// reportHookPanic, deferred around a user's hook that runs for one request
+// alone, emits EventHookPanic for a panic passing through and lets it go
+// on, with the same value, to that request (see the core package
+// documentation, User hooks).
+func reportHookPanic(ctx context.Context, tel resilience.Telemetry, hook string) {
+	if v := recover(); v != nil {
+		tel.Emit(ctx, resilience.Event{Name: resilience.EventHookPanic, Reason: hook, Err: &resilience.HookPanicError{Hook: hook, Value: v}})
+		panic(v)
+	}
 }
