@@ -84,8 +84,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, Protocols: protocols,
-		ErrorLog: log.New(stderr, "connect: http: ", 0)}
+	srv := &http.Server{
+		Handler:           handler,
+		Protocols:         protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		// ReadTimeout bounds reading a request, body included (over HTTP/2,
+		// per stream): the unary and server-stream calls here send one
+		// message. A service with client or bidirectional streams that
+		// send for longer needs a larger bound. It does not limit the
+		// handler (the inbound Timeout does).
+		ReadTimeout: 30 * time.Second,
+		IdleTimeout: 60 * time.Second, // idle connections are closed
+		ErrorLog:    log.New(stderr, "connect: http: ", 0),
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	select {
