@@ -262,9 +262,9 @@ func (e *permitEngine) tryAcquire() bool {
 }
 
 // acquire takes a permit, queueing if the options allow, and reports how
-// long the execution waited in the queue when it was rejected (0 when it
-// did not queue), for telemetry. tel, when not nil, reports a panic of
-// the Priority function (see reportHookPanic).
+// long the execution waited in the queue, admitted or rejected (0 when it
+// did not queue; at least 1 ns when it did), for telemetry. tel, when
+// not nil, reports a panic of the Priority function (see reportHookPanic).
 func (e *permitEngine) acquire(ctx context.Context, tel *Telemetry) (time.Duration, error) {
 	if ctx.Err() != nil {
 		return 0, context.Cause(ctx)
@@ -404,7 +404,9 @@ func (e *permitEngine) wait(ctx context.Context, p int) (time.Duration, error) {
 			e.mu.Unlock()
 			return time.Since(start), context.Cause(ctx)
 		}
-		return 0, nil
+		// At least 1 ns: a wait that took no measurable time (a fake
+		// clock) is still a wait.
+		return max(time.Since(start), 1), nil
 	case waiterEvicted:
 		return time.Since(start), errBulkheadDropped
 	case waiterTimedOut:

@@ -39,7 +39,7 @@ func New(opts inbound.Options) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Middleware{in: in, customRender: opts.Render != nil, timed: opts.Timeout > 0 || opts.Pipeline != nil}
+	m := &Middleware{in: in, customRender: opts.Render != nil, timed: in.Timed()}
 	if resp, ok := in.Render(&resilience.TimeoutRejectedError{Timeout: opts.Timeout}); ok {
 		m.timeoutSize = int64(len(resp.Body))
 	}
