@@ -98,6 +98,9 @@ func caseAdaptive(t *caseT, e *env) {
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range n {
+		if t.Decided().Err() != nil {
+			break
+		}
 		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
 			time.Sleep(d)
 		}
@@ -110,6 +113,9 @@ func caseAdaptive(t *caseT, e *env) {
 	wg.Wait()
 	close(stop)
 	watch.Wait()
+	if t.Decided().Err() != nil {
+		t.stopWaiting("the overload run")
+	}
 
 	var ok, shed, timeouts, errs int
 	var other []string
@@ -153,6 +159,9 @@ func caseAdaptive(t *caseT, e *env) {
 	streak, rounds := 0, 0
 	var last []result
 	for streak < adaptiveRecovery || s.Stats().Limit <= adaptiveMin {
+		if t.Decided().Err() != nil {
+			t.stopWaiting("the recovery")
+		}
 		if time.Now().After(deadline) {
 			t.Errorf("not recovered %v after the overload: %d rounds, %d all-200 in a row, limit %d (MinLimit %d), last round %v",
 				waitDeadline, rounds, streak, s.Stats().Limit, adaptiveMin, last)

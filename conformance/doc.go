@@ -30,11 +30,16 @@
 //
 // A failing case prints what it checks and why that matters, then each
 // failure with the file and line of the check. A case fails as soon as its
-// outcome is decided (a request answered when it should have queued or
-// entered the handler fails the wait at once), and a failed case stops
-// waiting for the answers it still had coming. A case whose outcome only
-// time decides (a 504 or a queue timeout that never comes) still waits its
-// bound (10 s for a state, 20 s for a response) before it fails.
+// outcome is decided: a request answered when it should have queued or
+// entered the handler fails the wait at once; a handler that starts while
+// the middleware's Stats count nothing in flight (the middleware is not in
+// front of the handler) fails the case at once; and from a case's first
+// failure on, every wait it still has stops and its open requests are
+// cancelled, so later lines that say "stopped waiting" or "not waited for"
+// follow from the first. Only a case that has not failed yet, whose
+// outcome only time decides (a 504 or a queue timeout that never comes),
+// waits its bound (10 s for a state, 20 s for a response). An adapter
+// whose middleware does nothing fails every case in well under a second.
 //
 // # Cases
 //

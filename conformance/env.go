@@ -94,14 +94,29 @@ type server struct {
 // appTracker wraps the case's handler to count handlers running inside
 // the middleware: the concurrency the permit limit must bound, and whether
 // every handler has returned.
+//
+// It also catches a middleware that is not in front of the handler at all
+// (or a Server.Stats that reads another middleware): under a concurrency
+// limit every handler runs holding a permit, so a handler that starts
+// while Stats count nothing in flight decides the case at once, instead
+// of every wait for a queue, a 503 or a 504 running to its bound.
 type appTracker struct {
 	next      http.Handler
 	active    atomic.Int64
 	maxActive atomic.Int64
 	started   atomic.Int64
+
+	t        *caseT
+	limited  bool                                 // the configuration has a limiter Stats reports
+	stats    atomic.Pointer[func() inbound.Stats] // set once Start has returned
+	reported atomic.Bool
 }
 
 func (a *appTracker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if st := a.stats.Load(); a.limited && st != nil && (*st)().InFlight == 0 && a.reported.CompareAndSwap(false, true) {
+		a.t.Errorf("a handler started (%s %s) while the middleware's Stats counted nothing in flight: "+
+			"the adapter's middleware is not in front of Config.Handler, or Server.Stats reads another middleware's counters", r.Method, r.URL.RequestURI())
+	}
 	a.started.Add(1)
 	n := a.active.Add(1)
 	for {
@@ -124,7 +139,8 @@ var healthHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request
 // handlers to finish, then closes the client and the server.
 func (e *env) start(opts inbound.Options, h http.Handler) *server {
 	e.t.Helper()
-	app := &appTracker{next: h}
+	app := &appTracker{next: h, t: e.t,
+		limited: opts.Concurrency != nil || opts.Adaptive != nil || (opts.Pipeline != nil && opts.LimiterStats != nil)}
 	srv, err := e.h.Start(Config{Options: opts, Handler: app, Health: healthHandler})
 	if err != nil {
 		e.t.Fatalf("Harness.Start: %v", err)
@@ -132,6 +148,7 @@ func (e *env) start(opts inbound.Options, h http.Handler) *server {
 	if srv == nil || srv.Stats == nil || srv.Close == nil || srv.URL == "" {
 		e.t.Fatalf("Harness.Start returned an incomplete Server (URL, Stats and Close are required)")
 	}
+	app.stats.Store(&srv.Stats)
 	tr := &http.Transport{
 		MaxIdleConns:        1024,
 		MaxIdleConnsPerHost: 1024,
@@ -230,7 +247,8 @@ func (s *server) newRequest(q req) (*http.Request, context.CancelFunc) {
 	}
 	ctx, cancelTimeout := context.WithTimeout(ctx, requestDeadline)
 	stop := context.AfterFunc(s.abortCtx, cancelTimeout)
-	cancel := func() { stop(); cancelTimeout() }
+	stopDecided := context.AfterFunc(s.t.Decided(), cancelTimeout)
+	cancel := func() { stop(); stopDecided(); cancelTimeout() }
 	method := q.method
 	if method == "" {
 		method = http.MethodGet
@@ -262,11 +280,20 @@ func (s *server) do(q req) result {
 	start := time.Now()
 	resp, err := c.Do(r)
 	if err != nil {
-		return result{err: err, elapsed: time.Since(start)}
+		return result{err: s.stoppedErr(err), elapsed: time.Since(start)}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	return result{status: resp.StatusCode, header: resp.Header, body: body, err: err, elapsed: time.Since(start)}
+	return result{status: resp.StatusCode, header: resp.Header, body: body, err: s.stoppedErr(err), elapsed: time.Since(start)}
+}
+
+// stoppedErr says so when a request failed because the case had already
+// failed, so that the checks it then fails do not read as new findings.
+func (s *server) stoppedErr(err error) error {
+	if err != nil && s.t.Decided().Err() != nil {
+		return errStopped
+	}
+	return err
 }
 
 // send starts q on its own goroutine; the result arrives on the channel.
@@ -291,10 +318,12 @@ func (s *server) await(what string, ch <-chan result) result {
 	select {
 	case r := <-ch:
 		return r
+	case <-s.t.Decided().Done():
+		s.t.stopWaiting(what)
 	case <-time.After(waitDeadline):
 		s.t.Fatalf("%s: no response within %v", what, waitDeadline)
-		return result{}
 	}
+	return result{}
 }
 
 // pending asserts that a request started with send has not been answered
@@ -312,7 +341,10 @@ func (s *server) pending(what string, ch <-chan result) {
 func (s *server) waitStats(what string, cond func(inbound.Stats) bool) {
 	s.t.Helper()
 	var last inbound.Stats
-	if !pollUntil(func() bool { last = s.Stats(); return cond(last) }) {
+	switch s.t.poll(func() bool { last = s.Stats(); return cond(last) }) {
+	case pollStopped:
+		s.t.stopWaiting("waiting for " + what)
+	case pollTimedOut:
 		s.t.Fatalf("waiting for %s: still %+v after %v", what, last, waitDeadline)
 	}
 }
@@ -326,7 +358,7 @@ func (s *server) waitQueued(id string, n int) {
 	started := s.app.started.Load()
 	var last inbound.Stats
 	decided := ""
-	ok := pollUntil(func() bool {
+	outcome := s.t.poll(func() bool {
 		last = s.Stats()
 		if last.Queued == n {
 			return true
@@ -339,9 +371,11 @@ func (s *server) waitQueued(id string, n int) {
 		return decided != ""
 	})
 	switch {
+	case outcome == pollStopped:
+		s.t.stopWaiting(fmt.Sprintf("waiting for request %s queued", id))
 	case decided != "":
 		s.t.Fatalf("waiting for request %s queued (%d queued): %s; stats %+v", id, n, decided, last)
-	case !ok:
+	case outcome == pollTimedOut:
 		s.t.Fatalf("waiting for request %s queued (%d queued): still %+v after %v", id, n, last, waitDeadline)
 	}
 }
@@ -351,7 +385,10 @@ func (s *server) waitQueued(id string, n int) {
 func (s *server) waitIdle(what string) {
 	s.t.Helper()
 	var last inbound.Stats
-	if !pollUntil(func() bool { last = s.Stats(); return last.InFlight == 0 && last.Queued == 0 }) {
+	switch s.t.poll(func() bool { last = s.Stats(); return last.InFlight == 0 && last.Queued == 0 }) {
+	case pollStopped:
+		s.t.stopWaiting(what + ": waiting for in flight and queued to return to zero")
+	case pollTimedOut:
 		s.t.Errorf("%s: in flight and queued must return to zero, still %+v after %v", what, last, waitDeadline)
 	}
 }
@@ -359,16 +396,46 @@ func (s *server) waitIdle(what string) {
 // receive waits for a value on ch.
 func receive[V any](t *caseT, what string, ch <-chan V) V {
 	t.Helper()
+	var zero V
 	select {
 	case v := <-ch:
 		return v
+	case <-t.Decided().Done():
+		t.stopWaiting(what)
 	case <-time.After(waitDeadline):
 		t.Fatalf("%s: nothing after %v", what, waitDeadline)
-		var zero V
-		return zero
+	}
+	return zero
+}
+
+// How a case's poll ended.
+const (
+	pollMet      = iota // the condition holds
+	pollStopped         // the case failed meanwhile: its outcome is decided
+	pollTimedOut        // waitDeadline passed
+)
+
+// poll waits for cond like pollUntil, and stops as soon as the case has
+// failed.
+func (t *caseT) poll(cond func() bool) int {
+	decided := t.Decided()
+	deadline := time.Now().Add(waitDeadline)
+	for {
+		if cond() {
+			return pollMet
+		}
+		if decided.Err() != nil {
+			return pollStopped
+		}
+		if time.Now().After(deadline) {
+			return pollTimedOut
+		}
+		time.Sleep(pollTick)
 	}
 }
 
+// pollUntil waits for cond up to waitDeadline, whatever the case's
+// outcome: for the cleanups, which must see handlers end.
 func pollUntil(cond func() bool) bool {
 	deadline := time.Now().Add(waitDeadline)
 	for {

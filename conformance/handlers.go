@@ -103,6 +103,8 @@ func (h *holder) waitEntered(id string) {
 			default:
 			}
 			h.e.t.Fatalf("request %s was answered without entering the handler", id)
+		case <-h.e.t.Decided().Done():
+			h.e.t.stopWaiting("request " + id + " entering the handler")
 		case <-deadline:
 			h.e.t.Fatalf("request %s entering the handler: nothing after %v", id, waitDeadline)
 		}

@@ -119,7 +119,7 @@ func overloadAttempt(t *caseT, e *env, attempt int) (problems []string) {
 	samples := make([]sample, n)
 	var wg sync.WaitGroup
 	start := time.Now()
-	for i := 0; i < n; i++ {
+	for i := 0; i < n && t.Decided().Err() == nil; i++ {
 		// Open loop: requests leave on schedule whether or not earlier
 		// ones were answered, as independent clients do.
 		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
@@ -135,6 +135,9 @@ func overloadAttempt(t *caseT, e *env, attempt int) (problems []string) {
 		}()
 	}
 	wg.Wait()
+	if t.Decided().Err() != nil {
+		t.stopWaiting("the overload run")
+	}
 
 	var (
 		admitted, rejectFull []time.Duration

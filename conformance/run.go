@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -141,6 +142,11 @@ type caseT struct {
 	failures []string
 	cleanups []func()
 	done     bool
+	// decided ends with the first failure: the case's outcome is known,
+	// so its waits stop and its open requests are cancelled (see
+	// stopWaiting). Made on first use.
+	decided    context.Context
+	endDecided context.CancelFunc
 }
 
 // Errorf records a failure and lets the case go on.
@@ -225,8 +231,40 @@ func (t *caseT) record(msg string) {
 	}
 	t.mu.Lock()
 	t.failures = append(t.failures, msg)
+	if t.endDecided != nil {
+		t.endDecided()
+	}
 	t.mu.Unlock()
 }
+
+// Decided returns a context that ends when the case records its first
+// failure. From then on its outcome cannot change, so every wait of the
+// suite stops at once (stopWaiting) and the requests it has open are
+// cancelled, rather than wait their bounds for answers that no longer
+// matter.
+func (t *caseT) Decided() context.Context {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.decided == nil {
+		t.decided, t.endDecided = context.WithCancel(context.Background())
+		if len(t.failures) > 0 {
+			t.endDecided()
+		}
+	}
+	return t.decided
+}
+
+// stopWaiting ends the case at a wait that was cut short because the case
+// had already failed, naming the wait (at the line that called it).
+// Call it from the case's own goroutine, as Fatalf.
+func (t *caseT) stopWaiting(what string) {
+	t.Helper()
+	t.Fatalf("%s: stopped waiting, the case had already failed", what)
+}
+
+// errStopped is a request's error when it was cancelled, or never sent,
+// because the case had already failed.
+var errStopped = errors.New("not waited for: the case had already failed")
 
 // execute runs body on its own goroutine, so that Fatalf can end it with
 // runtime.Goexit without touching the testing.T, then runs the cleanups.

@@ -2,12 +2,14 @@ package conformance_test
 
 import (
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/ylcnfrht/resilience/conformance"
+	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 // The tests below check Run's own rules by running the suite, with a
@@ -41,12 +43,29 @@ var selfTestHarnesses = map[string]func() conformance.Harness{
 		h.Missing = map[conformance.Capability]string{conformance.CapDisconnect: "declared missing by the self-test"}
 		return h
 	},
+	// The middleware is built (Stats are real) but never put in front of
+	// the handler: the first mistake an adapter author can make.
+	"no-op": noopHarness,
 	"unknown-names": func() conformance.Harness {
 		h := netHTTPHarness()
 		h.Missing = map[conformance.Capability]string{"teleportation": "no such capability"}
 		h.KnownFailing = map[string]string{"no-such-case": "no such case"}
 		return h
 	},
+}
+
+func noopHarness() conformance.Harness {
+	return conformance.Harness{Name: "no-op", Start: func(cfg conformance.Config) (*conformance.Server, error) {
+		m, err := inbound.New(cfg.Options)
+		if err != nil {
+			return nil, err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET "+conformance.HealthPath, cfg.Health)
+		mux.Handle("/", cfg.Handler) // the bug: m.Handler is never applied
+		mux.Handle(conformance.RoutePattern, cfg.Handler)
+		return conformance.NewHTTPServer(mux, m.Stats)
+	}}
 }
 
 func brokenHarness() conformance.Harness {
@@ -143,4 +162,29 @@ func TestRunRejectsUnknownNames(t *testing.T) {
 		t.Fatalf("unknown names were accepted:\n%s", out)
 	}
 	expectOutput(t, out, `unknown capability "teleportation"`, `unknown case "no-such-case"`)
+}
+
+// An adapter whose middleware is not in front of the handler fails every
+// case, and fails it as soon as its outcome is decided: no wait of the
+// suite runs to its bound (10 s for a state, 20 s for a request), so the
+// whole suite reports in moments rather than minutes.
+func TestBrokenAdapterFailsEveryCaseWithoutWaitingItsBounds(t *testing.T) {
+	passed, out := runChild(t, "no-op", "")
+	if passed {
+		t.Fatalf("the no-op adapter passed:\n%s", out)
+	}
+	for _, c := range conformance.Cases() {
+		expectOutput(t, out, "--- FAIL: TestSelfHarness/"+c.Name+" ")
+	}
+	expectOutput(t, out, "while the middleware's Stats counted nothing in flight")
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "- ") {
+			continue // only the failures, not the explanations
+		}
+		for _, bound := range []string{"after 10s", "within 10s", "after 20s", "deadline exceeded"} {
+			if strings.Contains(line, bound) {
+				t.Errorf("a wait ran to its bound (%q) although the case had already failed: %s", bound, strings.TrimSpace(line))
+			}
+		}
+	}
 }

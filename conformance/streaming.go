@@ -66,7 +66,9 @@ func sseHandler(g *gate, watch bool, flushErr chan<- error) http.Handler {
 // openStream starts a GET and returns the response with its body unread.
 func openStream(t *caseT, s *server, path string) (*http.Response, context.CancelFunc) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitDeadline)
+	ctx, cancelTimeout := context.WithTimeout(context.Background(), waitDeadline)
+	stop := context.AfterFunc(t.Decided(), cancelTimeout) // a failed case reads no further
+	cancel := func() { stop(); cancelTimeout() }
 	r, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+path, nil)
 	if err != nil {
 		cancel()
@@ -75,6 +77,9 @@ func openStream(t *caseT, s *server, path string) (*http.Response, context.Cance
 	resp, err := s.client.Do(r)
 	if err != nil {
 		cancel()
+		if t.Decided().Err() != nil {
+			t.stopWaiting("GET " + path)
+		}
 		t.Fatalf("GET %s: %v", path, err)
 	}
 	return resp, func() { resp.Body.Close(); cancel() }
@@ -105,11 +110,17 @@ func caseSSE(t *caseT, e *env, pinned bool) {
 	br := bufio.NewReader(resp.Body)
 	// The handler is held on the gate: event1 can only arrive by the flush.
 	got, err := readEvent(br)
+	if err != nil && t.Decided().Err() != nil {
+		t.stopWaiting("reading the first event")
+	}
 	if err != nil || got != event1 {
 		t.Fatalf("first event before the handler went on: %q, %v; want %q", got, err, event1)
 	}
 	g.open()
 	rest, err := io.ReadAll(br)
+	if err != nil && t.Decided().Err() != nil {
+		t.stopWaiting("reading the rest of the stream")
+	}
 	if err != nil || string(rest) != event2 {
 		t.Errorf("rest of the stream: %q, %v; want %q", rest, err, event2)
 	}
@@ -153,12 +164,19 @@ func caseStreamingDeadline(t *caseT, e *env, pinned bool) {
 		t.Fatalf("event stream status %d, want 200 (committed before the deadline)", resp.StatusCode)
 	}
 	br := bufio.NewReader(resp.Body)
-	if got, err := readEvent(br); err != nil || got != event1 {
+	got, err := readEvent(br)
+	if err != nil && t.Decided().Err() != nil {
+		t.stopWaiting("reading the first event")
+	}
+	if err != nil || got != event1 {
 		t.Fatalf("first event: %q, %v; want %q", got, err, event1)
 	}
 	// The handler writes event2 when its deadline ends its context; the
 	// stream must end with an error and without it.
 	rest, err := io.ReadAll(br)
+	if err != nil && t.Decided().Err() != nil {
+		t.stopWaiting("reading the stream past its deadline")
+	}
 	switch {
 	case err == nil:
 		t.Errorf("stream past its deadline ended cleanly after %q; want the connection aborted (an error)", rest)

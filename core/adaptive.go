@@ -412,7 +412,7 @@ func (p AdaptivePermit) Release(o LimitOutcome) error {
 // Release on it exactly once. The round-trip time is measured from the
 // moment the permit is granted, so queueing is not counted as latency.
 func (a *AdaptiveLimiter) Acquire(ctx context.Context) (AdaptivePermit, error) {
-	p, _, err := a.begin(ctx)
+	p, _, err := a.begin(ctx, nil)
 	return p, err
 }
 
@@ -439,7 +439,7 @@ func (a *AdaptiveLimiter) TryAcquire() (AdaptivePermit, bool) {
 // begin takes a permit like permitEngine.acquire and decides, under the
 // same lock, whether the execution is timed. It reports how long the
 // execution waited in the queue (0 when it did not), for telemetry.
-func (a *AdaptiveLimiter) begin(ctx context.Context) (AdaptivePermit, time.Duration, error) {
+func (a *AdaptiveLimiter) begin(ctx context.Context, tel *Telemetry) (AdaptivePermit, time.Duration, error) {
 	if ctx.Err() != nil {
 		return AdaptivePermit{}, 0, context.Cause(ctx)
 	}
@@ -450,7 +450,7 @@ func (a *AdaptiveLimiter) begin(ctx context.Context) (AdaptivePermit, time.Durat
 		a.mu.Unlock()
 		return a.permit(weight), 0, nil
 	}
-	waited, err := a.acquireSlowLocked(ctx) // unlocks
+	waited, err := a.acquireSlowLocked(ctx, tel) // unlocks
 	if err != nil {
 		return AdaptivePermit{}, waited, err
 	}
@@ -501,7 +501,7 @@ func (a *AdaptiveLimiter) now() int64 { return int64(time.Since(a.epoch)) }
 // closes a window is contained (see AdaptivePermit.Release) and reported
 // as EventHookPanic.
 func (a *AdaptiveLimiter) Execute(ctx context.Context, tel Telemetry, next Next) error {
-	p, waited, err := a.begin(ctx)
+	p, waited, err := a.begin(ctx, &tel)
 	if err != nil {
 		emitBulkheadRejection(ctx, tel, waited, err)
 		return err
@@ -514,7 +514,7 @@ func (a *AdaptiveLimiter) Execute(ctx context.Context, tel Telemetry, next Next)
 		}
 	}()
 	err = next(ctx)
-	outcome = a.classify(ctx, err)
+	outcome = callClassifier(ctx, tel, a.classify, err)
 	return err
 }
 
@@ -650,4 +650,12 @@ func (a *AdaptiveLimiter) update(s LimitSample, cpuBound time.Duration) (err *Ho
 	}
 	next = a.alg.Update(s)
 	return nil
+}
+
+// callClassifier runs classify for one execution: a panic of the
+// classifier is reported on tel as EventHookPanic (HookClassifier) and
+// then goes on to the execution's caller unchanged.
+func callClassifier(ctx context.Context, tel Telemetry, classify Classifier, err error) LimitOutcome {
+	defer reportHookPanic(ctx, &tel, HookClassifier)
+	return classify(ctx, err)
 }

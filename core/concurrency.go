@@ -241,7 +241,7 @@ func (l *ConcurrencyLimiter) TryAcquire() bool { return l.tryAcquire() }
 // ctx's deadline. The rejection errors are shared values: match them with
 // errors.As or errors.Is and do not modify them.
 func (l *ConcurrencyLimiter) Acquire(ctx context.Context) error {
-	_, err := l.acquire(ctx)
+	_, err := l.acquire(ctx, nil)
 	return err
 }
 
@@ -269,7 +269,7 @@ func (l *ConcurrencyLimiter) Release() {
 // first returns context.Cause(ctx) and emits nothing, as that is the
 // caller's doing.
 func (l *ConcurrencyLimiter) Execute(ctx context.Context, tel Telemetry, next Next) error {
-	waited, err := l.acquire(ctx)
+	waited, err := l.acquire(ctx, &tel)
 	if err != nil {
 		emitBulkheadRejection(ctx, tel, waited, err)
 		return err

@@ -51,19 +51,23 @@
 // Functions you supply run inside executions: a limiter's Priority, a rate
 // limiter's Key, an adaptive limiter's Classifier and LimitAlgorithm, and
 // inbound's Options.Render. One rule covers them all: a hook's panic stays
-// in the execution it belongs to, and every limiter stays valid.
+// in the execution it belongs to, every limiter stays valid, and the panic
+// is reported as EventHookPanic (Reason the hook's name, Err a
+// *HookPanicError) wherever a Telemetry is at hand (Execute, a Pipeline,
+// the inbound middleware).
 //
 //   - Priority, Key and Classifier run on their execution's own goroutine,
-//     for it alone. Their panic propagates to that execution's caller,
-//     after the limiter has taken back what it held: no permit or queue
-//     place is lost.
+//     for it alone. Their panic is reported and then propagates, with its
+//     value unchanged, to that execution's caller, after the limiter has
+//     taken back what it held: no permit or queue place is lost. (Through
+//     Acquire or Allow, which take no Telemetry, it only propagates.)
 //   - LimitAlgorithm.Update runs for everyone, on whichever execution
 //     closes a sampling window. Its panic is recovered there, the previous
-//     limit stands, and it is reported as EventHookPanic with a
-//     *HookPanicError (AdaptivePermit.Release returns it).
+//     limit stands, and it is reported (AdaptivePermit.Release returns the
+//     *HookPanicError for a caller outside Execute to report).
 //   - inbound's Render is recovered too, since the 504 at the deadline is
 //     rendered on a timer's goroutine: the default response is sent and
-//     the panic is reported as EventHookPanic.
+//     the panic is reported.
 //
 // # Fixed or adaptive concurrency limit
 //

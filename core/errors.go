@@ -109,17 +109,23 @@ const (
 	// HookLimitAlgorithm is LimitAlgorithm.Update, run by the release that
 	// closes an adaptive limiter's sampling window.
 	HookLimitAlgorithm = "LimitAlgorithm.Update"
-	// HookRender is inbound.Options.Render, when it renders the 504 at the
-	// deadline (on the timer's goroutine, not the request's).
+	// HookRender is inbound.Options.Render.
 	HookRender = "Options.Render"
+	// HookPriority is a limiter's Priority function.
+	HookPriority = "Priority"
+	// HookKey is a rate limiter's Key function.
+	HookKey = "Key"
+	// HookClassifier is an adaptive limiter's Classifier.
+	HookClassifier = "Classifier"
 )
 
-// HookPanicError reports a panic in a function supplied by the user that
-// was contained instead of failing an execution it did not belong to: the
-// LimitAlgorithm (the previous limit stands) or inbound's Render for the
-// 504 at the deadline (the default 504 is sent). It is the Err of an
-// EventHookPanic. Value is what the hook panicked with. Never sent to
-// clients; safe to read from any goroutine once returned.
+// HookPanicError reports a panic in a function supplied by the user (see
+// the package documentation, User hooks). It is the Err of an
+// EventHookPanic. Value is what the hook panicked with. A hook shared by
+// every execution (the LimitAlgorithm, inbound's Render) is contained
+// where it ran; a hook run for one execution alone (Priority, Key,
+// Classifier) panics on in that execution, with Value unchanged. Never
+// sent to clients; safe to read from any goroutine once returned.
 type HookPanicError struct {
 	Hook  string
 	Value any

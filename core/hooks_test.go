@@ -2,6 +2,7 @@ package resilience
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -80,3 +81,78 @@ func TestPerExecutionHookPanicStaysInItsExecution(t *testing.T) {
 }
 
 type hookPanicKey struct{}
+
+// Run through Execute, which has a Telemetry, each per-execution hook's
+// panic is reported as EventHookPanic naming the hook, once, and still
+// reaches the execution's caller with its own value; the limiter is left
+// as it was.
+func TestPerExecutionHookPanicIsReported(t *testing.T) {
+	boom := func(hook string) string { return hook + " bug" }
+	var events []Event
+	tel := NewTelemetry("p", "s", ListenerFunc(func(_ context.Context, e Event) {
+		if e.Name == EventHookPanic {
+			events = append(events, e)
+		}
+	}))
+	ok := func(context.Context) error { return nil }
+	check := func(t *testing.T, hook string, run func()) {
+		t.Helper()
+		events = nil
+		if v := recovered(run); v != boom(hook) {
+			t.Fatalf("recovered %v, want the %s's own panic value", v, hook)
+		}
+		var hp *HookPanicError
+		if len(events) != 1 || events[0].Reason != hook || !errors.As(events[0].Err, &hp) || hp.Hook != hook || hp.Value != boom(hook) {
+			t.Fatalf("events %+v, want one %s for %s", events, EventHookPanic, hook)
+		}
+	}
+	t.Run("Priority", func(t *testing.T) {
+		l, err := NewConcurrencyLimiter(ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1,
+			Priority: func(context.Context) int { panic(boom(HookPriority)) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !l.TryAcquire() {
+			t.Fatal("no free permit")
+		}
+		check(t, HookPriority, func() { _ = l.Execute(context.Background(), tel, ok) })
+		if s := l.Stats(); s.InFlight != 1 || s.Queued != 0 {
+			t.Fatalf("stats %+v, want the held permit alone", s)
+		}
+	})
+	t.Run("Priority, adaptive", func(t *testing.T) {
+		l, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{InitialLimit: 1, MinLimit: 1, MaxLimit: 1, QueueLimit: 1,
+			Priority: func(context.Context) int { panic(boom(HookPriority)) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, held := l.TryAcquire()
+		if !held {
+			t.Fatal("no free permit")
+		}
+		check(t, HookPriority, func() { _ = l.Execute(context.Background(), tel, ok) })
+		if s := l.Stats(); s.InFlight != 1 || s.Queued != 0 {
+			t.Fatalf("stats %+v, want the held permit alone", s)
+		}
+		_ = p.Release(LimitIgnored)
+	})
+	t.Run("Key", func(t *testing.T) {
+		l, err := NewRateLimiter(RateLimiterOptions{PermitLimit: 1, Window: time.Hour,
+			Key: func(context.Context) string { panic(boom(HookKey)) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, HookKey, func() { _ = l.Execute(context.Background(), tel, ok) })
+	})
+	t.Run("Classifier", func(t *testing.T) {
+		l, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{InitialLimit: 1, MinLimit: 1, MaxLimit: 1,
+			Classify: func(context.Context, error) LimitOutcome { panic(boom(HookClassifier)) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, HookClassifier, func() { _ = l.Execute(context.Background(), tel, ok) })
+		if s := l.Stats(); s.InFlight != 0 {
+			t.Fatalf("stats %+v, want the permit back", s)
+		}
+	})
+}

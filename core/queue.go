@@ -263,8 +263,9 @@ func (e *permitEngine) tryAcquire() bool {
 
 // acquire takes a permit, queueing if the options allow, and reports how
 // long the execution waited in the queue, admitted or rejected (0 when it
-// did not queue; at least 1 ns when it did), for telemetry.
-func (e *permitEngine) acquire(ctx context.Context) (time.Duration, error) {
+// did not queue; at least 1 ns when it did), for telemetry. tel, when
+// not nil, reports a panic of the Priority function (see reportHookPanic).
+func (e *permitEngine) acquire(ctx context.Context, tel *Telemetry) (time.Duration, error) {
 	if ctx.Err() != nil {
 		return 0, context.Cause(ctx)
 	}
@@ -274,14 +275,14 @@ func (e *permitEngine) acquire(ctx context.Context) (time.Duration, error) {
 		e.mu.Unlock()
 		return 0, nil
 	}
-	return e.acquireSlowLocked(ctx)
+	return e.acquireSlowLocked(ctx, tel)
 }
 
 // acquireSlowLocked is acquire once no permit was free: it sheds or
 // queues. It is called with e.mu held and releases it. The adaptive
 // limiter calls it after its own fast path, which also decides under the
 // same lock whether to time the execution.
-func (e *permitEngine) acquireSlowLocked(ctx context.Context) (time.Duration, error) {
+func (e *permitEngine) acquireSlowLocked(ctx context.Context, tel *Telemetry) (time.Duration, error) {
 	if e.closed {
 		e.mu.Unlock()
 		return 0, errBulkheadShuttingDown
@@ -298,7 +299,7 @@ func (e *permitEngine) acquireSlowLocked(ctx context.Context) (time.Duration, er
 	// The priority function is the caller's code: run it without the lock,
 	// then look again, since a permit may have been freed meanwhile.
 	e.mu.Unlock()
-	p := e.priority(ctx)
+	p := callPriority(ctx, tel, e.priority)
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -470,4 +471,13 @@ func (e *permitEngine) grantLocked() {
 		e.inFlight++
 		close(w.ready)
 	}
+}
+
+// callPriority runs the Priority function, reporting a panic of it on tel
+// (nil: not reported) before it goes on to the execution's caller.
+func callPriority(ctx context.Context, tel *Telemetry, priority func(context.Context) int) int {
+	if tel != nil {
+		defer reportHookPanic(ctx, tel, HookPriority)
+	}
+	return priority(ctx)
 }

@@ -339,7 +339,7 @@ func (l *RateLimiter) Execute(ctx context.Context, tel Telemetry, next Next) err
 // (Reason "fail-open" or "fail-closed"), d then being what FailClosed
 // decides. A limiter not made by NewRateLimiter returns a *ConfigError.
 func (l *RateLimiter) Take(ctx context.Context, tel Telemetry) (d RateLimitDecision, err error) {
-	d, err = l.Allow(ctx)
+	d, err = l.AllowKey(ctx, callKey(ctx, tel, l.opts.Key))
 	if err != nil {
 		var se *RateLimitStoreError
 		if !errors.As(err, &se) {
@@ -378,4 +378,15 @@ func shortenRateLimitKey(key string, max int) string {
 	b.WriteString(key[:max-rateLimitKeyHashLen])
 	b.Write(tail[:])
 	return b.String()
+}
+
+// callKey returns key(ctx), or "" for a nil key: a panic of the key
+// function is reported on tel as EventHookPanic (HookKey) and then goes
+// on to the execution's caller unchanged.
+func callKey(ctx context.Context, tel Telemetry, key func(context.Context) string) string {
+	if key == nil {
+		return ""
+	}
+	defer reportHookPanic(ctx, &tel, HookKey)
+	return key(ctx)
 }

@@ -47,10 +47,10 @@ const (
 	// treated its outcome as a failure and "unhandled" otherwise, and
 	// Event.Err is its error.
 	EventExecutionAttempt EventName = "ExecutionAttempt"
-	// EventHookPanic: a function supplied by the user panicked where its
-	// panic would have failed an unrelated execution, and was contained
-	// (see HookPanicError). Event.Reason names the hook and Event.Err is
-	// the *HookPanicError.
+	// EventHookPanic: a function supplied by the user panicked (see the
+	// package documentation, User hooks). Event.Reason names the hook
+	// (HookLimitAlgorithm, HookRender, HookPriority, HookKey,
+	// HookClassifier) and Event.Err is the *HookPanicError.
 	EventHookPanic EventName = "OnHookPanic"
 )
 
@@ -180,4 +180,14 @@ func (s slogListener) OnEvent(ctx context.Context, e Event) {
 		attrs = append(attrs, slog.Int("attempt", e.Attempt))
 	}
 	s.logger.LogAttrs(ctx, level, "resilience event", attrs...)
+}
+
+// reportHookPanic, deferred around a call of a hook that runs for one
+// execution alone, emits EventHookPanic for a panic passing through and
+// lets it go on to the execution's caller with the same value.
+func reportHookPanic(ctx context.Context, tel *Telemetry, hook string) {
+	if v := recover(); v != nil {
+		tel.Emit(ctx, Event{Name: EventHookPanic, Reason: hook, Err: &HookPanicError{Hook: hook, Value: v}})
+		panic(v)
+	}
 }

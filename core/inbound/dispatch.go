@@ -73,6 +73,14 @@ func (g *adaptiveGate) execute(ctx context.Context, x *exchange) error {
 
 func (g *adaptiveGate) stats() (resilience.LimiterStats, bool) { return g.l.Stats(), true }
 
+// classify runs the classifier for a request admitted on the fast path
+// (the limiter's Execute runs it for the others), with a panic of the
+// user's Classifier reported before it fails this request.
+func (g *adaptiveGate) classify(ctx context.Context, c resilience.Classifier, err error) resilience.LimitOutcome {
+	defer reportHookPanic(ctx, g.tel, resilience.HookClassifier)
+	return c(ctx, err)
+}
+
 type pipelineGate struct {
 	p       *resilience.Pipeline[struct{}]
 	statsFn func() resilience.LimiterStats
@@ -309,7 +317,7 @@ func (m *Middleware) runHeld(c *call, p permit) (err error) {
 		defer func() { p.release(outcome) }()
 		err = m.runFn(c.ctx, c)
 		if m.measure {
-			outcome = m.classify(c.ctx, err)
+			outcome = p.ag.classify(c.ctx, m.classify, err)
 		}
 		return err
 	}

@@ -88,7 +88,10 @@
 //     When the server ended the context instead (a BaseContext cancelled
 //     at shutdown) and the client is still there, such a request gets 503
 //     BULKHEAD_FULL, reason shutting-down. net/http's close notification
-//     tells the two apart. A 2xx is only ever the handler's own.
+//     tells the two apart. A 2xx is only ever the handler's own. (Without
+//     a Timeout or a custom Pipeline nothing is timed: the handler writes
+//     to net/http's own writer, and one that returns without writing gets
+//     net/http's implicit 200, as it would without the middleware.)
 //   - Drain, called before http.Server.Shutdown, answers every queued
 //     request and every new arrival with that 503 at once, and returns
 //     when the running handlers have finished or its context ends.

@@ -73,7 +73,12 @@ func ExampleMiddleware_Handler_healthCheck() {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {}) // never shed
 	mux.Handle("/debug/limits", m.StatsHandler())
 	mux.Handle("/", m.Handler(api))
-	srv := &http.Server{Handler: mux}
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second, // the whole request, body included (not the handler)
+		IdleTimeout:       60 * time.Second, // idle keep-alive connections are closed
+	}
 
 	// At shutdown: Drain, then Shutdown, under one grace period.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

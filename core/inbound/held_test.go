@@ -203,6 +203,9 @@ func testHTTP2Timeout(t *testing.T, tlsOn bool) {
 	for m.Stats().InFlight != 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
+	if s := m.Stats(); s.InFlight != 0 || s.Late != 0 || s.LateTotal != 1 {
+		t.Fatalf("stats once the late handler returned = %+v, want nothing in flight, none late, one late in total", s)
+	}
 	resp, err = get("/ok")
 	if err != nil {
 		t.Fatal(err)
@@ -274,10 +277,10 @@ func TestServerHTTP2HandlerPanic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if v := <-recovered; v != nil || resp.StatusCode != 504 {
-		t.Fatalf("got %d, outer recovered %v; want the 504 and no panic", resp.StatusCode, v)
+	if v := <-recovered; v != nil || resp.StatusCode != 504 || err != nil || string(body) != string(respTimeout.Body) {
+		t.Fatalf("got %d %q (read error %v), outer recovered %v; want the whole 504, a clean end and no panic", resp.StatusCode, body, err, v)
 	}
 	open()
 	deadline := time.Now().Add(10 * time.Second)
@@ -327,10 +330,10 @@ func TestCustomPipelineTimeoutEventAndSingleRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	io.ReadAll(resp.Body)
+	_, err = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 504 {
-		t.Fatalf("status %d", resp.StatusCode)
+	if resp.StatusCode != 504 || err != nil {
+		t.Fatalf("status %d, read error %v; want a whole 504", resp.StatusCode, err)
 	}
 	srv.Close() // waits for the handler
 	mu.Lock()

@@ -1,6 +1,7 @@
 package inbound
 
 import (
+	"context"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -246,4 +247,15 @@ func (m *Middleware) takeRate(x *exchange) error {
 		}
 	}
 	return nil
+}
+
+// reportHookPanic, deferred around a user's hook that runs for one request
+// alone, emits EventHookPanic for a panic passing through and lets it go
+// on, with the same value, to that request (see the core package
+// documentation, User hooks).
+func reportHookPanic(ctx context.Context, tel resilience.Telemetry, hook string) {
+	if v := recover(); v != nil {
+		tel.Emit(ctx, resilience.Event{Name: resilience.EventHookPanic, Reason: hook, Err: &resilience.HookPanicError{Hook: hook, Value: v}})
+		panic(v)
+	}
 }

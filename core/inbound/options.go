@@ -13,8 +13,11 @@ import (
 // through. Options are copied by New; changing them afterwards has no
 // effect, and New reports an invalid field as a *resilience.ConfigError
 // without building anything. The functions in it (keys, priorities,
-// Render, LimiterStats) are called concurrently by requests and must be
-// safe for that.
+// classifiers, Render, LimiterStats) are called concurrently by requests
+// and must be safe for that. A panic in a key, priority, classifier or
+// Render function stays in its own request and is reported as
+// resilience.EventHookPanic: the core package documentation (User hooks)
+// has the rule.
 type Options struct {
 	// Name labels the telemetry events of the inbound stages (the
 	// pipeline name). Default "inbound".

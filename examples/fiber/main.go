@@ -77,7 +77,11 @@ func priority(ctx context.Context) int {
 
 // newApp builds the app around mw.
 func newApp(mw *resiliencefiber.Middleware) *fiber.App {
-	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app := fiber.New(fiber.Config{
+		DisableStartupMessage: true,
+		ReadTimeout:           30 * time.Second, // the whole request, body included (not the handler)
+		IdleTimeout:           60 * time.Second, // idle keep-alive connections are closed
+	})
 	app.Use(recover.New())
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.SendString("ok") })
 	app.Get("/debug/limits", func(c *fiber.Ctx) error { return c.JSON(mw.Stats()) })

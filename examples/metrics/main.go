@@ -81,6 +81,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	srv := &http.Server{
 		Handler:           svc.handler,
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second, // the whole request, body included (not the handler)
+		IdleTimeout:       60 * time.Second, // idle keep-alive connections are closed
 		ErrorLog:          log.New(stderr, "metrics: http: ", 0),
 	}
 	serveErr := make(chan error, 1)

@@ -220,9 +220,9 @@ func TestRunShutdownFinishesRunningRequests(t *testing.T) {
 }
 
 // Shutdown answers the queue: with requests queued (no queue timeout), the
-// signal gets each of them a 503 shutting-down within a bounded poll, the
-// running request finishes with its 200, and no request is left without a
-// response.
+// signal gets each of them a 503 shutting-down at once, while the request
+// running when it came is still running, and that request then finishes
+// with its 200; no request is left without a response.
 func TestRunShutdownAnswersTheQueue(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -253,7 +253,7 @@ func TestRunShutdownAnswersTheQueue(t *testing.T) {
 		}()
 		return ch
 	}
-	running := getAsync("/work?ms=1000")
+	running := getAsync("/work?ms=2000")
 	waitFor(t, "the request to run", func() bool { return getLimits(t, client, base)["inflight"] == 1 })
 	var queued []<-chan answer
 	for i := 0; i < 3; i++ {
@@ -267,6 +267,11 @@ func TestRunShutdownAnswersTheQueue(t *testing.T) {
 		case a := <-ch:
 			if a.err != nil || a.status != http.StatusServiceUnavailable || !strings.Contains(a.body, `"reason":"shutting-down"`) {
 				t.Errorf("queued request %d at shutdown: %d %q %v, want 503 shutting-down", i, a.status, a.body, a.err)
+			}
+			select {
+			case r := <-running:
+				t.Fatalf("the running request ended (%d %v) before queued request %d was answered; the queue must be answered at once", r.status, r.err, i)
+			default:
 			}
 		case <-time.After(waitBound):
 			t.Fatalf("queued request %d: no response %v after the signal", i, waitBound)

@@ -81,6 +81,7 @@ var knownReasons = map[string]bool{
 	resilience.ReasonHandled:     true, resilience.ReasonUnhandled: true,
 	"fail-open": true, "fail-closed": true,
 	resilience.HookLimitAlgorithm: true, resilience.HookRender: true,
+	resilience.HookPriority: true, resilience.HookKey: true, resilience.HookClassifier: true,
 }
 
 // maxNameLen bounds pipeline, strategy and limiter names in attributes.

@@ -32,7 +32,8 @@ func serve(svc *service, mw func(http.Handler) http.Handler) (base string, close
 	if err != nil {
 		return "", nil, err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: discardLog}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 60 * time.Second, ErrorLog: discardLog}
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Serve(ln) }() //nolint:errcheck // Close ends it
 	return "http://" + ln.Addr().String(), func() {

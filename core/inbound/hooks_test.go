@@ -1,0 +1,165 @@
+package inbound
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+)
+
+// hookEvents records the EventHookPanic events a middleware emits.
+type hookEvents struct {
+	mu     sync.Mutex
+	events []resilience.Event
+}
+
+func (h *hookEvents) listener() resilience.Listener {
+	return resilience.ListenerFunc(func(_ context.Context, e resilience.Event) {
+		if e.Name == resilience.EventHookPanic {
+			h.mu.Lock()
+			h.events = append(h.events, e)
+			h.mu.Unlock()
+		}
+	})
+}
+
+// expect checks that exactly one EventHookPanic was emitted, for hook,
+// carrying the hook's own value.
+func (h *hookEvents) expect(t *testing.T, hook string, value any) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var hp *resilience.HookPanicError
+	if len(h.events) != 1 || h.events[0].Reason != hook || !errors.As(h.events[0].Err, &hp) || hp.Value != value {
+		t.Fatalf("events %+v, want one %s for %s with %v", h.events, resilience.EventHookPanic, hook, value)
+	}
+}
+
+// badRequest marks the requests whose hooks panic.
+const badRequest = "X-Bad"
+
+// A user's Priority or Key function that panics fails the request it ran
+// for, and only that one: net/http drops its connection, the panic is
+// reported as EventHookPanic, and the requests around it (one holding the
+// permit, one queued behind it) are served as if nothing happened, with
+// every permit and queue place back at the end.
+func TestRequestHookPanicStaysInItsRequest(t *testing.T) {
+	panicky := func(ctx context.Context, hook string) {
+		if r, ok := RequestFrom(ctx); ok && r.Header.Get(badRequest) != "" {
+			panic(hook + " bug")
+		}
+	}
+	cases := []struct {
+		hook  string
+		queue bool // the hook runs for a request that must queue
+		opts  func(lis resilience.Listener) Options
+	}{
+		{resilience.HookPriority, true, func(lis resilience.Listener) Options {
+			return Options{Listener: lis, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 2,
+				Priority: func(ctx context.Context) int { panicky(ctx, resilience.HookPriority); return 0 }}}
+		}},
+		{resilience.HookPriority + " (adaptive)", true, func(lis resilience.Listener) Options {
+			return Options{Listener: lis, Adaptive: &resilience.AdaptiveLimiterOptions{InitialLimit: 1, MinLimit: 1, MaxLimit: 1, QueueLimit: 2,
+				Priority: func(ctx context.Context) int { panicky(ctx, resilience.HookPriority); return 0 }}}
+		}},
+		{resilience.HookKey, false, func(lis resilience.Listener) Options {
+			return Options{Listener: lis, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 2},
+				RateLimit: &resilience.RateLimiterOptions{PermitLimit: 100, Window: time.Hour,
+					Key: func(ctx context.Context) string { panicky(ctx, resilience.HookKey); return "k" }}}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.hook, func(t *testing.T) {
+			hook := c.hook
+			if c.queue {
+				hook = resilience.HookPriority
+			}
+			var ev hookEvents
+			m := mustNew(t, c.opts(ev.listener()))
+			release := make(chan struct{})
+			var once sync.Once
+			open := func() { once.Do(func() { close(release) }) }
+			srv := httptest.NewUnstartedServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/held" {
+					<-release
+				}
+				io.WriteString(w, "ok")
+			})))
+			srv.Config.ErrorLog = log.New(io.Discard, "", 0) // net/http logs the request's panic
+			srv.Start()
+			defer srv.Close()
+			defer open()
+			client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+			held := goGet(client, srv.URL+"/held")
+			pollFor(t, "the permit held", func() bool { return m.Stats().InFlight == 1 })
+			var queued <-chan answer
+			if c.queue {
+				queued = goGet(client, srv.URL+"/ok")
+				pollFor(t, "a healthy request queued", func() bool { return m.Stats().Queued == 1 })
+			}
+			req, _ := http.NewRequest("GET", srv.URL+"/ok", nil)
+			req.Header.Set(badRequest, "1")
+			if resp, err := client.Do(req); err == nil {
+				resp.Body.Close()
+				t.Fatalf("the request whose %s panicked got %d, want its connection dropped", hook, resp.StatusCode)
+			}
+			ev.expect(t, hook, hook+" bug")
+			if c.queue {
+				if s := m.Stats(); s.InFlight != 1 || s.Queued != 1 {
+					t.Fatalf("stats %+v after the panic, want the held permit and the healthy waiter", s)
+				}
+			}
+			open()
+			if a := <-held; a.err != nil || a.status != 200 {
+				t.Fatalf("the request holding the permit: %+v, want its 200", a)
+			}
+			if queued != nil {
+				if a := <-queued; a.err != nil || a.status != 200 {
+					t.Fatalf("the healthy queued request: %+v, want 200", a)
+				}
+			}
+			if a := get(client, srv.URL+"/ok"); a.err != nil || a.status != 200 {
+				t.Fatalf("a later request: %+v, want 200", a)
+			}
+			pollFor(t, "idle", func() bool { s := m.Stats(); return s.InFlight == 0 && s.Queued == 0 })
+		})
+	}
+}
+
+// An adaptive limiter's Classifier that panics, on a request admitted at
+// once through Execute (the middleware classifies it itself), fails that
+// request with the classifier's own panic, is reported as EventHookPanic,
+// and returns the permit.
+func TestClassifierPanicStaysInItsRequest(t *testing.T) {
+	var ev hookEvents
+	failed := errors.New("the handler failed")
+	m := mustNew(t, Options{Listener: ev.listener(), Adaptive: &resilience.AdaptiveLimiterOptions{InitialLimit: 1, MinLimit: 1, MaxLimit: 1,
+		Classify: func(_ context.Context, err error) resilience.LimitOutcome {
+			if err == failed {
+				panic("classifier bug")
+			}
+			return resilience.LimitSampled
+		}}})
+	v := func() (v any) {
+		defer func() { v = recover() }()
+		_ = m.Execute(context.Background(), nil, func(context.Context) error { return failed })
+		return nil
+	}()
+	if v != "classifier bug" {
+		t.Fatalf("Execute panicked with %v, want the classifier's own panic", v)
+	}
+	ev.expect(t, resilience.HookClassifier, "classifier bug")
+	if s := m.Stats(); s.InFlight != 0 {
+		t.Fatalf("stats %+v, want the permit back", s)
+	}
+	if err := m.Execute(context.Background(), nil, func(context.Context) error { return nil }); err != nil {
+		t.Fatalf("the next request: %v", err)
+	}
+}
