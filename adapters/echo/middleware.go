@@ -182,12 +182,13 @@ func (m *Middleware) reject(c echo.Context, w http.ResponseWriter, req *http.Req
 	for k, v := range resp.Header {
 		h[k] = v
 	}
-	if m.customRender && !json.Valid(resp.Body) {
-		return &echo.HTTPError{Code: resp.Status, Message: string(resp.Body), Internal: err}
+	he := &echo.HTTPError{Code: resp.Status, Message: json.RawMessage(resp.Body), Internal: err}
+	text := m.customRender && !json.Valid(resp.Body)
+	if text {
+		he.Message = string(resp.Body)
 	}
-	// echo's default error handler sends a json.Marshaler Message as it is,
-	// then the newline its JSON encoder ends every body with: exactBody
-	// drops that newline so the body is the one rendered, byte for byte.
-	res.Writer = &exactBody{ResponseWriter: res.Writer, body: resp.Body}
-	return &echo.HTTPError{Code: resp.Status, Message: json.RawMessage(resp.Body), Internal: err}
+	// echo's default error handler re-encodes the Message: exactBody sends
+	// the rendered body instead, byte for byte.
+	res.Writer = &exactBody{ResponseWriter: res.Writer, res: res, err: he, body: resp.Body, text: text, head: req.Method == http.MethodHead}
+	return he
 }
