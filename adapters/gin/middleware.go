@@ -63,6 +63,10 @@ func route(raw any) string {
 // inbound pipeline, or answers a rejection (429, 503) and aborts the
 // chain, recording the rejection in c.Errors.
 func (m *Middleware) Handler(c *gin.Context) {
+	if !m.timed {
+		m.serveUntimed(c)
+		return
+	}
 	req := c.Request
 	// The wrapper waits in c.Writer for admitted, which finds it there;
 	// finish takes it out again, whatever happens.
@@ -82,6 +86,45 @@ func (m *Middleware) Handler(c *gin.Context) {
 	if err != nil {
 		m.reject(c, req, err)
 	}
+}
+
+// serveUntimed is Handler without a timeout: nothing writes for the chain
+// but the chain itself, so c.Writer stays gin's writer unless the inbound
+// middleware gives the chain a writer of its own (see admittedUntimed).
+func (m *Middleware) serveUntimed(c *gin.Context) {
+	req := c.Request
+	completed := false
+	defer func() {
+		if !completed { // a panic from the chain, on its way out
+			c.Request = req
+		}
+	}()
+	err := m.in.Serve(c.Writer, req, c, admittedUntimed)
+	completed = true
+	c.Request = req
+	if err != nil {
+		m.reject(c, req, err)
+	}
+}
+
+// admittedUntimed continues c's chain without a timeout. If the inbound
+// middleware wraps gin's writer (to read the status, for the adaptive
+// limiter), the chain writes through the wrapper, installed for the chain
+// only: with no deadline, nothing else can write once it returns.
+func admittedUntimed(w http.ResponseWriter, r *http.Request, raw any) {
+	c := raw.(*gin.Context)
+	c.Request = r
+	if w == http.ResponseWriter(c.Writer) {
+		c.Next()
+		return
+	}
+	rw := writers.Get().(*responseWriter)
+	rw.install(c, false)
+	rw.start(w, r.Context())
+	completed := false
+	defer func() { rw.finish(c, completed) }()
+	c.Next()
+	completed = true
 }
 
 // admitted continues c's chain once the inbound middleware admitted the
