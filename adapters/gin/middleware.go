@@ -124,6 +124,7 @@ func admittedUntimed(w http.ResponseWriter, r *http.Request, raw any) {
 	completed := false
 	defer func() { rw.finish(c, completed) }()
 	c.Next()
+	rw.passStatus()
 	completed = true
 }
 
@@ -133,14 +134,19 @@ func admittedUntimed(w http.ResponseWriter, r *http.Request, raw any) {
 func admitted(w http.ResponseWriter, r *http.Request, raw any) {
 	c := raw.(*gin.Context)
 	c.Request = r
-	if rw, ok := c.Writer.(*responseWriter); ok && rw.w == nil {
-		if w == http.ResponseWriter(rw.orig) {
-			c.Writer = rw.orig // nothing to intercept
-		} else {
-			rw.start(w, r.Context())
-		}
+	rw, ok := c.Writer.(*responseWriter)
+	if !ok || rw.w != nil {
+		c.Next()
+		return
 	}
+	if w == http.ResponseWriter(rw.orig) {
+		c.Writer = rw.orig // nothing to intercept
+		c.Next()
+		return
+	}
+	rw.start(w, r.Context())
 	c.Next()
+	rw.passStatus()
 }
 
 // reject answers a rejection on gin's writer and stops the chain: the

@@ -36,10 +36,11 @@ type responseWriter struct {
 	orig gin.ResponseWriter  // c.Writer before the middleware
 	ctx  context.Context     // the handler's context, to see whether its deadline was answered
 
-	status int
-	size   int  // -1: nothing written, as gin counts
-	timed  bool // w is the inbound middleware's timed writer, which answers deadlines
-	sealed bool
+	status  int
+	initial int  // gin's status when the wrapper was installed
+	size    int  // -1: nothing written, as gin counts
+	timed   bool // w is the inbound middleware's timed writer, which answers deadlines
+	sealed  bool
 }
 
 // writers recycles the per-request wrappers. A wrapper goes back only when
@@ -165,8 +166,20 @@ func (w *responseWriter) answered() bool {
 func (w *responseWriter) install(c *gin.Context, timed bool) gin.ResponseWriter {
 	w.orig, w.timed = c.Writer, timed
 	w.status, w.size = w.orig.Status(), noWritten
+	w.initial = w.status
 	c.Writer = w
 	return w.orig
+}
+
+// passStatus runs when the chain has returned: a status it set without
+// writing (c.Status), which gin sends when the chain returns, goes to the
+// inbound writer too, which holds it as gin does, so that the inbound
+// middleware judges the request by it (the adaptive limiter ignores a
+// 4xx). gin's writer is not read here: the deadline may be writing it.
+func (w *responseWriter) passStatus() {
+	if !w.sealed && !w.Written() && w.status != w.initial {
+		w.w.WriteHeader(w.status)
+	}
 }
 
 // start makes iw the writer the chain writes through.
