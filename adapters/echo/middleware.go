@@ -1,9 +1,7 @@
 package resilienceecho
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"sync"
 
@@ -23,10 +21,6 @@ type Middleware struct {
 	in *inbound.Middleware
 	// customRender: Options.Render may render a body that is not JSON.
 	customRender bool
-	// timed: the handler gets the timed writer (a timeout or a custom
-	// pipeline), which answers its deadline; otherwise a deadline passing
-	// is the handler's to answer.
-	timed bool
 	// timeoutSize is the length of the 504 body the timed writer sends.
 	timeoutSize int64
 }
@@ -39,7 +33,7 @@ func New(opts inbound.Options) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Middleware{in: in, customRender: opts.Render != nil, timed: opts.Timeout > 0 || opts.Pipeline != nil}
+	m := &Middleware{in: in, customRender: opts.Render != nil}
 	if resp, ok := in.Render(&resilience.TimeoutRejectedError{Timeout: opts.Timeout}); ok {
 		m.timeoutSize = int64(len(resp.Body))
 	}
@@ -86,7 +80,7 @@ func (m *Middleware) Handler(next echo.HandlerFunc) echo.HandlerFunc {
 type call struct {
 	http.ResponseWriter // echo's writer underneath, for anyone who writes meanwhile
 	next                echo.HandlerFunc
-	ctx                 context.Context // the handler's, once admitted
+	w                   http.ResponseWriter // the inbound middleware's, once admitted
 	err                 error
 }
 
@@ -128,7 +122,7 @@ func admitted(w http.ResponseWriter, r *http.Request, raw any) {
 	}
 	res.Writer = w
 	c.SetRequest(r)
-	cl.ctx = r.Context()
+	cl.w = w
 	cl.err = cl.next(c)
 }
 
@@ -142,7 +136,7 @@ func (m *Middleware) finish(c echo.Context, cl *call, orig http.ResponseWriter, 
 	res := c.Response()
 	res.Writer = orig
 	c.SetRequest(req)
-	err, answered := cl.err, m.timed && cl.ctx != nil && deadlinePassed(cl.ctx)
+	err, answered := cl.err, cl.w != nil && inbound.Answered(cl.w)
 	*cl = call{}
 	calls.Put(cl)
 	if answered {
@@ -154,16 +148,6 @@ func (m *Middleware) finish(c echo.Context, cl *call, orig http.ResponseWriter, 
 		res.Committed = true
 	}
 	return err, answered
-}
-
-// deadlinePassed reports whether ctx ended because its time ran out: the
-// inbound middleware then answered the request.
-func deadlinePassed(ctx context.Context) bool {
-	if ctx.Err() == nil {
-		return false
-	}
-	cause := context.Cause(ctx)
-	return errors.Is(cause, resilience.ErrTimeoutRejected) || errors.Is(cause, context.DeadlineExceeded)
 }
 
 // reject turns a rejection into echo's error flow: the rendered fields

@@ -71,7 +71,7 @@ func (m *Middleware) Handler(c *gin.Context) {
 	// The wrapper waits in c.Writer for admitted, which finds it there;
 	// finish takes it out again, whatever happens.
 	rw := writers.Get().(*responseWriter)
-	orig := rw.install(c, m.timed)
+	orig := rw.install(c)
 	completed := false
 	defer func() {
 		if !completed { // a panic from the chain, on its way out
@@ -119,8 +119,8 @@ func admittedUntimed(w http.ResponseWriter, r *http.Request, raw any) {
 		return
 	}
 	rw := writers.Get().(*responseWriter)
-	rw.install(c, false)
-	rw.start(w, r.Context())
+	rw.install(c)
+	rw.start(w)
 	completed := false
 	defer func() { rw.finish(c, completed) }()
 	c.Next()
@@ -144,7 +144,7 @@ func admitted(w http.ResponseWriter, r *http.Request, raw any) {
 		c.Next()
 		return
 	}
-	rw.start(w, r.Context())
+	rw.start(w)
 	c.Next()
 	rw.passStatus()
 }

@@ -2,7 +2,6 @@ package resiliencegin
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -11,7 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 // responseWriter is c.Writer while the chain behind the middleware runs.
@@ -34,12 +33,10 @@ import (
 type responseWriter struct {
 	w    http.ResponseWriter // the inbound middleware's writer
 	orig gin.ResponseWriter  // c.Writer before the middleware
-	ctx  context.Context     // the handler's context, to see whether its deadline was answered
 
 	status  int
-	initial int  // gin's status when the wrapper was installed
-	size    int  // -1: nothing written, as gin counts
-	timed   bool // w is the inbound middleware's timed writer, which answers deadlines
+	initial int // gin's status when the wrapper was installed
+	size    int // -1: nothing written, as gin counts
 	sealed  bool
 }
 
@@ -146,25 +143,17 @@ func (w *responseWriter) Pusher() http.Pusher {
 // through it the connection's deadlines).
 func (w *responseWriter) Unwrap() http.ResponseWriter { return w.w }
 
-// answered reports whether the request's deadline passed while its
-// response was open or committed: the inbound writer then sent the 504 (or
-// cut the committed response), and nothing may be written any more.
-func (w *responseWriter) answered() bool {
-	if !w.timed || w.ctx.Err() == nil {
-		return false
-	}
-	cause := context.Cause(w.ctx)
-	return errors.Is(cause, resilience.ErrTimeoutRejected) || errors.Is(cause, context.DeadlineExceeded)
-}
+// answered reports whether the inbound middleware answered the request at
+// its deadline (it sent the 504, or cut the committed response): nothing
+// may be written any more.
+func (w *responseWriter) answered() bool { return inbound.Answered(w.w) }
 
 // install puts w in c.Writer, in front of gin's writer, before the
 // inbound middleware runs. gin's writer is read here, while no deadline is
 // armed that could write to it.
-// It returns gin's writer. timed says whether the inbound middleware will
-// give the chain its timed writer (with a timeout or a custom pipeline);
-// otherwise a deadline passing is the handler's to answer.
-func (w *responseWriter) install(c *gin.Context, timed bool) gin.ResponseWriter {
-	w.orig, w.timed = c.Writer, timed
+// It returns gin's writer.
+func (w *responseWriter) install(c *gin.Context) gin.ResponseWriter {
+	w.orig = c.Writer
 	w.status, w.size = w.orig.Status(), noWritten
 	w.initial = w.status
 	c.Writer = w
@@ -183,8 +172,8 @@ func (w *responseWriter) passStatus() {
 }
 
 // start makes iw the writer the chain writes through.
-func (w *responseWriter) start(iw http.ResponseWriter, ctx context.Context) {
-	w.w, w.ctx = iw, ctx
+func (w *responseWriter) start(iw http.ResponseWriter) {
+	w.w = iw
 }
 
 // finish runs on the request's goroutine once the inbound middleware has
