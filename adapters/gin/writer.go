@@ -70,11 +70,23 @@ func (w *responseWriter) WriteHeaderNow() {
 	}
 }
 
+// startBody is WriteHeaderNow for a write: an implicit 200 is left to the
+// write itself, as net/http allows, which spares the inbound writer a
+// step.
+func (w *responseWriter) startBody() {
+	if !w.Written() {
+		w.size = 0
+		if w.status != http.StatusOK {
+			w.w.WriteHeader(w.status)
+		}
+	}
+}
+
 func (w *responseWriter) Write(p []byte) (int, error) {
 	if w.sealed {
 		return 0, http.ErrHandlerTimeout
 	}
-	w.WriteHeaderNow()
+	w.startBody()
 	n, err := w.w.Write(p)
 	w.size += n
 	return n, err
@@ -84,7 +96,7 @@ func (w *responseWriter) WriteString(s string) (int, error) {
 	if w.sealed {
 		return 0, http.ErrHandlerTimeout
 	}
-	w.WriteHeaderNow()
+	w.startBody()
 	n, err := io.WriteString(w.w, s)
 	w.size += n
 	return n, err
