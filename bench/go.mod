@@ -64,16 +64,11 @@ require (
 )
 
 replace (
+	github.com/ylcnfrht/resilience/adapters/chi => ../adapters/chi
 	github.com/ylcnfrht/resilience/adapters/echo => ../adapters/echo
-
 	github.com/ylcnfrht/resilience/adapters/fiber => ../adapters/fiber
 	github.com/ylcnfrht/resilience/adapters/gin => ../adapters/gin
+	github.com/ylcnfrht/resilience/conformance => ../conformance
+	github.com/ylcnfrht/resilience/core => ../core
+	github.com/ylcnfrht/resilience/examples => ../examples
 )
-
-replace github.com/ylcnfrht/resilience/core => ../core
-
-replace github.com/ylcnfrht/resilience/examples => ../examples
-
-replace github.com/ylcnfrht/resilience/adapters/chi => ../adapters/chi
-
-replace github.com/ylcnfrht/resilience/conformance => ../conformance

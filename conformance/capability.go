@@ -4,9 +4,7 @@ package conformance
 // An adapter that lacks one lists it in Harness.Missing with the reason;
 // the cases that need it then run their pinned variant instead of the
 // full one, so the documented gap is still tested and cannot widen
-// silently. A plain value: safe to copy and to read from several
-// goroutines; the zero value "" is no capability (a Case that requires ""
-// needs none); an unknown one in Harness.Missing fails the run.
+// silently. An unknown capability in Harness.Missing fails the run.
 type Capability string
 
 const (
@@ -52,10 +50,8 @@ func Capabilities() []CapabilityInfo {
 	}
 }
 
-// CapabilityInfo describes a Capability for documentation. A plain value:
-// safe to copy and to read from several goroutines; the zero value
-// describes nothing. Capabilities returns fresh values, so changing them
-// changes nothing in the suite.
+// CapabilityInfo describes a Capability for documentation, as
+// Capabilities lists them.
 type CapabilityInfo struct {
 	Capability  Capability
 	Description string

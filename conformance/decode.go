@@ -11,8 +11,7 @@ import (
 // Rejection is what a rejection response says, as the suite reads it
 // from the body: the inbound code (BULKHEAD_FULL, TIMEOUT, RATE_LIMITED,
 // …), the limiter's reason (full, queue-timeout, dropped) when there is
-// one, and the message for people. A plain value; the zero value says
-// nothing.
+// one, and the message for people.
 type Rejection struct {
 	Code    string
 	Reason  string

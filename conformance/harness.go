@@ -16,11 +16,10 @@ import (
 // middleware. The suite's own handlers never use it.
 const HealthPath = "/healthz"
 
-// Harness tells the suite how to run one adapter. It is a plain value: fill
-// in Start (required) and, when the adapter lacks something, Missing and
-// KnownFailing. Run reads it and never modifies it; a Harness may be
-// reused by several tests as long as Start is safe to call repeatedly.
-// The zero Harness has no Start: Run fails the test at once.
+// Harness tells the suite how to run one adapter: fill in Start
+// (required) and, when the adapter lacks something, Missing and
+// KnownFailing. Run never modifies it, so one Harness may serve several
+// tests as long as Start can be called repeatedly.
 type Harness struct {
 	// Name identifies the adapter in failure messages, e.g. "chi".
 	Name string

@@ -11,12 +11,9 @@ import (
 	"testing"
 )
 
-// Case is one conformance case: a name, the behaviour it pins and why that
-// matters. Cases returns the list; docs print it. The behaviour itself is
-// unexported: a Case is description, not something to construct. A plain
-// value: safe to copy and to read from several goroutines; the zero Case
-// describes nothing and is never among Cases. Running a case, failing or
-// not, changes nothing in it.
+// Case describes one conformance case, for documentation: its name, the
+// behaviour it pins and why that matters. Cases lists them; Run runs
+// them.
 type Case struct {
 	// Name is stable; it names the subtest and keys Harness.KnownFailing.
 	Name string

@@ -128,6 +128,14 @@ type AdaptiveLimiterOptions struct {
 	// Classify says how each finished execution counts. Default
 	// DefaultClassify.
 	Classify Classifier
+	// IgnoreCPUWait turns off the CPU-wait signal: by default a sampling
+	// window in which the process's goroutines waited longer for a CPU
+	// than the limiter's normal latency (and at least 1 ms) counts as
+	// overload, since a CPU-bound service queues its requests in Go's
+	// scheduler before any limiter sees them. Set it for a limiter in
+	// front of a remote dependency, whose overload this process's CPU
+	// says nothing about.
+	IgnoreCPUWait bool
 }
 
 // AdaptiveLimiter is a concurrency limiter whose limit is found while the
@@ -152,6 +160,12 @@ type AdaptiveLimiterOptions struct {
 //   - Timeouts count as overload (see DefaultClassify). A route whose
 //     timeouts are the client's short budget rather than the server's
 //     trouble needs its own classifier.
+//   - A CPU-bound service queues its requests in Go's scheduler before
+//     they reach any limiter, so the latency the limiter times stays low
+//     while every client waits. The limiter therefore also reads the
+//     process's scheduler latency once per sampling window and counts a
+//     window in which goroutines waited longer for a CPU than its normal
+//     latency as overload (see AdaptiveLimiterOptions.IgnoreCPUWait).
 //   - Latency that rises for reasons concurrency cannot fix (a slow
 //     dependency) still lowers the limit; MinLimit is the floor that keeps
 //     the service admitting work meanwhile. The baseline follows such a
@@ -209,8 +223,9 @@ type AdaptiveLimiter struct {
 	// first window with samples.
 	baseRTT  int64
 	win      sampleWindow
-	updating bool   // a window is with the algorithm; the next one waits
-	pick     uint64 // xorshift state choosing the sparsely timed executions
+	updating bool     // a window is with the algorithm; the next one waits
+	pick     uint64   // xorshift state choosing the sparsely timed executions
+	cpu      *cpuWait // nil with IgnoreCPUWait; read by one update at a time
 }
 
 // denseTimed is the number of executions a window times in full before
@@ -272,6 +287,9 @@ func NewAdaptiveLimiter(opts AdaptiveLimiterOptions) (*AdaptiveLimiter, error) {
 		maxLimit: defaultInt(opts.MaxLimit, defaultAdaptiveMaxLimit),
 		epoch:    time.Now(),
 		pick:     0x9e3779b97f4a7c15, // any non-zero seed
+	}
+	if !opts.IgnoreCPUWait {
+		a.cpu = newCPUWait()
 	}
 	if a.name == "" {
 		a.name = "AdaptiveLimiter"
@@ -419,8 +437,8 @@ func (a *AdaptiveLimiter) TryAcquire() (AdaptivePermit, bool) {
 }
 
 // begin takes a permit like permitEngine.acquire and decides, under the
-// same lock, whether the execution is timed. It reports how long a
-// rejected execution waited in the queue, for telemetry.
+// same lock, whether the execution is timed. It reports how long the
+// execution waited in the queue (0 when it did not), for telemetry.
 func (a *AdaptiveLimiter) begin(ctx context.Context) (AdaptivePermit, time.Duration, error) {
 	if ctx.Err() != nil {
 		return AdaptivePermit{}, 0, context.Cause(ctx)
@@ -438,7 +456,7 @@ func (a *AdaptiveLimiter) begin(ctx context.Context) (AdaptivePermit, time.Durat
 	}
 	// A queued execution is already slow; timing it costs nothing that
 	// matters, and weight 1 keeps the window's mean unbiased.
-	return a.permit(1), 0, nil
+	return a.permit(1), waited, nil
 }
 
 // timingLocked decides whether the execution being admitted is timed and
@@ -475,7 +493,8 @@ func (a *AdaptiveLimiter) permit(weight int64) AdaptivePermit {
 func (a *AdaptiveLimiter) now() int64 { return int64(time.Since(a.epoch)) }
 
 // Execute implements Strategy: it takes a permit (or rejects, emitting
-// EventRateLimiterRejected like ConcurrencyLimiter), runs next, classifies
+// EventRateLimiterRejected like ConcurrencyLimiter; a permit after
+// queueing emits EventQueueAdmitted), runs next, classifies
 // the result and returns the permit. A panic in next, or in the
 // Classifier, releases the permit without a sample and propagates to this
 // execution's caller. A LimitAlgorithm that panics when this execution
@@ -487,6 +506,7 @@ func (a *AdaptiveLimiter) Execute(ctx context.Context, tel Telemetry, next Next)
 		emitBulkheadRejection(ctx, tel, waited, err)
 		return err
 	}
+	emitQueueAdmitted(ctx, tel, waited)
 	outcome := LimitIgnored // if next or the classifier panics
 	defer func() {
 		if herr := a.release(p, outcome); herr != nil {
@@ -581,9 +601,15 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) *HookPanicEr
 	}
 	*w = sampleWindow{start: now, length: max(length, minWindow)}
 	a.updating = true
+	cpuBound := time.Duration(max(a.baseRTT, int64(minCPUWait)))
 	a.mu.Unlock()
-	return a.update(s)
+	return a.update(s, cpuBound)
 }
+
+// minCPUWait is the CPU wait below which a window never counts as CPU
+// overload: Go's scheduler lets a goroutine run 10 ms before preempting
+// it, so waits of a millisecond are ordinary on a busy process.
+const minCPUWait = time.Millisecond
 
 // update runs the algorithm outside the lock and applies its limit. The
 // updating flag keeps windows in order (one update at a time) and is
@@ -591,7 +617,13 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) *HookPanicEr
 // here, on whichever execution closed the window, because it would
 // otherwise fail that unrelated execution: the previous limit stands and
 // the panic comes back as a *HookPanicError.
-func (a *AdaptiveLimiter) update(s LimitSample) (err *HookPanicError) {
+//
+// Reading the CPU wait (a runtime metric, a few microseconds) happens here,
+// once per window, off every request's path. A window whose goroutines
+// waited longer for a CPU than cpuBound (the limiter's normal latency, at
+// least minCPUWait) counts one drop: the service is queueing in the
+// scheduler, where no permit is visible.
+func (a *AdaptiveLimiter) update(s LimitSample, cpuBound time.Duration) (err *HookPanicError) {
 	next := s.Limit
 	defer func() {
 		if v := recover(); v != nil {
@@ -610,6 +642,12 @@ func (a *AdaptiveLimiter) update(s LimitSample) (err *HookPanicError) {
 		}
 		a.mu.Unlock()
 	}()
+	if a.cpu != nil {
+		s.CPUWait = a.cpu.read()
+		if s.CPUWait > cpuBound {
+			s.Drops++
+		}
+	}
 	next = a.alg.Update(s)
 	return nil
 }

@@ -57,7 +57,7 @@ func TestGradient2FullCorrectionAfterSlowStartBothParities(t *testing.T) {
 		}
 		// Only the first correction is full; the next is smoothed.
 		prev := got[c.congestAt-1]
-		smoothed := prev*0.8 + (prev*0.525+4)*0.2
+		smoothed := prev*(1-defaultGradient2Smoothing) + (prev*0.525+4)*defaultGradient2Smoothing
 		if next := got[c.congestAt]; math.Abs(next-smoothed) > 1e-9 {
 			t.Errorf("congestion at window %d: second correction %v → %v, want smoothed %v", c.congestAt, prev, next, smoothed)
 		}
@@ -90,7 +90,7 @@ func TestGradient2FullCorrectionAfterDropEndsSlowStart(t *testing.T) {
 		}
 		s.Limit = got
 		s.InFlight = int(got)
-		if next, want := g.Update(s), got*0.8+(got*0.525+4)*0.2; math.Abs(next-want) > 1e-9 {
+		if next, want := g.Update(s), got*(1-defaultGradient2Smoothing)+(got*0.525+4)*defaultGradient2Smoothing; math.Abs(next-want) > 1e-9 {
 			t.Errorf("after %d doublings and a drop: second correction %v → %v, want smoothed %v", doublings, got, next, want)
 		}
 	}

@@ -220,6 +220,13 @@ func TestAdaptiveSimulation(t *testing.T) {
 					if f.halvedWithin < 0 || f.halvedWithin > 5*time.Second {
 						t.Errorf("within 25%% of the halved K after %v, want within 5s", f.halvedWithin)
 					}
+					// Back at K within 5 s of it doubling back, so that
+					// goodput is at capacity by then (the lab's step
+					// scenario; Smoothing 0.2 left it at 95 here and far
+					// lower on loopback).
+					if f.doubled5s < 100 {
+						t.Errorf("limit %d 5 s after K doubled back to 100, want at least 100", f.doubled5s)
+					}
 				}
 			})
 		}

@@ -3,6 +3,7 @@ package resilience
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -193,6 +194,38 @@ func TestAdaptiveLimiterUsesPriorityQueue(t *testing.T) {
 		synctest.Wait()
 		if s := a.Stats(); s.InFlight != 0 || s.Queued != 0 {
 			t.Fatalf("after: %+v", s)
+		}
+	})
+}
+
+// An execution admitted after queueing emits EventQueueAdmitted with its
+// wait, as with ConcurrencyLimiter; one admitted at once emits nothing.
+func TestAdaptiveLimiterExecuteQueueAdmittedTelemetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newTestAdaptive(t, AdaptiveLimiterOptions{InitialLimit: 1, MinLimit: 1, QueueLimit: 1, QueueTimeout: time.Second})
+		rec := &clRecorder{}
+		tel := NewTelemetry("p", "a", rec)
+		release := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			_ = a.Execute(context.Background(), tel, func(context.Context) error {
+				<-release
+				return nil
+			})
+		})
+		synctest.Wait()
+		wg.Go(func() {
+			if err := a.Execute(context.Background(), tel, func(context.Context) error { return nil }); err != nil {
+				t.Errorf("queued Execute: %v", err)
+			}
+		})
+		synctest.Wait()
+		time.Sleep(40 * time.Millisecond)
+		close(release)
+		wg.Wait()
+		ev := rec.snapshot()
+		if len(ev) != 1 || ev[0].Name != EventQueueAdmitted || ev[0].Duration != 40*time.Millisecond || ev[0].Pipeline != "p" || ev[0].Strategy != "a" {
+			t.Fatalf("events %+v, want one EventQueueAdmitted after 40ms", ev)
 		}
 	})
 }

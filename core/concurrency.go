@@ -261,7 +261,8 @@ func (l *ConcurrencyLimiter) Release() {
 // Execute implements Strategy: it takes a permit, runs next, and returns the
 // permit when next returns or panics. A rejection emits
 // EventRateLimiterRejected with the RejectReason as Event.Reason and, if the
-// execution had queued, the time it waited as Event.Duration. An evicted
+// execution had queued, the time it waited as Event.Duration; a permit
+// obtained after queueing emits EventQueueAdmitted with the wait. An evicted
 // execution reports its own eviction (ReasonDropped), on its own goroutine
 // and with its own context and labels, so a limiter shared by several
 // pipelines attributes each rejection to the right one. A context that ended
@@ -274,7 +275,16 @@ func (l *ConcurrencyLimiter) Execute(ctx context.Context, tel Telemetry, next Ne
 		return err
 	}
 	defer l.Release()
+	emitQueueAdmitted(ctx, tel, waited)
 	return next(ctx)
+}
+
+// emitQueueAdmitted emits EventQueueAdmitted for an execution that queued
+// (waited > 0) before its permit.
+func emitQueueAdmitted(ctx context.Context, tel Telemetry, waited time.Duration) {
+	if waited > 0 {
+		tel.Emit(ctx, Event{Name: EventQueueAdmitted, Duration: waited})
+	}
 }
 
 // emitBulkheadRejection emits EventRateLimiterRejected for the engine's own

@@ -748,6 +748,48 @@ func TestConcurrencyLimiterExecuteTelemetry(t *testing.T) {
 	})
 }
 
+// Execute emits EventQueueAdmitted, with the time spent queued, for an
+// execution that got its permit after queueing, and nothing for one
+// admitted at once: a queue-wait histogram sees the waits that end well,
+// not only those that end in a rejection.
+func TestConcurrencyLimiterExecuteQueueAdmittedTelemetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &clRecorder{}
+		l := newTestLimiter(t, ConcurrencyLimiterOptions{Name: "bulkhead", PermitLimit: 1, QueueLimit: 1, QueueTimeout: time.Second})
+		p, err := NewBuilder[int](WithName("api"), WithListener(rec)).AddStrategy(l).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			_, _ = p.Execute(context.Background(), func(context.Context) (int, error) {
+				<-release
+				return 0, nil
+			})
+		})
+		synctest.Wait()
+		wg.Go(func() {
+			if _, err := p.Execute(context.Background(), func(context.Context) (int, error) { return 0, nil }); err != nil {
+				t.Errorf("queued Execute: %v", err)
+			}
+		})
+		synctest.Wait()
+		time.Sleep(250 * time.Millisecond)
+		close(release)
+		wg.Wait()
+
+		events := rec.snapshot()
+		if len(events) != 1 {
+			t.Fatalf("events = %+v, want one EventQueueAdmitted", events)
+		}
+		if e := events[0]; e.Name != EventQueueAdmitted || e.Duration != 250*time.Millisecond ||
+			e.Pipeline != "api" || e.Strategy != "bulkhead" || e.Err != nil || e.Reason != "" {
+			t.Fatalf("event = %+v, want EventQueueAdmitted after 250ms", e)
+		}
+	})
+}
+
 // Invariant 2: a panic in the callback frees the permit and reaches the
 // caller with its original value.
 func TestConcurrencyLimiterExecutePanicReleasesPermit(t *testing.T) {

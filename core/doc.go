@@ -95,7 +95,7 @@
 // either limiter) shorten the queue timeout to a short Target while the
 // queue has not been empty for an Interval, so bursts are still absorbed
 // and a standing queue drains; AdaptiveLIFO serves the newest waiter first
-// while it stands. Use it when the queue is sized as docs/DESIGN.md suggests
+// while it stands. Use it when the queue is sized as docs/guide.md suggests
 // (one to two times the limit) and overload can last longer than a burst.
 //
 // # Outbound strategies

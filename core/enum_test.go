@@ -2,6 +2,7 @@ package resilience
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -18,13 +19,21 @@ type enumCase struct {
 
 func enumCases() []enumCase {
 	return []enumCase{
-		{"BackoffType", []string{"constant", "linear", "exponential"}, "constant", "RetryOptions.BackoffType",
+		{"BackoffType", strs(BackoffConstant, BackoffLinear, BackoffExponential), string(BackoffConstant), "RetryOptions.BackoffType",
 			func(s string) (string, error) { v, err := ParseBackoffType(s); return string(v), err }},
-		{"OverflowPolicy", []string{"reject-new", "drop-oldest", "drop-lowest-priority"}, "reject-new", "ConcurrencyLimiterOptions.Overflow",
+		{"OverflowPolicy", strs(OverflowRejectNew, OverflowDropOldest, OverflowDropLowestPriority), string(OverflowRejectNew), "ConcurrencyLimiterOptions.Overflow",
 			func(s string) (string, error) { v, err := ParseOverflowPolicy(s); return string(v), err }},
-		{"RateLimitAlgorithm", []string{"fixed-window", "sliding-window", "token-bucket"}, "fixed-window", "RateLimiterOptions.Algorithm",
+		{"RateLimitAlgorithm", strs(RateLimitFixedWindow, RateLimitSlidingWindow, RateLimitTokenBucket), string(RateLimitFixedWindow), "RateLimiterOptions.Algorithm",
 			func(s string) (string, error) { v, err := ParseRateLimitAlgorithm(s); return string(v), err }},
 	}
+}
+
+func strs[E ~string](values ...E) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = string(v)
+	}
+	return out
 }
 
 // Invariant: every Parse function follows one rule. Each value
@@ -49,10 +58,12 @@ func TestParseEnums(t *testing.T) {
 			if !errors.As(err, &ce) || ce.Field != c.field || !strings.Contains(ce.Problem, `"no-such-value"`) {
 				t.Fatalf("Parse(unknown) = %v; want a *ConfigError for %s quoting the input", err, c.field)
 			}
-			for _, v := range c.values {
-				if !strings.Contains(ce.Problem, `"`+v+`"`) {
-					t.Errorf("error %q does not list %q", ce.Problem, v)
-				}
+			listed := make([]string, len(c.values))
+			for i, v := range c.values {
+				listed[i] = strconv.Quote(v)
+			}
+			if want := "want one of " + strings.Join(listed, ", "); !strings.HasSuffix(ce.Problem, want) {
+				t.Errorf("error %q does not end %q: it must list exactly the accepted names", ce.Problem, want)
 			}
 		})
 	}

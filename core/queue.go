@@ -262,8 +262,8 @@ func (e *permitEngine) tryAcquire() bool {
 }
 
 // acquire takes a permit, queueing if the options allow, and reports how
-// long the execution waited in the queue when it was rejected (0 when it
-// did not queue), for telemetry.
+// long the execution waited in the queue, admitted or rejected (0 when it
+// did not queue; at least 1 ns when it did), for telemetry.
 func (e *permitEngine) acquire(ctx context.Context) (time.Duration, error) {
 	if ctx.Err() != nil {
 		return 0, context.Cause(ctx)
@@ -403,7 +403,9 @@ func (e *permitEngine) wait(ctx context.Context, p int) (time.Duration, error) {
 			e.mu.Unlock()
 			return time.Since(start), context.Cause(ctx)
 		}
-		return 0, nil
+		// At least 1 ns: a wait that took no measurable time (a fake
+		// clock) is still a wait.
+		return max(time.Since(start), 1), nil
 	case waiterEvicted:
 		return time.Since(start), errBulkheadDropped
 	case waiterTimedOut:

@@ -323,21 +323,34 @@ func (l *RateLimiter) unusable() error {
 // Execute implements Strategy: it takes a permit and runs next, or returns
 // a *RateLimitRejectedError without running it.
 func (l *RateLimiter) Execute(ctx context.Context, tel Telemetry, next Next) error {
-	d, err := l.Allow(ctx)
+	if d, err := l.Take(ctx, tel); !d.Allowed {
+		return err
+	}
+	return next(ctx)
+}
+
+// Take is Allow that reports through tel what Execute reports: for a
+// caller that runs the limiter itself and needs the decision's numbers (an
+// HTTP middleware setting the RateLimit fields), with the same events as
+// the limiter in a pipeline. The execution may run only if d.Allowed. A
+// rejection comes with a *RateLimitRejectedError and emits
+// EventRateLimiterRejected (Duration the retry-after); a store failure
+// comes with the *RateLimitStoreError and emits EventRateLimiterStoreError
+// (Reason "fail-open" or "fail-closed"), d then being what FailClosed
+// decides. A limiter not made by NewRateLimiter returns a *ConfigError.
+func (l *RateLimiter) Take(ctx context.Context, tel Telemetry) (d RateLimitDecision, err error) {
+	d, err = l.Allow(ctx)
 	if err != nil {
 		var se *RateLimitStoreError
 		if !errors.As(err, &se) {
-			return err // unusable limiter
+			return d, err // unusable limiter
 		}
 		reason := "fail-open"
-		if l.opts.FailClosed {
+		if !d.Allowed {
 			reason = "fail-closed"
 		}
 		tel.Emit(ctx, Event{Name: EventRateLimiterStoreError, Reason: reason, Err: err})
-		if l.opts.FailClosed {
-			return err
-		}
-		return next(ctx)
+		return d, err
 	}
 	if !d.Allowed {
 		rej := &RateLimitRejectedError{
@@ -347,9 +360,9 @@ func (l *RateLimiter) Execute(ctx context.Context, tel Telemetry, next Next) err
 			Reset:      d.Reset,
 		}
 		tel.Emit(ctx, Event{Name: EventRateLimiterRejected, Reason: ReasonRateLimited, Duration: d.RetryAfter, Err: rej})
-		return rej
+		return d, rej
 	}
-	return next(ctx)
+	return d, nil
 }
 
 // shortenRateLimitKey returns key cut to its first max−22 bytes followed by

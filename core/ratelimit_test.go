@@ -3,6 +3,7 @@ package resilience
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -334,6 +335,56 @@ func TestRateLimiterStoreErrors(t *testing.T) {
 				t.Fatalf("Allow: %+v, %v", d, err)
 			}
 		})
+	}
+}
+
+// Invariant: Take reports what Execute reports, so a caller that runs the
+// limiter itself (the inbound middleware) emits the same events with the
+// same fields: admitted, rejected, and a store failure open or closed.
+func TestRateLimiterTakeEmitsAsExecute(t *testing.T) {
+	boom := errors.New("store down")
+	for _, c := range []struct {
+		name string
+		opts RateLimiterOptions
+	}{
+		{"rejected", RateLimiterOptions{Name: "rl", PermitLimit: 1, Window: time.Minute}},
+		{"fail-open", RateLimiterOptions{Name: "rl", PermitLimit: 1, Window: time.Minute, Store: &rlRecordingStore{err: boom}}},
+		{"fail-closed", RateLimiterOptions{Name: "rl", PermitLimit: 1, Window: time.Minute, Store: &rlRecordingStore{err: boom}, FailClosed: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// Two limiters alike: the second take of each is the case's.
+				viaExecute, viaTake := rlNew(t, c.opts), rlNew(t, c.opts)
+				execEvents, takeEvents := &rlEvents{}, &rlEvents{}
+				execTel, takeTel := NewTelemetry("p", "rl", execEvents), NewTelemetry("p", "rl", takeEvents)
+				for range 2 {
+					ran := false
+					execErr := viaExecute.Execute(context.Background(), execTel, func(context.Context) error { ran = true; return nil })
+					d, takeErr := viaTake.Take(context.Background(), takeTel)
+					if d.Allowed != ran {
+						t.Fatalf("Take allowed %v, Execute ran %v", d.Allowed, ran)
+					}
+					if !d.Allowed && fmt.Sprint(takeErr) != fmt.Sprint(execErr) {
+						t.Fatalf("Take's error %v, Execute's %v", takeErr, execErr)
+					}
+				}
+				if len(takeEvents.list) != len(execEvents.list) || len(takeEvents.list) == 0 {
+					t.Fatalf("Take emitted %+v, Execute %+v", takeEvents.list, execEvents.list)
+				}
+				for i, e := range takeEvents.list {
+					x := execEvents.list[i]
+					if e.Name != x.Name || e.Reason != x.Reason || e.Duration != x.Duration || e.Pipeline != x.Pipeline ||
+						e.Strategy != x.Strategy || fmt.Sprint(e.Err) != fmt.Sprint(x.Err) {
+						t.Errorf("Take's event %+v, Execute's %+v", e, x)
+					}
+				}
+			})
+		})
+	}
+	var zero RateLimiter
+	var ce *ConfigError
+	if d, err := zero.Take(context.Background(), Telemetry{}); d.Allowed || !errors.As(err, &ce) {
+		t.Errorf("zero limiter Take: %+v, %v", d, err)
 	}
 }
 

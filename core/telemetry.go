@@ -18,6 +18,11 @@ const (
 	// "queue-timeout", "dropped" for a bulkhead, "rate-limited" for a rate
 	// limiter.
 	EventRateLimiterRejected EventName = "OnRateLimiterRejected"
+	// EventQueueAdmitted: an execution that had queued in a concurrency or
+	// adaptive limiter got its permit after Event.Duration in the queue.
+	// An execution admitted at once emits nothing; one rejected after
+	// queueing emits EventRateLimiterRejected instead.
+	EventQueueAdmitted EventName = "OnQueueAdmitted"
 
 	// EventRetry: a retry strategy is about to wait Event.Duration and try
 	// again; Event.Attempt is the number of the attempt that failed (0 is
@@ -68,8 +73,9 @@ type Event struct {
 	Strategy string
 	// Reason is a short stable label (a RejectReason for bulkhead rejections).
 	Reason string
-	// Duration is the timeout for EventTimeout, the time waited for a
-	// bulkhead rejection after queueing, or the retry-after for a rate limit;
+	// Duration is the timeout for EventTimeout, the time waited in the
+	// queue for EventQueueAdmitted and for a bulkhead rejection after
+	// queueing, or the retry-after for a rate limit;
 	// the coming delay for EventRetry, the break for EventCircuitOpened and
 	// the attempt's own duration for EventExecutionAttempt.
 	Duration time.Duration
@@ -148,8 +154,8 @@ func (s slogListener) OnEvent(ctx context.Context, e Event) {
 	case EventTimeout, EventRateLimiterRejected, EventRateLimiterStoreError,
 		EventCircuitOpened, EventFallback:
 		level = slog.LevelWarn
-	case EventExecutionAttempt:
-		// One record per attempt is detail, not news.
+	case EventExecutionAttempt, EventQueueAdmitted:
+		// One record per attempt or queued admission is detail, not news.
 		level = slog.LevelDebug
 	}
 	if !s.logger.Enabled(ctx, level) {

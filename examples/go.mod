@@ -63,10 +63,8 @@ require (
 
 replace (
 	github.com/ylcnfrht/resilience/adapters/chi => ../adapters/chi
-
 	github.com/ylcnfrht/resilience/adapters/connect => ../adapters/connect
 	github.com/ylcnfrht/resilience/adapters/echo => ../adapters/echo
-
 	github.com/ylcnfrht/resilience/adapters/fiber => ../adapters/fiber
 	github.com/ylcnfrht/resilience/adapters/gin => ../adapters/gin
 	github.com/ylcnfrht/resilience/conformance => ../conformance

@@ -2,6 +2,7 @@ package resiliencechi
 
 import (
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/go-chi/chi/v5"
@@ -60,14 +61,60 @@ func (m *Middleware) Stats() inbound.Stats { return m.in.Stats() }
 func (m *Middleware) Handler(next http.Handler) http.Handler { return m.in.Handler(next) }
 
 // route is the inbound RouteFunc: the pattern chi will match for the
-// *http.Request the middleware received. It runs only when a priority or
-// key function reads the route.
+// *http.Request the middleware received, in inbound.Request.Route's
+// format. It runs only when a priority or key function reads the route.
 func (m *Middleware) route(raw any) string {
 	r, ok := raw.(*http.Request)
 	if !ok {
 		return ""
 	}
-	return m.pattern(r)
+	return routeFormat(m.pattern(r))
+}
+
+// routeFormat converts a chi pattern to inbound.Request.Route's format:
+// a parameter's regular expression is dropped, "{id:[0-9]+}" becoming
+// "{id}", as every adapter drops its framework's constraints, so that a
+// function comparing routes carries over between frameworks. chi's
+// "{name}" and trailing "*" are the format already.
+func routeFormat(p string) string {
+	if !strings.Contains(p, ":") {
+		return p // no regular expression: nothing to convert, no allocation
+	}
+	var b strings.Builder
+	b.Grow(len(p))
+	for i := 0; i < len(p); {
+		if p[i] != '{' {
+			b.WriteByte(p[i])
+			i++
+			continue
+		}
+		// The parameter ends at its matching brace: a regular expression
+		// may hold braces of its own ({d:\d{4}}), as chi's parser allows.
+		end, depth := -1, 0
+		for j := i; j < len(p) && end < 0; j++ {
+			switch p[j] {
+			case '{':
+				depth++
+			case '}':
+				if depth--; depth == 0 {
+					end = j
+				}
+			}
+		}
+		if end < 0 { // unbalanced: not chi's, keep it as it is
+			b.WriteString(p[i:])
+			break
+		}
+		name := p[i+1 : end]
+		if k := strings.IndexByte(name, ':'); k >= 0 {
+			name = name[:k]
+		}
+		b.WriteByte('{')
+		b.WriteString(name)
+		b.WriteByte('}')
+		i = end + 1
+	}
+	return b.String()
 }
 
 // pattern finds the route r will take, by asking the router at the root of

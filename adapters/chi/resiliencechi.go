@@ -32,7 +32,9 @@
 //		return 1
 //	},
 //
-// No lookup is made unless Route is read. The view's Raw is the
+// The route is in inbound's format, the same from every adapter: a
+// parameter's regular expression is dropped ("/orders/{id:[0-9]+}" is
+// reported as "/orders/{id}"). No lookup is made unless Route is read. The view's Raw is the
 // *http.Request, whose context holds chi's routing context
 // (chi.RouteContext).
 package resiliencechi

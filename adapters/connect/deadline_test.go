@@ -30,8 +30,9 @@ func timeoutHeader(p protocol, h http.Header, ms string) {
 // TestDeadlineAnsweredWhileHandlerRuns: a handler that ignores its context
 // past the inbound timeout gets its caller answered DeadlineExceeded on
 // time (unary), or its stream ended with DeadlineExceeded after the
-// messages already sent (server stream, bidi), while it still runs; it
-// keeps its permit and counts as late until it returns.
+// messages already sent (server stream, bidi), with the same TIMEOUT
+// ErrorInfo detail, while it still runs; it keeps its permit and counts as
+// late until it returns.
 func TestDeadlineAnsweredWhileHandlerRuns(t *testing.T) {
 	opts := inbound.Options{Timeout: 200 * time.Millisecond, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}}
 	held := func(t *testing.T, ts *testServer) {
@@ -39,11 +40,19 @@ func TestDeadlineAnsweredWhileHandlerRuns(t *testing.T) {
 		if s := ts.mw.Stats(); s.InFlight != 1 || s.Late != 1 {
 			t.Errorf("after the answer, with the handler still running: %+v, want InFlight 1, Late 1", s)
 		}
+		// The inbound middleware underneath (what metrics exporters
+		// observe) counts it too.
+		if s := ts.mw.Inbound().Stats(); s.Late != 1 || s.LateTotal != 1 {
+			t.Errorf("Inbound().Stats() with the late handler running: %+v, want Late 1, LateTotal 1", s)
+		}
 		ts.svc.open()
 		if err := ts.svc.waitExited(t); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("the handler's context ended with %v, want DeadlineExceeded", err)
 		}
-		waitFor(t, "the late handler's permit back", func() bool { s := ts.mw.Stats(); return s.InFlight == 0 && s.Late == 0 })
+		waitFor(t, "the late handler's permit back", func() bool {
+			s, is := ts.mw.Stats(), ts.mw.Inbound().Stats()
+			return s.InFlight == 0 && s.Late == 0 && is.Late == 0
+		})
 		if s := ts.mw.Stats(); s.LateTotal != 1 {
 			t.Errorf("LateTotal %d, want 1", s.LateTotal)
 		}
@@ -71,7 +80,7 @@ func TestDeadlineAnsweredWhileHandlerRuns(t *testing.T) {
 			if st.Receive() {
 				t.Fatalf("a message after the deadline: %v", st.Msg())
 			}
-			expectCode(t, "stream past its deadline", st.Err(), connect.CodeDeadlineExceeded, "", "")
+			expectCode(t, "stream past its deadline", st.Err(), connect.CodeDeadlineExceeded, inbound.CodeTimeout, "")
 			_ = st.Close()
 			held(t, ts)
 		})
@@ -85,7 +94,7 @@ func TestDeadlineAnsweredWhileHandlerRuns(t *testing.T) {
 				t.Fatalf("echo: %v, %v", r, err)
 			}
 			_, err := bidi.Receive()
-			expectCode(t, "bidi past its deadline", err, connect.CodeDeadlineExceeded, "", "")
+			expectCode(t, "bidi past its deadline", err, connect.CodeDeadlineExceeded, inbound.CodeTimeout, "")
 			_ = bidi.CloseRequest()
 			_ = bidi.CloseResponse()
 			held(t, ts)

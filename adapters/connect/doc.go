@@ -82,9 +82,10 @@
 //
 //   - a call with nothing sent yet (every unary call) is answered
 //     DeadlineExceeded at that moment;
-//   - a stream that has sent whole messages is ended with
-//     DeadlineExceeded in its protocol: gRPC trailers, a gRPC-Web
-//     trailers message or a Connect end-of-stream message;
+//   - a stream that has sent whole messages is ended with the same
+//     DeadlineExceeded error, ErrorInfo detail included, in its protocol:
+//     gRPC trailers, a gRPC-Web trailers message or a Connect
+//     end-of-stream message, each rendered by connect's ErrorWriter;
 //   - a response that cannot be ended properly (a Connect unary body
 //     already flushed, or a message half sent) is aborted: the stream is
 //     reset, and the client sees an error, never a complete response.
@@ -99,10 +100,11 @@
 // long-lived streams through a Middleware without one.
 //
 // Cost per admitted call over connect alone: one allocation (the Call)
-// without a deadline; with one, a goroutine and eleven allocations (the
-// call's state and event channel, the handler's private header map, the
-// deadline's context and timer, the request carrying it), the price of
-// answering on time while the handler keeps running.
+// without a deadline; with Options.Timeout, a goroutine and eleven
+// allocations (the call's state and event channel, the handler's private
+// header map, the deadline's context and timer, the request carrying it),
+// twelve with a caller's deadline, the price of answering on time while
+// the handler keeps running.
 //
 // # Request view
 //

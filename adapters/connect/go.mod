@@ -4,8 +4,6 @@ go 1.26.0
 
 require (
 	connectrpc.com/connect v1.21.1
-	github.com/go-chi/chi/v5 v5.5.0
-	github.com/ylcnfrht/resilience/adapters/chi v0.1.0
 	github.com/ylcnfrht/resilience/conformance v0.1.0
 	github.com/ylcnfrht/resilience/core v0.1.0
 	go.uber.org/goleak v1.3.0
@@ -13,7 +11,6 @@ require (
 )
 
 replace (
-	github.com/ylcnfrht/resilience/adapters/chi => ../chi
 	github.com/ylcnfrht/resilience/conformance => ../../conformance
 	github.com/ylcnfrht/resilience/core => ../../core
 )

@@ -39,7 +39,7 @@ func TestHTTP1(t *testing.T) {
 			if st.Receive() {
 				t.Fatalf("a message after the deadline: %v", st.Msg())
 			}
-			expectCode(t, "stream past its deadline", st.Err(), connect.CodeDeadlineExceeded, "", "")
+			expectCode(t, "stream past its deadline", st.Err(), connect.CodeDeadlineExceeded, inbound.CodeTimeout, "")
 			_ = st.Close()
 			say := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](h1, ts.url+sayProcedure, p.opts...)
 			_, err = say.CallUnary(t.Context(), connect.NewRequest(wrapperspb.String("x")))

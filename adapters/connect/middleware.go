@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 
 	"connectrpc.com/connect"
 
@@ -25,12 +24,10 @@ type Middleware struct {
 	errw   *connect.ErrorWriter
 	render func(error, inbound.Response) inbound.Response // Options.Render
 	rej    rejections
-	timed  bool // Options.Timeout is set: every call has a deadline
+	ends   streamEnds // rej.timeout as the end of a committed stream
+	timed  bool       // inbound's Timed: a deadline can answer for every call
 
 	specs sync.Map // procedure → connect.Spec, filled by HandlerOption
-
-	late      atomic.Int64
-	lateTotal atomic.Uint64
 }
 
 // New validates opts and returns the middleware, or a
@@ -46,10 +43,11 @@ func New(opts inbound.Options) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A custom pipeline may hold a timeout strategy of its own: its calls
-	// are timed too.
-	timed := opts.Timeout > 0 || opts.Pipeline != nil
-	return &Middleware{in: in, errw: connect.NewErrorWriter(), render: render, rej: newRejections(), timed: timed}, nil
+	// Timed: a timeout, or a custom pipeline that may hold a timeout
+	// strategy of its own.
+	m := &Middleware{in: in, errw: connect.NewErrorWriter(), render: render, rej: newRejections(), timed: in.Timed()}
+	m.ends = newStreamEnds(m.errw, m.rej.timeout)
+	return m, nil
 }
 
 // framework tells inbound how to read a call: the view comes from the
@@ -70,14 +68,10 @@ var framework = inbound.Framework{
 // the limit at run time, its RateLimiter and AdaptiveLimiter.
 func (m *Middleware) Inbound() *inbound.Middleware { return m.in }
 
-// Stats returns the middleware's current load. Late and LateTotal count
-// this adapter's handlers still running after their deadline was answered.
-func (m *Middleware) Stats() inbound.Stats {
-	s := m.in.Stats()
-	s.Late = m.late.Load()
-	s.LateTotal = m.lateTotal.Load()
-	return s
-}
+// Stats returns the middleware's current load: Inbound().Stats(), whose
+// Late and LateTotal count the handlers still running after their
+// deadline was answered.
+func (m *Middleware) Stats() inbound.Stats { return m.in.Stats() }
 
 // StatsHandler serves Stats as JSON, for a debug route outside the
 // middleware (the examples mount it at /debug/limits).
@@ -181,7 +175,7 @@ func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, err error) {
 // serveTimed runs the call on a goroutine of its own and waits for it or
 // for its deadline, whichever comes first.
 func (c *call) serveTimed(ctx context.Context) {
-	c.tw = timedWriter{w: c.w, rc: *http.NewResponseController(c.w), wire: c.info.wire}
+	c.tw = timedWriter{w: c.w, rc: *http.NewResponseController(c.w), wire: c.info.wire, ends: &c.m.ends, in: c.m.in}
 	c.contentType = c.r.Header.Get("Content-Type")
 	c.protocolVersion = c.r.Header.Get("Connect-Protocol-Version")
 	c.events = make(chan struct{}, 2)
@@ -219,11 +213,7 @@ func (c *call) serveTimed(ctx context.Context) {
 // expire answers the deadline. It reports false when the handler had
 // returned before it (nothing was done).
 func (c *call) expire() bool {
-	x, late := c.tw.expire(c.answerTimeout)
-	if late {
-		c.leave()
-	}
-	switch x {
+	switch c.tw.expire(c.answerTimeout) {
 	case expiryNone:
 		return false
 	case expiryAbort:
@@ -234,12 +224,6 @@ func (c *call) expire() bool {
 		panic(http.ErrAbortHandler)
 	}
 	return true
-}
-
-// leave counts the handler as late: it runs on after its answer.
-func (c *call) leave() {
-	c.m.late.Add(1)
-	c.m.lateTotal.Add(1)
 }
 
 // answerTimeout writes DeadlineExceeded on the untouched real writer.
@@ -268,13 +252,9 @@ func (c *call) run(ctx context.Context) {
 			c.panicked, c.panicVal = true, p // from a priority or key function
 			return
 		}
-		rethrow, wasLate := c.tw.finishPanic()
-		if rethrow {
+		if c.tw.finishPanic() {
 			c.panicked, c.panicVal = true, p
 			return
-		}
-		if wasLate {
-			c.m.late.Add(-1)
 		}
 		if p != http.ErrAbortHandler {
 			c.logLatePanic(p)
@@ -290,9 +270,7 @@ func (c *call) runHandler(ctx context.Context) error {
 	c.tw.ctx = ctx
 	c.events <- struct{}{}
 	c.next.ServeHTTP(&c.tw, c.r.WithContext(ctx))
-	if c.tw.finish() {
-		c.m.late.Add(-1) // answered at its deadline; returns only now
-	}
+	c.tw.finish()
 	return nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,27 +14,26 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/go-chi/chi/v5"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	resiliencechi "github.com/ylcnfrht/resilience/adapters/chi"
 	resilienceconnect "github.com/ylcnfrht/resilience/adapters/connect"
 	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 var (
-	overhead       = flag.Bool("overhead", false, "run TestOverheadTable: the connect adapter's and the chi adapter's overhead over their bare frameworks, interleaved")
+	overhead       = flag.Bool("overhead", false, "run TestOverheadTable: the adapter's per-call overhead over bare connect, contenders interleaved")
 	overheadRounds = flag.Int("overhead.rounds", 5, "rounds of TestOverheadTable; each contender's median is reported")
 )
 
 // contender is one handler measured per call; base names the bare handler
-// its overhead is measured against.
+// its overhead is measured against. A contender with a caller deadline
+// sends Connect-Timeout-Ms, so connect alone sets a deadline too.
 type contender struct {
-	name, base string
-	build      func() (http.Handler, error)
-	rpc        bool // a Connect unary call rather than a plain GET
+	name, base     string
+	build          func() (http.Handler, error)
+	callerDeadline bool
 }
 
 func limiterOptions() inbound.Options {
@@ -60,7 +58,9 @@ func sayHandler() http.Handler {
 	})
 }
 
-func withConnect(opts func() inbound.Options) func() (http.Handler, error) {
+func bare() (http.Handler, error) { return sayHandler(), nil }
+
+func withAdapter(opts func() inbound.Options) func() (http.Handler, error) {
 	return func() (http.Handler, error) {
 		mw, err := resilienceconnect.New(opts())
 		if err != nil {
@@ -70,52 +70,29 @@ func withConnect(opts func() inbound.Options) func() (http.Handler, error) {
 	}
 }
 
-func chiRouter(mw func(http.Handler) http.Handler) http.Handler {
-	r := chi.NewRouter()
-	if mw != nil {
-		r.Use(mw)
-	}
-	r.Get("/users/{id}", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
-	return r
-}
-
-func withChi(opts func() inbound.Options) func() (http.Handler, error) {
-	return func() (http.Handler, error) {
-		mw, err := resiliencechi.NewMiddleware(opts())
-		if err != nil {
-			return nil, err
-		}
-		return chiRouter(mw), nil
-	}
-}
-
 var contenders = []contender{
-	{name: "ConnectBare", build: func() (http.Handler, error) { return sayHandler(), nil }, rpc: true},
-	{name: "ConnectLimiter", base: "ConnectBare", build: withConnect(limiterOptions), rpc: true},
-	{name: "ConnectLimiterPriority", base: "ConnectBare", build: withConnect(priorityOptions), rpc: true},
-	{name: "ConnectLimiterTimeout", base: "ConnectBare", build: withConnect(timeoutOptions), rpc: true},
-	{name: "ChiBare", build: func() (http.Handler, error) { return chiRouter(nil), nil }},
-	{name: "ChiLimiter", base: "ChiBare", build: withChi(limiterOptions)},
-	{name: "ChiLimiterPriority", base: "ChiBare", build: withChi(priorityOptions)},
-	{name: "ChiLimiterTimeout", base: "ChiBare", build: withChi(timeoutOptions)},
+	{name: "Bare", build: bare},
+	{name: "Limiter", base: "Bare", build: withAdapter(limiterOptions)},
+	{name: "LimiterPriority", base: "Bare", build: withAdapter(priorityOptions)},
+	{name: "LimiterTimeout", base: "Bare", build: withAdapter(timeoutOptions)},
+	{name: "BareCallerDeadline", build: bare, callerDeadline: true},
+	{name: "LimiterCallerDeadline", base: "BareCallerDeadline", build: withAdapter(limiterOptions), callerDeadline: true},
 }
 
 var sayBody, _ = proto.Marshal(wrapperspb.String("x"))
 
-// serve makes calls to h through an in-memory recorder: a Connect unary
-// call (POST, application/proto) or a plain GET.
-func serve(b *testing.B, h http.Handler, rpc bool) {
+// serve makes Connect unary calls (POST, application/proto) to h through
+// an in-memory recorder.
+func serve(b *testing.B, h http.Handler, callerDeadline bool) {
 	b.Helper()
 	b.ReportAllocs()
 	body := bytes.NewReader(nil)
 	for b.Loop() {
-		var req *http.Request
-		if rpc {
-			body.Reset(sayBody)
-			req = httptest.NewRequest(http.MethodPost, sayProcedure, body)
-			req.Header.Set("Content-Type", "application/proto")
-		} else {
-			req = httptest.NewRequest(http.MethodGet, "/users/1", nil)
+		body.Reset(sayBody)
+		req := httptest.NewRequest(http.MethodPost, sayProcedure, body)
+		req.Header.Set("Content-Type", "application/proto")
+		if callerDeadline {
+			req.Header.Set("Connect-Timeout-Ms", "5000")
 		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
@@ -132,27 +109,27 @@ func benchmark(b *testing.B, name string) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			serve(b, h, c.rpc)
+			serve(b, h, c.callerDeadline)
 			return
 		}
 	}
 	b.Fatalf("no contender %s", name)
 }
 
-func BenchmarkConnectBare(b *testing.B)            { benchmark(b, "ConnectBare") }
-func BenchmarkConnectLimiter(b *testing.B)         { benchmark(b, "ConnectLimiter") }
-func BenchmarkConnectLimiterPriority(b *testing.B) { benchmark(b, "ConnectLimiterPriority") }
-func BenchmarkConnectLimiterTimeout(b *testing.B)  { benchmark(b, "ConnectLimiterTimeout") }
-func BenchmarkChiBare(b *testing.B)                { benchmark(b, "ChiBare") }
-func BenchmarkChiLimiter(b *testing.B)             { benchmark(b, "ChiLimiter") }
-func BenchmarkChiLimiterTimeout(b *testing.B)      { benchmark(b, "ChiLimiterTimeout") }
+func BenchmarkConnectBare(b *testing.B)                  { benchmark(b, "Bare") }
+func BenchmarkConnectLimiter(b *testing.B)               { benchmark(b, "Limiter") }
+func BenchmarkConnectLimiterPriority(b *testing.B)       { benchmark(b, "LimiterPriority") }
+func BenchmarkConnectLimiterTimeout(b *testing.B)        { benchmark(b, "LimiterTimeout") }
+func BenchmarkConnectBareCallerDeadline(b *testing.B)    { benchmark(b, "BareCallerDeadline") }
+func BenchmarkConnectLimiterCallerDeadline(b *testing.B) { benchmark(b, "LimiterCallerDeadline") }
 
 // TestOverheadTable measures every contender in interleaved rounds, so a
 // burst of noise on a shared machine hits them all alike, and prints each
-// one's median with its overhead over its own bare framework: wall time,
+// one's median with its overhead over bare connect: wall time,
 // and the process's CPU time per call (user + system, every goroutine
-// included), which a loaded machine distorts less. It runs only
-// with -overhead:
+// included), which a loaded machine distorts less. Allocations are exact:
+// testing.Benchmark counts them over every call. It runs only with
+// -overhead:
 //
 //	go test -run TestOverheadTable -v ./adapters/connect/ -overhead
 func TestOverheadTable(t *testing.T) {
@@ -169,7 +146,7 @@ func TestOverheadTable(t *testing.T) {
 			}
 			var calls int
 			before := processCPU()
-			results[i] = append(results[i], testing.Benchmark(func(b *testing.B) { serve(b, h, c.rpc); calls += b.N }))
+			results[i] = append(results[i], testing.Benchmark(func(b *testing.B) { serve(b, h, c.callerDeadline); calls += b.N }))
 			cpu[i] = append(cpu[i], float64(processCPU()-before)/float64(calls))
 		}
 	}

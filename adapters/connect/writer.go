@@ -1,13 +1,19 @@
 package resilienceconnect
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 // timedWriter is the handler's ResponseWriter on a call with a deadline. The
@@ -32,8 +38,10 @@ type timedWriter struct {
 	w    http.ResponseWriter
 	rc   http.ResponseController
 	wire wire
-	h    http.Header     // the handler's header map; only its goroutine touches it
-	ctx  context.Context // the handler's, set before it runs
+	ends *streamEnds         // how to end a committed stream at the deadline
+	in   *inbound.Middleware // counts the late handler
+	h    http.Header         // the handler's header map; only its goroutine touches it
+	ctx  context.Context     // the handler's, set before it runs
 
 	// sending is set while a write or flush to the client is under way
 	// (mu held), so the deadline can tell a send that may be stuck on a
@@ -41,12 +49,13 @@ type timedWriter struct {
 	sending atomic.Bool
 
 	mu        sync.Mutex
-	committed bool // status sent to the real writer
-	closed    bool // answered at the deadline: the handler's writes fail
-	finished  bool // the handler returned before the deadline: nothing to answer
-	returned  bool // the handler returned or panicked
-	late      bool // answered while the handler ran: counted in Stats.Late
-	gone      bool // the handler returned, nothing written, its client gone
+	committed bool   // status sent to the real writer
+	closed    bool   // answered at the deadline: the handler's writes fail
+	finished  bool   // the handler returned before the deadline: nothing to answer
+	returned  bool   // the handler returned or panicked
+	late      bool   // answered while the handler ran: counted in Stats.Late
+	lateDone  func() // ends the count of a late handler; set with late
+	gone      bool   // the handler returned, nothing written, its client gone
 
 	// Envelope tracking for the enveloped protocols: the response can be
 	// ended in the protocol only between two envelopes.
@@ -164,33 +173,49 @@ func (tw *timedWriter) Unwrap() http.ResponseWriter { return tw.w }
 
 // finish runs on the handler's goroutine when it returns: before the
 // deadline, the header map, trailers included, goes to the real writer;
-// after it, ServeHTTP answers. It reports whether the handler had been
-// counted late.
-func (tw *timedWriter) finish() (wasLate bool) {
+// after it, ServeHTTP answers, and a handler counted late is late no more.
+func (tw *timedWriter) finish() {
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
 	tw.returned = true
 	if tw.refusing() {
-		return tw.late
+		tw.endLate()
+		return
 	}
 	tw.finished = true
 	tw.gone = !tw.committed && errors.Is(tw.ctx.Err(), context.Canceled)
 	copyHeader(tw.w.Header(), tw.h)
-	return false
+}
+
+// markLate counts the handler late, unless it has returned: it is being
+// answered while it runs on. Called with mu held, before the answer, so
+// whoever sees the answer sees the late handler in Stats.
+func (tw *timedWriter) markLate() {
+	if tw.late = !tw.returned; tw.late {
+		tw.lateDone = tw.in.CountLate()
+	}
+}
+
+// endLate ends the count of a late handler that returned (mu held).
+func (tw *timedWriter) endLate() {
+	if tw.late {
+		tw.lateDone()
+	}
 }
 
 // finishPanic is finish for a handler that panicked. Before the deadline
 // the panic is ServeHTTP's to raise (rethrow true); after it, the call is
 // answered DeadlineExceeded and the panic only reported.
-func (tw *timedWriter) finishPanic() (rethrow, wasLate bool) {
+func (tw *timedWriter) finishPanic() (rethrow bool) {
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
 	tw.returned = true
 	if tw.refusing() {
-		return false, tw.late
+		tw.endLate()
+		return false
 	}
 	tw.finished = true
-	return true, false
+	return true
 }
 
 // expiry is what the deadline did to the response.
@@ -208,7 +233,7 @@ const (
 // an end-of-stream envelope) when the handler had streamed whole
 // envelopes, and otherwise by aborting the stream. answer writes the error
 // on the untouched real writer.
-func (tw *timedWriter) expire(answer func(http.ResponseWriter)) (x expiry, late bool) {
+func (tw *timedWriter) expire(answer func(http.ResponseWriter)) expiry {
 	if tw.sending.Load() {
 		// A send is under way and may be stuck on a client that does not
 		// read: unblock it. Nothing can be sent on time after this, so the
@@ -218,33 +243,61 @@ func (tw *timedWriter) expire(answer func(http.ResponseWriter)) (x expiry, late 
 		tw.mu.Lock()
 		defer tw.mu.Unlock()
 		tw.closed = true
-		tw.late = !tw.returned
-		return expiryAbort, tw.late
+		tw.markLate()
+		return expiryAbort
 	}
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
 	if tw.finished {
-		return expiryNone, false
+		return expiryNone
 	}
 	tw.closed = true
-	tw.late = !tw.returned
+	tw.markLate()
 	switch {
 	case !tw.committed:
 		answer(tw.w)
-		return expiryAnswered, tw.late
+		return expiryAnswered
 	case tw.wire.enveloped() && tw.betweenEnvelopes():
 		tw.endStream()
-		return expiryAnswered, tw.late
+		return expiryAnswered
 	}
-	return expiryAbort, tw.late
+	return expiryAbort
 }
 
-// Ends of a committed stream at the deadline, per protocol. The message
-// needs no percent-encoding in gRPC's grpc-message.
-var (
-	grpcWebTrailers = envelope(0x80, "grpc-status: 4\r\ngrpc-message: "+msgTimeout+"\r\n")
-	connectEnd      = envelope(0x02, `{"error":{"code":"deadline_exceeded","message":"`+msgTimeout+`"}}`)
-)
+// streamEnds are the ends of a committed stream at the deadline, one per
+// enveloped protocol: the same DeadlineExceeded error, TIMEOUT ErrorInfo
+// detail included, that a call answered before its response started gets.
+// They are rendered once, by connect's own ErrorWriter, so each is what
+// connect would send.
+type streamEnds struct {
+	grpc    http.Header // gRPC's trailer fields (Grpc-Status, Grpc-Message, Grpc-Status-Details-Bin)
+	grpcWeb []byte      // a gRPC-Web trailers envelope with the same fields
+	connect []byte      // a Connect end-of-stream envelope
+}
+
+func newStreamEnds(errw *connect.ErrorWriter, e *connect.Error) streamEnds {
+	render := func(contentType string) captureWriter {
+		var cw captureWriter
+		r := &http.Request{Method: http.MethodPost, Header: http.Header{"Content-Type": {contentType}}}
+		_ = errw.Write(&cw, r, e) // into memory: cannot fail
+		return cw
+	}
+	// gRPC and gRPC-Web write a trailers-only response: the fields are in
+	// the header map.
+	fields := render("application/grpc").h
+	grpc := make(http.Header)
+	web := make(http.Header)
+	for k, v := range fields {
+		if k == "Content-Type" || k == "Trailer" {
+			continue
+		}
+		grpc[k] = v
+		web[strings.ToLower(k)] = v // gRPC-Web trailers are lower-case
+	}
+	var b bytes.Buffer
+	_ = web.Write(&b)
+	return streamEnds{grpc: grpc, grpcWeb: envelope(0x80, b.String()), connect: render("application/connect+proto").body}
+}
 
 func envelope(flags byte, payload string) []byte {
 	b := make([]byte, 5, 5+len(payload))
@@ -258,12 +311,13 @@ func (tw *timedWriter) endStream() {
 	switch tw.wire {
 	case wireGRPC:
 		h := tw.w.Header()
-		h[http.TrailerPrefix+"Grpc-Status"] = []string{"4"}
-		h[http.TrailerPrefix+"Grpc-Message"] = []string{msgTimeout}
+		for k, v := range tw.ends.grpc {
+			h[http.TrailerPrefix+k] = v
+		}
 	case wireGRPCWeb:
-		_, _ = tw.w.Write(grpcWebTrailers)
+		_, _ = tw.w.Write(tw.ends.grpcWeb)
 	case wireConnectStream:
-		_, _ = tw.w.Write(connectEnd)
+		_, _ = tw.w.Write(tw.ends.connect)
 	}
 	_ = tw.rc.Flush()
 }

@@ -21,6 +21,10 @@ type Middleware struct {
 	in *inbound.Middleware
 	// customRender: Options.Render may render a body that is not JSON.
 	customRender bool
+	// timed: the handler gets the timed writer (a timeout or a custom
+	// pipeline), which answers its deadline; otherwise a deadline passing
+	// is the handler's to answer.
+	timed bool
 	// timeoutSize is the length of the 504 body the timed writer sends.
 	timeoutSize int64
 }
@@ -33,7 +37,7 @@ func New(opts inbound.Options) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Middleware{in: in, customRender: opts.Render != nil}
+	m := &Middleware{in: in, customRender: opts.Render != nil, timed: in.Timed()}
 	if resp, ok := in.Render(&resilience.TimeoutRejectedError{Timeout: opts.Timeout}); ok {
 		m.timeoutSize = int64(len(resp.Body))
 	}
@@ -136,7 +140,7 @@ func (m *Middleware) finish(c echo.Context, cl *call, orig http.ResponseWriter, 
 	res := c.Response()
 	res.Writer = orig
 	c.SetRequest(req)
-	err, answered := cl.err, cl.w != nil && inbound.Answered(cl.w)
+	err, answered := cl.err, m.timed && inbound.Answered(cl.w)
 	*cl = call{}
 	calls.Put(cl)
 	if answered {

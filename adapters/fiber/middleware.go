@@ -43,7 +43,8 @@ func New(opts inbound.Options) (*Middleware, error) {
 		ro.Key = keepKey(ro.Key)
 		opts.RateLimit = &ro
 	}
-	m := &Middleware{rateFields: opts.RateLimit != nil && opts.RateLimitHeaders != inbound.RateLimitHeadersOff}
+	style, _ := inbound.ParseRateLimitHeaderStyle(string(opts.RateLimitHeaders)) // an invalid one fails NewFor
+	m := &Middleware{rateFields: opts.RateLimit != nil && style != inbound.RateLimitHeadersOff}
 	in, err := inbound.NewFor(inbound.Framework{
 		Route:     func(raw any) string { return m.route(raw.(*fiber.Ctx)) },
 		View:      fillView,

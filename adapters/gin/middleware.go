@@ -28,7 +28,7 @@ func New(opts inbound.Options) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Middleware{in: in, timed: opts.Timeout > 0 || opts.Pipeline != nil}, nil
+	return &Middleware{in: in, timed: in.Timed()}, nil
 }
 
 // NewMiddleware is New for code that only needs the handler function:

@@ -7,12 +7,12 @@ import (
 
 // ClientIPOptions says how the client's address is found. The zero value
 // trusts no proxy: the client is the peer of the connection, and
-// X-Forwarded-For is ignored, since any client can send one. It is a plain
-// value, read but never modified by the middleware, so it may be shared;
-// invalid values are reported by New as a *resilience.ConfigError.
+// X-Forwarded-For is ignored, since any client can send one. New reports
+// invalid values as a *resilience.ConfigError.
 type ClientIPOptions struct {
 	// TrustedProxies lists the networks of the proxies in front of the
-	// service (load balancers, ingress). When the peer is in one of them,
+	// service (load balancers, ingress); nil trusts none, so the peer is
+	// the client. When the peer is in one of them,
 	// X-Forwarded-For is walked from the right, skipping addresses in these
 	// networks, and the first address outside them is the client. Values
 	// to the left of it were written by the client and are never used.

@@ -22,6 +22,7 @@ type timedRequest struct {
 	ctx    context.Context  // the handler's
 	client context.Context  // the request's own: ended means the client left
 	timed  bool             // under the middleware's timeout (listed, or with its own timer)
+	own    bool             // the deadline is the middleware's timeout, not an earlier one of ctx
 	timer  *time.Timer      // its own timer, when the deadline list could not take it
 	budget time.Duration    // from the start to the deadline (ours, or an earlier upstream one)
 	stop   func() bool      // context.AfterFunc registration (custom pipeline)
@@ -59,8 +60,9 @@ func (m *Middleware) serveTimed(ctx context.Context, c *call, custom bool, res *
 	if m.timeout > 0 {
 		now := time.Now()
 		dl := now.Add(m.timeout)
+		t.own = true
 		if pd, ok := ctx.Deadline(); ok && pd.Before(dl) {
-			dl = pd // a budget from upstream ends first
+			dl, t.own = pd, false // a budget from upstream ends first
 		}
 		t.dctx.Init(ctx, dl)
 		t.ctx = &t.dctx
@@ -93,9 +95,18 @@ func (t *timedRequest) Fire() {
 	t.dctx.End(context.DeadlineExceeded, t.m.timeoutErr)
 	late := t.expireLocked()
 	tw.mu.Unlock()
-	if late {
-		t.m.timeoutTel.Emit(t.ctx, resilience.Event{Name: resilience.EventTimeout, Duration: t.budget, Err: t.m.timeoutErr})
+	if late && t.own {
+		t.m.emitTimeout(t.ctx)
 	}
+}
+
+// emitTimeout reports that the middleware's own timeout ended a request
+// before its handler returned, for every entry point alike. A deadline of
+// the caller's that came first is not reported (the request still gets
+// its 504), as core's timeout strategy does not report it: the caller set
+// it, and sees it end.
+func (m *Middleware) emitTimeout(ctx context.Context) {
+	m.timeoutTel.Emit(ctx, resilience.Event{Name: resilience.EventTimeout, Duration: m.timeout, Err: m.timeoutErr})
 }
 
 // ctxDone runs when a custom pipeline's context ends: a timeout there is
@@ -185,14 +196,16 @@ func (t *timedRequest) finish(completed bool, res *result) {
 	// connection is aborted if the client left, and the server's
 	// cancellation (shutdown) is answered with a 503.
 	ended := completed && !expired && t.clientGone()
-	left := ended && clientGone(t.tw.w, !t.tw.h1)
 	tw := &t.tw
 	tw.mu.Lock()
 	var before writerState
 	abort := false
 	if ended && tw.state == stateOpen && tw.code == 0 && tw.body == nil {
 		before = stateOpen
-		if left {
+		// Asked only while the response is open, so ServeHTTP has not
+		// returned (net/http panics on CloseNotify after it has); the lock
+		// keeps the deadline timer from answering meanwhile.
+		if clientGone(tw.w) {
 			abort = true
 			tw.state = stateDone
 		} else {

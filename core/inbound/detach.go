@@ -16,10 +16,6 @@ import (
 // carries Content-Length and Connection: close), so it keeps the cheaper
 // single goroutine.
 
-// timedResponses reports whether a deadline may answer for the handler:
-// the middleware's timeout, or a custom pipeline (its timeout strategy).
-func (m *Middleware) timedResponses() bool { return m.timeout > 0 || m.pipeline != nil }
-
 // detachedWriter is the writer of a detached request. Until ServeHTTP
 // returns it passes everything through; after, net/http has finished the
 // response, and the controls a late handler can still reach through

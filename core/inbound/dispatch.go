@@ -131,8 +131,8 @@ func classifyWith(c resilience.Classifier) resilience.Classifier {
 }
 
 // call is what an entry point hands to dispatch: the framework's objects
-// and what runs once the request is admitted. A plain value, so the fast
-// path keeps it on the stack.
+// and what runs once the request is admitted. Passed by value, so the
+// fast path keeps it on the stack.
 type call struct {
 	ctx  context.Context // the request's own context
 	raw  any             // Request.Raw

@@ -183,6 +183,10 @@
 //	not on net/http, response sent when    ExecuteTimed     returned at the deadline; the
 //	  the handler returns (fasthttp)                        adapter sends Render's 504 and
 //	                                                        drops the handler's later writes
+//	not on net/http, the handler must stay ExecuteInPlace   expired is called at the deadline;
+//	  on the framework's goroutine (fiber                   a layer below the framework sends
+//	  recycles its Ctx when it returns)                     Render's 504 (fasthttp's
+//	                                                        TimeoutErrorWithResponse)
 //	not on net/http, no early answer       Execute          returned when fn returns
 //
 // Serve continues the chain through a Continue, a static function that
@@ -203,6 +207,14 @@
 // makes sure nothing the handler writes later leaves (with fasthttp,
 // RequestCtx.TimeoutErrorWithResponse). Execute runs the handler on the
 // caller's goroutine and reports the timeout when it returns.
+// ExecuteInPlace keeps fn on the caller's goroutine too, but calls the
+// adapter's expired function at the deadline, while fn runs on with its
+// permit, so that a layer below the framework can answer on time. An
+// adapter that answers a deadline itself while the handler runs on
+// (connect, which ends a gRPC stream with its trailers and honours
+// callers' deadlines) calls CountLate as it answers, so Stats counts the
+// late handler. Every entry point runs the same stages through one
+// dispatch path: the same rejections, the same events.
 //
 // Prove the adapter with the conformance suite
 // (github.com/ylcnfrht/resilience/conformance): a test that starts the

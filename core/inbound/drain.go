@@ -58,7 +58,7 @@ func (m *Middleware) Drain(ctx context.Context) error {
 func (m *Middleware) rejectHTTP(w http.ResponseWriter, r *http.Request, err error) {
 	resp, ok := m.Render(err)
 	if !ok {
-		if clientGone(w, r.ProtoMajor >= 2) {
+		if clientGone(w) {
 			panic(http.ErrAbortHandler)
 		}
 		resp, _ = m.Render(errShuttingDown)
@@ -66,15 +66,18 @@ func (m *Middleware) rejectHTTP(w http.ResponseWriter, r *http.Request, err erro
 	writeResponse(w, resp)
 }
 
-// h2CloseWait bounds how long clientGone waits for HTTP/2's close
-// notification, which net/http delivers from a goroutine of its own.
-const h2CloseWait = 20 * time.Millisecond
+// closeWait bounds how long clientGone waits for net/http's close
+// notification: net/http cancels the request's context first and
+// notifies a moment later (for HTTP/2 from a goroutine of its own), so a
+// waiter woken by the cancellation may look before the notice is there.
+const closeWait = 20 * time.Millisecond
 
 // clientGone reports whether net/http saw the client leave (its
 // connection, or its HTTP/2 stream, closed), as opposed to the request's
 // context being ended by the server. It is only called once the context
-// has ended, off the hot path. A writer that cannot tell counts as gone.
-func clientGone(w http.ResponseWriter, h2 bool) bool {
+// has ended, off the hot path; a server's cancellation costs it closeWait.
+// A writer that cannot tell counts as gone.
+func clientGone(w http.ResponseWriter) bool {
 	if d, ok := w.(*detachedWriter); ok {
 		w = d.w
 	}
@@ -84,15 +87,12 @@ func clientGone(w http.ResponseWriter, h2 bool) bool {
 		return true
 	}
 	ch := cn.CloseNotify()
-	if !h2 {
-		select {
-		case <-ch:
-			return true
-		default:
-			return false
-		}
+	select {
+	case <-ch:
+		return true
+	default:
 	}
-	t := time.NewTimer(h2CloseWait)
+	t := time.NewTimer(closeWait)
 	defer t.Stop()
 	select {
 	case <-ch:

@@ -52,7 +52,7 @@ func (m *Middleware) ExecuteTimed(ctx context.Context, raw any, fn func(ctx cont
 	if fn == nil {
 		return resilience.ErrNilCallback
 	}
-	if m.timeout <= 0 && m.pipeline == nil {
+	if !m.Timed() {
 		return m.Execute(ctx, raw, fn) // nothing can end it early
 	}
 	tc := &timedCall{m: m, done: make(chan struct{})}
@@ -144,7 +144,7 @@ func (m *Middleware) runFn(ctx context.Context, c *call) error {
 		stop := context.AfterFunc(tctx, func() {
 			cause := context.Cause(tctx)
 			if isTimeout(cause) && tc.expire(cause) && cause == error(m.timeoutErr) {
-				m.timeoutTel.Emit(ctx, resilience.Event{Name: resilience.EventTimeout, Duration: m.timeout, Err: m.timeoutErr})
+				m.emitTimeout(ctx)
 			}
 		})
 		defer stop()
@@ -152,7 +152,7 @@ func (m *Middleware) runFn(ctx context.Context, c *call) error {
 	err := c.fn(tctx)
 	if m.timeout > 0 && context.Cause(tctx) == error(m.timeoutErr) {
 		if c.timed == nil {
-			m.timeoutTel.Emit(ctx, resilience.Event{Name: resilience.EventTimeout, Duration: m.timeout, Err: m.timeoutErr})
+			m.emitTimeout(ctx)
 		}
 		return m.timeoutErr
 	}

@@ -24,7 +24,7 @@ func (m *Middleware) ExecuteInPlace(ctx context.Context, raw any, fn func(ctx co
 	if fn == nil {
 		return resilience.ErrNilCallback
 	}
-	if expired == nil || (m.timeout <= 0 && m.pipeline == nil) {
+	if expired == nil || !m.Timed() {
 		return m.Execute(ctx, raw, fn)
 	}
 	// The timed call's deadline hook (runFn) moves it to expired, counts

@@ -27,7 +27,7 @@ func fakeServe(m *Middleware, ctx context.Context, req *fakeRequest, wire *fakeW
 	wire.send(Response{Status: req.status, Body: req.body})
 }
 
-// Invariant: a handler past its deadline keeps its permit until it
+// Invariants 7 and 5: a handler past its deadline keeps its permit until it
 // returns, and the client gets a complete 504 at the deadline, without
 // net/http: the late handler's writes are dropped and it is counted late.
 func TestExecuteTimedAnswersAtDeadlineHandlerKeepsPermit(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 )
 
 // RouteFunc returns the route pattern a request matches, in Request.Route's
-// format ("/users/{id}"), or "" when none matches or it cannot be known
-// yet. raw is Request.Raw: the framework's own request object. The
+// format ("/users/{id}": no method, host or parameter constraint), or ""
+// when none matches or it cannot be known yet. raw is Request.Raw: the framework's own request object. The
 // middleware calls it at most once per request, and only when a priority
 // or key function reads Request.Route. It must be safe for concurrent use.
 type RouteFunc func(raw any) string
@@ -24,15 +24,16 @@ type Framework struct {
 
 	// View fills v.Method, v.Path, v.RemoteAddr and v.Header (and
 	// v.ClientIP, if the framework resolves the client itself) from raw,
-	// for Execute and ExecuteTimed. It runs only when a function may read
-	// the view. Default: from raw when it is an *http.Request, else
-	// nothing. Serve and Handler take these fields from the *http.Request.
+	// for Execute, ExecuteTimed and ExecuteInPlace. It runs only when a
+	// function may read the view. Default: from raw when it is an
+	// *http.Request, else nothing. Serve and Handler take these fields
+	// from the *http.Request.
 	View func(raw any, v *Request)
 
-	// SetHeader sets a header field on raw's response: Execute and
-	// ExecuteTimed use it to put the RateLimit fields on admitted
-	// responses of a rate-limited route before fn runs. Nil: none are
-	// set. Serve and Handler use the http.ResponseWriter.
+	// SetHeader sets a header field on raw's response: Execute,
+	// ExecuteTimed and ExecuteInPlace use it to put the RateLimit fields
+	// on admitted responses of a rate-limited route before fn runs. Nil:
+	// none are set. Serve and Handler use the http.ResponseWriter.
 	SetHeader func(raw any, name, value string)
 }
 

@@ -125,6 +125,41 @@ func continueGinLike(w http.ResponseWriter, r *http.Request, raw any) {
 	c.next.ServeHTTP(w, r)
 }
 
+// Timed is the middleware's own decision, which an adapter reads instead of
+// re-deriving it from Options: the chain gets the timed writer through
+// Serve exactly when Timed reports true (a timeout, or a custom pipeline
+// whose timeout strategy may end the request).
+func TestTimedIsWhatServeDoes(t *testing.T) {
+	pipeline, err := resilience.NewBuilder[struct{}]().AddConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{PermitLimit: 1}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, opts := range map[string]Options{
+		"no stage":        {},
+		"limiter":         {Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1, Priority: func(context.Context) int { return 0 }}},
+		"adaptive":        {Adaptive: &resilience.AdaptiveLimiterOptions{InitialLimit: 1}},
+		"rate limit":      {RateLimit: &resilience.RateLimiterOptions{PermitLimit: 10, Window: time.Minute}},
+		"timeout":         {Timeout: time.Minute},
+		"limiter+timeout": {Timeout: time.Minute, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}},
+		"pipeline":        {Pipeline: pipeline},
+	} {
+		m := mustNew(t, opts)
+		var timedWriter bool
+		raw := &ginLike{next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, timedWriter = w.(*timeoutWriter)
+		})}
+		if err := m.Serve(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil), raw, continueGinLike); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if m.Timed() != timedWriter {
+			t.Errorf("%s: Timed() %v, but the chain got the timed writer: %v", name, m.Timed(), timedWriter)
+		}
+		if want := opts.Timeout > 0 || opts.Pipeline != nil; m.Timed() != want {
+			t.Errorf("%s: Timed() %v, want %v", name, m.Timed(), want)
+		}
+	}
+}
+
 // Serve is the entry point for frameworks on net/http: the framework's
 // object is the view's Raw, the chain continues through a static
 // continuation with the writer and request to use, and a rejection before

@@ -1,7 +1,6 @@
 package inbound
 
 import (
-	"errors"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -140,6 +139,16 @@ func NewMiddleware(opts Options) (func(http.Handler) http.Handler, error) {
 // (to change its limit at run time), or nil.
 func (m *Middleware) Limiter() *resilience.ConcurrencyLimiter { return m.limiter }
 
+// Timed reports whether a deadline can answer for a handler: Options.Timeout
+// is set, or a custom Pipeline runs the requests (a timeout strategy in it
+// may end them). Then Serve hands the chain the timed writer, and
+// ExecuteTimed and ExecuteInPlace answer at the deadline; otherwise they
+// are Execute and a passing deadline is the handler's to answer. An
+// adapter that prepares for the deadline (a writer to install, a goroutine
+// to run on) asks here, never re-reading Options, so that it decides as
+// the middleware does.
+func (m *Middleware) Timed() bool { return m.timeout > 0 || m.pipeline != nil }
+
 // RateLimiter returns the rate limiter built from Options.RateLimit, or nil.
 func (m *Middleware) RateLimiter() *resilience.RateLimiter { return m.rate }
 
@@ -166,7 +175,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	if r.ProtoMajor >= 2 && h.m.timedResponses() {
+	if r.ProtoMajor >= 2 && h.m.Timed() {
 		h.serveDetached(w, r)
 		return
 	}
@@ -216,30 +225,16 @@ func (m *Middleware) Serve(w http.ResponseWriter, r *http.Request, raw any, next
 	return m.dispatch(&c)
 }
 
-// takeRate applies the rate limit to the request in x and records the
-// decision on its view, and on the response's header when admitted.
+// takeRate applies the rate limit to the request in x, with core's
+// events, and records the decision on its view, and on the response's
+// header when admitted.
 func (m *Middleware) takeRate(x *exchange) error {
-	ctx := x.viewCtx()
-	d, err := m.rate.Allow(ctx)
-	if err != nil {
-		var se *resilience.RateLimitStoreError
-		if !errors.As(err, &se) {
-			return err
-		}
-		reason := "fail-open"
-		if !d.Allowed {
-			reason = "fail-closed"
-		}
-		m.rateTel.Emit(ctx, resilience.Event{Name: resilience.EventRateLimiterStoreError, Reason: reason, Err: err})
-		if d.Allowed {
-			return nil // no numbers to report: no headers
-		}
+	d, err := m.rate.Take(x.viewCtx(), m.rateTel) // core's decision and events
+	if !d.Allowed {
 		return err
 	}
-	if !d.Allowed {
-		rej := &resilience.RateLimitRejectedError{RetryAfter: d.RetryAfter, Limit: d.Limit, Remaining: d.Remaining, Reset: d.Reset}
-		m.rateTel.Emit(ctx, resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: resilience.ReasonRateLimited, Duration: d.RetryAfter, Err: rej})
-		return rej
+	if err != nil {
+		return nil // the store failed open: no numbers to report, no headers
 	}
 	v := &x.vc.req
 	v.rateLimited = true

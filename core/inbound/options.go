@@ -62,9 +62,13 @@ type Options struct {
 	// in it. Ignored when Concurrency or Adaptive is set.
 	LimiterStats func() resilience.LimiterStats
 
-	// Listener receives the telemetry events of the built-in stages:
-	// EventRateLimiterRejected for 429s and 503s, EventRateLimiterStoreError
-	// and EventTimeout. A custom Pipeline reports to its own listener.
+	// Listener receives the telemetry events of the built-in stages, the
+	// events core's strategies emit, with the same fields, whichever entry
+	// point: EventRateLimiterRejected for 429s and 503s (with the time
+	// queued), EventQueueAdmitted for requests that got a slot after
+	// queueing, EventRateLimiterStoreError, and EventTimeout when Timeout
+	// ends a handler (not when an earlier deadline of the caller's does). A
+	// custom Pipeline reports to its own listener.
 	Listener resilience.Listener
 
 	// ClientIP says how the client address is found (trusted proxies,
@@ -72,7 +76,8 @@ type Options struct {
 	ClientIP ClientIPOptions
 
 	// RateLimitHeaders chooses the RateLimit header fields of a
-	// rate-limited route. Default RateLimitHeadersSplit.
+	// rate-limited route; "" means RateLimitHeadersSplit. It accepts what
+	// ParseRateLimitHeaderStyle accepts.
 	RateLimitHeaders RateLimitHeaderStyle
 
 	// Render, when set, is called for every rejection with the error and
@@ -106,10 +111,10 @@ func (o *Options) validate() error {
 	if err := o.validateAdaptive(); err != nil {
 		return err
 	}
-	switch o.RateLimitHeaders {
-	case RateLimitHeadersSplit, RateLimitHeadersStructured, RateLimitHeadersOff:
-	default:
-		return configError("Options.RateLimitHeaders", "unknown style %d", int(o.RateLimitHeaders))
+	style, err := ParseRateLimitHeaderStyle(string(o.RateLimitHeaders))
+	if err != nil {
+		return err
 	}
+	o.RateLimitHeaders = style // the canonical spelling, for the comparisons per request
 	return o.ClientIP.validate()
 }

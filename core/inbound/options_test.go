@@ -24,7 +24,7 @@ func TestOptionsValidation(t *testing.T) {
 		{"negative timeout", Options{Timeout: -time.Second}, "Options.Timeout"},
 		{"huge timeout", Options{Timeout: 200 * 365 * 24 * time.Hour}, "Options.Timeout"},
 		{"concurrency and pipeline", Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}, Pipeline: p}, "Options.Pipeline"},
-		{"header style", Options{RateLimitHeaders: 7}, "Options.RateLimitHeaders"},
+		{"header style", Options{RateLimitHeaders: "bogus"}, "Options.RateLimitHeaders"},
 		{"ipv6 prefix", Options{ClientIP: ClientIPOptions{IPv6Prefix: 129}}, "ClientIPOptions.IPv6Prefix"},
 		{"negative ipv6 prefix", Options{ClientIP: ClientIPOptions{IPv6Prefix: -1}}, "ClientIPOptions.IPv6Prefix"},
 		{"invalid proxy prefix", Options{ClientIP: ClientIPOptions{TrustedProxies: []netip.Prefix{{}}}}, "ClientIPOptions.TrustedProxies"},
@@ -51,10 +51,10 @@ func TestOptionsValidation(t *testing.T) {
 // FuzzOptions: validation never panics, and either builds a working
 // middleware or returns a *ConfigError.
 func FuzzOptions(f *testing.F) {
-	f.Add(int64(time.Second), 10, 5, int64(time.Millisecond), 0, 0, 10, int64(time.Second), false, "")
-	f.Add(int64(-1), 0, -1, int64(-1), 9, 200, 0, int64(0), true, "bogus")
-	f.Add(int64(0), 1, 0, int64(0), 1, 64, 1, int64(1), false, string(resilience.OverflowDropLowestPriority))
-	f.Fuzz(func(t *testing.T, timeout int64, permits, queue int, queueTimeout int64, style, prefix, rate int, window int64, both bool, overflow string) {
+	f.Add(int64(time.Second), 10, 5, int64(time.Millisecond), "", 0, 10, int64(time.Second), false, "")
+	f.Add(int64(-1), 0, -1, int64(-1), "bogus", 200, 0, int64(0), true, "bogus")
+	f.Add(int64(0), 1, 0, int64(0), " Structured", 64, 1, int64(1), false, string(resilience.OverflowDropLowestPriority))
+	f.Fuzz(func(t *testing.T, timeout int64, permits, queue int, queueTimeout int64, style string, prefix, rate int, window int64, both bool, overflow string) {
 		opts := Options{
 			Timeout:          time.Duration(timeout),
 			Concurrency:      &resilience.ConcurrencyLimiterOptions{PermitLimit: permits, QueueLimit: queue, QueueTimeout: time.Duration(queueTimeout), Overflow: resilience.OverflowPolicy(overflow)},

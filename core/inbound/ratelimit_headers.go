@@ -10,24 +10,45 @@ import (
 )
 
 // RateLimitHeaderStyle chooses the header fields that describe the rate
-// limit on responses of a rate-limited route. The zero value is
-// RateLimitHeadersSplit; values outside the constants fail New. A plain
-// value, safe to copy and to read from several goroutines.
-type RateLimitHeaderStyle int
+// limit on responses of a rate-limited route. Its values are stable
+// strings for configuration files, as core's option enums; the empty
+// string means RateLimitHeadersSplit.
+type RateLimitHeaderStyle string
 
 const (
 	// RateLimitHeadersSplit (the default) sends RateLimit-Limit,
 	// RateLimit-Remaining and RateLimit-Reset (seconds), the widely
 	// deployed form of the IETF draft's earlier revisions.
-	RateLimitHeadersSplit RateLimitHeaderStyle = iota
+	RateLimitHeadersSplit RateLimitHeaderStyle = "split"
 	// RateLimitHeadersStructured sends the structured fields of
 	// draft-ietf-httpapi-ratelimit-headers-09:
 	// RateLimit-Policy: "name";q=600;w=60 and RateLimit: "name";r=599;t=42.
-	RateLimitHeadersStructured
+	RateLimitHeadersStructured RateLimitHeaderStyle = "structured"
 	// RateLimitHeadersOff sends no RateLimit fields. A 429 still carries
 	// Retry-After.
-	RateLimitHeadersOff
+	RateLimitHeadersOff RateLimitHeaderStyle = "off"
 )
+
+var rateLimitHeaderStyles = []RateLimitHeaderStyle{RateLimitHeadersSplit, RateLimitHeadersStructured, RateLimitHeadersOff}
+
+// ParseRateLimitHeaderStyle returns the style named by s, by the rule of
+// every Parse function in these packages: case, surrounding space and '_'
+// for '-' are ignored, and "" is RateLimitHeadersSplit. Anything else is a
+// *resilience.ConfigError that lists the accepted names.
+func ParseRateLimitHeaderStyle(s string) (RateLimitHeaderStyle, error) {
+	n := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), "_", "-")
+	if n == "" {
+		return RateLimitHeadersSplit, nil
+	}
+	names := make([]string, len(rateLimitHeaderStyles))
+	for i, v := range rateLimitHeaderStyles {
+		if string(v) == n {
+			return v, nil
+		}
+		names[i] = strconv.Quote(string(v))
+	}
+	return "", configError("Options.RateLimitHeaders", "unknown rate-limit header style %q; want one of %s", s, strings.Join(names, ", "))
+}
 
 // Canonical keys, assigned directly to skip canonicalisation per request.
 const (

@@ -20,11 +20,18 @@ func rateLimited(t *testing.T, style RateLimitHeaderStyle, name string) http.Han
 	}).Handler(okHandler)
 }
 
-// The structured fields of draft-ietf-httpapi-ratelimit-headers-09 on
-// admitted and rejected responses.
+// Invariant: RateLimitHeadersStructured sends the structured fields of
+// draft-ietf-httpapi-ratelimit-headers-09 on admitted and rejected
+// responses, whichever spelling ParseRateLimitHeaderStyle accepts names it.
 func TestRateLimitHeadersStructured(t *testing.T) {
+	for _, style := range []RateLimitHeaderStyle{RateLimitHeadersStructured, " Structured\t"} {
+		t.Run(string(style), func(t *testing.T) { testRateLimitHeadersStructured(t, style) })
+	}
+}
+
+func testRateLimitHeadersStructured(t *testing.T, style RateLimitHeaderStyle) {
 	synctest.Test(t, func(t *testing.T) {
-		h := rateLimited(t, RateLimitHeadersStructured, "api")
+		h := rateLimited(t, style, "api")
 		time.Sleep(18 * time.Second) // into the fixed window's own timeline
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
@@ -50,6 +57,8 @@ func TestRateLimitHeadersStructured(t *testing.T) {
 	})
 }
 
+// Invariant: RateLimitHeadersOff sends no RateLimit fields, admitted or
+// rejected; the 429 keeps Retry-After.
 func TestRateLimitHeadersOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := mustNew(t, Options{
@@ -67,6 +76,31 @@ func TestRateLimitHeadersOff(t *testing.T) {
 			t.Errorf("rejected: %d %v", w.Code, w.Header())
 		}
 	})
+}
+
+// Invariant: ParseRateLimitHeaderStyle follows the rule of core's Parse
+// functions. Each value round-trips through its string; case, surrounding
+// space and '_' for '-' are ignored; "" is RateLimitHeadersSplit; anything
+// else is a *resilience.ConfigError naming Options.RateLimitHeaders,
+// quoting the input and listing exactly the accepted names.
+func TestParseRateLimitHeaderStyle(t *testing.T) {
+	values := []RateLimitHeaderStyle{RateLimitHeadersSplit, RateLimitHeadersStructured, RateLimitHeadersOff}
+	for _, v := range values {
+		for _, in := range []string{string(v), strings.ToUpper(string(v)), " " + string(v) + "\t"} {
+			if got, err := ParseRateLimitHeaderStyle(in); err != nil || got != v {
+				t.Errorf("Parse(%q) = %q, %v; want %q", in, got, err, v)
+			}
+		}
+	}
+	if got, err := ParseRateLimitHeaderStyle(" "); err != nil || got != RateLimitHeadersSplit {
+		t.Errorf("Parse(blank) = %q, %v; want the default", got, err)
+	}
+	_, err := ParseRateLimitHeaderStyle("no-such-style")
+	var ce *resilience.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "Options.RateLimitHeaders" || !strings.Contains(ce.Problem, `"no-such-style"`) ||
+		!strings.HasSuffix(ce.Problem, `want one of "split", "structured", "off"`) {
+		t.Fatalf("Parse(unknown) = %v; want a *ConfigError for Options.RateLimitHeaders quoting the input and listing the names", err)
+	}
 }
 
 // Per-key limits: with KeyByClientIP one client's quota does not touch

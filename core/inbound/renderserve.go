@@ -14,7 +14,7 @@ func (m *Middleware) RenderServe(w http.ResponseWriter, r *http.Request, err err
 	if resp, ok := m.Render(err); ok {
 		return resp, true
 	}
-	if clientGone(w, r.ProtoMajor >= 2) {
+	if clientGone(w) {
 		return Response{}, false
 	}
 	resp, _ := m.Render(errShuttingDown)

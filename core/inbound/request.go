@@ -54,8 +54,8 @@ type Request struct {
 	// X-Forwarded-For per Options.ClientIP unless the framework set it.
 	ClientIP netip.Addr
 	// Raw is the framework's own request object: *http.Request for
-	// Handler, the object an adapter passed to Serve, Execute or
-	// ExecuteTimed otherwise (*gin.Context, say). Adapters offer typed
+	// Handler, the object an adapter passed to Serve or an Execute
+	// method otherwise (*gin.Context, say). Adapters offer typed
 	// accessors on it.
 	Raw any
 
@@ -70,8 +70,10 @@ type Request struct {
 
 // Route returns the route pattern the request matches, in one format for
 // every framework: the path pattern without method or host, parameters in
-// braces and a trailing wildcard as "*" ("/users/{id}", "/files/*"); ""
-// when no route matches or the framework cannot know it yet. It is
+// braces without their constraints and a trailing wildcard as "*"
+// ("/users/{id}", "/files/*", whether the framework wrote "/users/:id",
+// "/users/:id<int>" or "/users/{id:[0-9]+}"); "" when no route matches or
+// the framework cannot know it yet. It is
 // resolved on first call (through the adapter's RouteFunc), once per
 // request, and safe to call from several goroutines.
 func (r *Request) Route() string {

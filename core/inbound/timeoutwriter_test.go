@@ -95,10 +95,10 @@ func readAll(t *testing.T, resp *http.Response) (string, error) {
 	return string(b), err
 }
 
-// Invariant 5 and the timeout guarantee: a handler ignoring its context
-// gets a complete 504 flushed at the deadline (while it is still running),
-// its late writes are discarded, its permit is held until it returns, and
-// it is counted as late meanwhile.
+// Invariants 5 and 7 and the timeout guarantee: a handler ignoring its
+// context gets a complete 504 flushed at the deadline (while it is still
+// running), its late writes are discarded, its permit is held until it
+// returns, and it is counted as late meanwhile.
 func TestServerIgnoredContextGets504AtDeadline(t *testing.T) {
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	lateErr := make(chan error, 1)

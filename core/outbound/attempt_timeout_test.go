@@ -72,11 +72,12 @@ func TestTransportAttemptTimeoutError(t *testing.T) {
 	})
 }
 
-// Invariant: a negative AttemptTimeout is a *ConfigError naming the field.
+// Invariant: a negative AttemptTimeout is a *ConfigError naming the field
+// as Type.Field, as every ConfigError does.
 func TestTransportAttemptTimeoutValidation(t *testing.T) {
 	_, err := New(Options{AttemptTimeout: -time.Second})
 	var ce *resilience.ConfigError
-	if !errors.As(err, &ce) || ce.Field != "outbound.Options.AttemptTimeout" {
+	if !errors.As(err, &ce) || ce.Field != "Options.AttemptTimeout" {
 		t.Fatalf("err = %v", err)
 	}
 }

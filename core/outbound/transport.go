@@ -81,7 +81,7 @@ var ErrBodyNotReplayable = errors.New("outbound: request body cannot be replayed
 // option.
 func New(opts Options) (*Transport, error) {
 	if opts.AttemptTimeout < 0 {
-		return nil, &resilience.ConfigError{Field: "outbound.Options.AttemptTimeout", Problem: "must not be negative, got " + opts.AttemptTimeout.String()}
+		return nil, &resilience.ConfigError{Field: "Options.AttemptTimeout", Problem: "must not be negative, got " + opts.AttemptTimeout.String()}
 	}
 	t := &Transport{base: opts.Base, pipeline: opts.Pipeline, anyMethodRetry: opts.RetryNonIdempotent,
 		attemptTimeout: opts.AttemptTimeout, attemptErr: &resilience.TimeoutRejectedError{Timeout: opts.AttemptTimeout}}

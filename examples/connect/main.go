@@ -9,7 +9,8 @@
 // The first line on stdout is "listening on http://HOST:PORT" (the default
 // -addr 127.0.0.1:0 picks a free port). The server speaks HTTP/1.1 and
 // cleartext HTTP/2, which gRPC clients need. SIGINT or SIGTERM shuts it
-// down: running calls get up to 5 s to finish.
+// down: queued calls and new arrivals are refused Unavailable (reason
+// shutting-down) at once, and running calls get up to 5 s to finish.
 //
 // Procedures (google.protobuf well-known types, so no generated code):
 //
@@ -62,6 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cfg config
 	fs.IntVar(&cfg.permits, "permit-limit", 50, "calls running at once")
 	fs.IntVar(&cfg.queue, "queue-limit", 25, "calls waiting for a permit")
+	fs.DurationVar(&cfg.queueTimeout, "queue-timeout", 500*time.Millisecond, "longest a call waits for a permit")
 	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Second, "longest a call may run (a caller's earlier deadline wins)")
 	fs.IntVar(&cfg.rate, "rate", 100, "calls a tenant may start per second")
 	if err := fs.Parse(args); err != nil {
@@ -70,7 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	handler, _, err := newServer(cfg)
+	handler, mw, err := newServer(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "connect:", err)
 		return 2
@@ -84,8 +86,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, Protocols: protocols,
-		ErrorLog: log.New(stderr, "connect: http: ", 0)}
+	// No ReadTimeout: it would cut off long client and bidi streams.
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second,
+		Protocols: protocols, ErrorLog: log.New(stderr, "connect: http: ", 0)}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	select {
@@ -96,6 +99,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
+	// Drain first: queued calls and new arrivals are refused Unavailable
+	// (shutting-down) at once; then Shutdown waits for the running ones.
+	if err := mw.Inbound().Drain(sctx); err != nil {
+		fmt.Fprintln(stderr, "connect:", err)
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		_ = srv.Close()
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -94,4 +96,101 @@ func TestRunServesEveryProtocol(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no shutdown")
 	}
+}
+
+// TestShutdownDrains: at shutdown a queued call is refused Unavailable
+// with the shutting-down reason at once, rather than waiting for the
+// permit and running, while the running call finishes within the grace
+// and the program exits 0.
+func TestShutdownDrains(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	pr, pw := io.Pipe()
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"-permit-limit", "1", "-queue-limit", "1", "-queue-timeout", "1m", "-timeout", "1m"}, pw, io.Discard)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "listening on http://") {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	base := strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	b := connect.NewClient[wrapperspb.Int64Value, wrapperspb.StringValue](hc, base+buildProcedure, connect.WithGRPC())
+	call := func(ms int64) <-chan error {
+		ch := make(chan error, 1)
+		go func() {
+			_, err := b.CallUnary(t.Context(), connect.NewRequest(wrapperspb.Int64(ms)))
+			ch <- err
+		}()
+		return ch
+	}
+	limits := func() (inflight, queued int) {
+		resp, err := hc.Get(base + "/debug/limits")
+		if err != nil {
+			return -1, -1
+		}
+		defer resp.Body.Close()
+		var s struct{ InFlight, Queued int }
+		_ = json.NewDecoder(resp.Body).Decode(&s)
+		return s.InFlight, s.Queued
+	}
+	waitLimits := func(inflight, queued int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if i, q := limits(); i == inflight && q == queued {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for inflight %d, queued %d", inflight, queued)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	running := call(1500)
+	waitLimits(1, 0)
+	queued := call(0)
+	waitLimits(1, 1)
+	cancel()
+	select {
+	case err := <-queued:
+		var ce *connect.Error
+		if !errors.As(err, &ce) || ce.Code() != connect.CodeUnavailable {
+			t.Fatalf("queued call at shutdown: %v, want Unavailable", err)
+		}
+		if !strings.Contains(detailsText(ce), "shutting-down") {
+			t.Errorf("queued call at shutdown: details %q, want the shutting-down reason", detailsText(ce))
+		}
+	case <-running:
+		t.Fatal("the running call finished before the queued one was answered: the queue was not drained")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the queued call was not answered")
+	}
+	if err := <-running; err != nil {
+		t.Errorf("the running call: %v, want it to finish", err)
+	}
+	select {
+	case code := <-exited:
+		if code != 0 {
+			t.Errorf("exit code %d, want 0", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no shutdown")
+	}
+}
+
+// detailsText is the error details' bytes as text, where the ErrorInfo's
+// strings can be found.
+func detailsText(e *connect.Error) string {
+	var sb strings.Builder
+	for _, d := range e.Details() {
+		sb.Write(d.Bytes())
+	}
+	return sb.String()
 }

@@ -24,8 +24,8 @@ const (
 
 // config is the service's limits.
 type config struct {
-	permits, queue, rate int
-	timeout              time.Duration
+	permits, queue, rate  int
+	timeout, queueTimeout time.Duration
 }
 
 // newServer builds the routes: the two procedures behind the adapter,
@@ -37,7 +37,7 @@ func newServer(cfg config) (http.Handler, *resilienceconnect.Middleware, error) 
 		Concurrency: &resilience.ConcurrencyLimiterOptions{
 			PermitLimit:  cfg.permits,
 			QueueLimit:   cfg.queue,
-			QueueTimeout: 500 * time.Millisecond,
+			QueueTimeout: cfg.queueTimeout,
 			Overflow:     resilience.OverflowDropLowestPriority,
 			Priority:     streamsLast,
 		},

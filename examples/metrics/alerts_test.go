@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,6 +53,37 @@ func TestAlertRulesParse(t *testing.T) {
 			t.Fatalf("alerts %v, want %v", names, want)
 		}
 	}
+}
+
+// TestLimitAtFloorMatchesMinLimit protects the floor alert from drifting
+// away from the service: its threshold is the adaptive limiter's MinLimit
+// and it watches the middleware's limiter.
+func TestLimitAtFloorMatchesMinLimit(t *testing.T) {
+	for _, g := range parseRules(t).Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "ResilienceLimitAtFloor" {
+				continue
+			}
+			expr, err := parser.NewParser(parser.Options{}).ParseExpr(r.Expr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			be, ok := expr.(*parser.BinaryExpr)
+			if !ok {
+				t.Fatalf("expr %q: want a comparison", r.Expr)
+			}
+			num, ok := be.RHS.(*parser.NumberLiteral)
+			if !ok || num.Val != minLimit {
+				t.Fatalf("expr %q: threshold %s, want MinLimit %d", r.Expr, be.RHS, minLimit)
+			}
+			vs, ok := be.LHS.(*parser.VectorSelector)
+			if !ok || !strings.Contains(vs.String(), `resilience_limiter_name="`+pipelineName+`"`) {
+				t.Fatalf("expr %q: want the limit of the %q limiter", r.Expr, pipelineName)
+			}
+			return
+		}
+	}
+	t.Fatal("no ResilienceLimitAtFloor rule")
 }
 
 // TestAlertRulesSelectExportedSeries protects the rules from drifting away

@@ -3,14 +3,85 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
+
+// Invariant: -framework connect serves the plain routes with the same
+// behaviour as chi: the same statuses, rejections carrying the same code
+// and reason (as the ErrorInfo detail of Connect's error body).
+func TestFrameworkConnect(t *testing.T) { runAsFramework(t, "connect") }
+
+// connectStatus is the HTTP status of each Connect code a rejection uses.
+var connectStatus = map[string]int{
+	"unavailable":        http.StatusServiceUnavailable,
+	"deadline_exceeded":  http.StatusGatewayTimeout,
+	"resource_exhausted": http.StatusTooManyRequests,
+}
+
+// connectRejection reads a Connect error body (code, message, details)
+// into the fields the shared tests check: code and reason from its
+// google.rpc.ErrorInfo detail. The Connect code must be the status's.
+func connectRejection(status int, body map[string]any) (map[string]any, error) {
+	if want, ok := connectStatus[fmt.Sprint(body["code"])]; !ok || want != status {
+		return nil, fmt.Errorf("Connect code %v under status %d", body["code"], status)
+	}
+	details, _ := body["details"].([]any)
+	for _, d := range details {
+		m, _ := d.(map[string]any)
+		if m["type"] != "google.rpc.ErrorInfo" {
+			continue
+		}
+		raw, err := connect.DecodeBinaryHeader(fmt.Sprint(m["value"]))
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]any{"message": body["message"]}
+		// ErrorInfo: 1 reason, 2 domain, 3 metadata entries (1 key, 2 value).
+		for len(raw) > 0 {
+			num, typ, n := protowire.ConsumeTag(raw)
+			if n < 0 || typ != protowire.BytesType {
+				return nil, errors.New("malformed ErrorInfo")
+			}
+			v, m := protowire.ConsumeBytes(raw[n:])
+			if m < 0 {
+				return nil, errors.New("malformed ErrorInfo")
+			}
+			raw = raw[n+m:]
+			switch num {
+			case 1:
+				out["code"] = string(v)
+			case 3:
+				var key, val string
+				for len(v) > 0 {
+					num, _, n := protowire.ConsumeTag(v)
+					s, m := protowire.ConsumeString(v[max(n, 0):])
+					if n < 0 || m < 0 {
+						return nil, errors.New("malformed ErrorInfo metadata")
+					}
+					if num == 1 {
+						key = s
+					} else {
+						val = s
+					}
+					v = v[n+m:]
+				}
+				if key == "reason" {
+					out["reason"] = val
+				}
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("no ErrorInfo detail in %v", body)
+}
 
 // startConnect serves -framework connect with args on loopback, HTTP/1.1
 // and h2c as run serves it, and returns it with a client speaking both.

@@ -69,6 +69,11 @@ func (s *testServer) get(ctx context.Context, path string, header ...string) res
 	if len(b) > 0 && err == nil {
 		r.err = json.Unmarshal(b, &r.body)
 	}
+	if r.err == nil && serverFramework == "connect" && r.body["details"] != nil {
+		// A rejection in Connect's error format: the same checks read its
+		// ErrorInfo detail.
+		r.body, r.err = connectRejection(r.status, r.body)
+	}
 	return r
 }
 

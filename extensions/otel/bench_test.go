@@ -10,8 +10,9 @@ import (
 	resilience "github.com/ylcnfrht/resilience/core"
 )
 
-// BenchmarkOnEvent is one rejection event recorded on the SDK (counter and
-// queue-wait histogram), against a pipeline with no listener as baseline.
+// BenchmarkOnEvent is one event recorded on the SDK, against a telemetry
+// with no listener as baseline: a rejection after queueing (counter and
+// queue-wait histogram) and a timeout (counter only).
 func BenchmarkOnEvent(b *testing.B) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	defer mp.Shutdown(context.Background())
@@ -20,18 +21,20 @@ func BenchmarkOnEvent(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	e := resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: "queue-timeout", Duration: time.Millisecond,
+	rejected := resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: "queue-timeout", Duration: time.Millisecond,
 		Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonQueueTimeout}}
+	timeout := resilience.Event{Name: resilience.EventTimeout, Duration: time.Second, Err: resilience.ErrTimeoutRejected}
 	ctx := context.Background()
 	for _, c := range []struct {
 		name string
 		l    resilience.Listener
-	}{{"none", nil}, {"otel", m}} {
+		e    resilience.Event
+	}{{"none", nil, rejected}, {"otel", m, rejected}, {"otel-counter-only", m, timeout}} {
 		b.Run(c.name, func(b *testing.B) {
 			tel := resilience.NewTelemetry("api", "limiter", c.l)
 			b.ReportAllocs()
 			for b.Loop() {
-				tel.Emit(ctx, e)
+				tel.Emit(ctx, c.e)
 			}
 		})
 	}

@@ -20,7 +20,7 @@
 //	resilience.events              Counter                  {event}      event.name, pipeline.name, strategy.name, outcome, reason (when set)
 //	resilience.execution.duration  Histogram                s            pipeline.name, outcome
 //	resilience.attempt.duration    Histogram                s            pipeline.name, strategy.name, attempt.handled, outcome
-//	resilience.queue.wait          Histogram                s            pipeline.name, strategy.name, reason
+//	resilience.queue.wait          Histogram                s            pipeline.name, strategy.name, reason (admitted, queue-timeout, dropped)
 //	resilience.limiter.limit       ObservableGauge          {permit}     limiter.name
 //	resilience.limiter.in_flight   ObservableUpDownCounter  {execution}  limiter.name
 //	resilience.limiter.queued      ObservableUpDownCounter  {execution}  limiter.name
@@ -29,19 +29,26 @@
 // Every attribute key carries the resilience. prefix
 // (resilience.event.name, …). resilience.events counts every event:
 // rejections (event OnRateLimiterRejected, reason full, queue-timeout,
-// dropped, shutting-down or rate-limited), timeouts, store errors (reason
-// fail-open or fail-closed), retries, circuit transitions, fallbacks,
-// hedges, attempts (reason handled or unhandled) and contained panics of
-// user hooks (reason the hook's name). Outcome classifies the event's
-// error: ok, rejected, timeout, canceled or error. Execution durations come
-// from ExecutionTimer, attempt durations from ExecutionAttempt events, and
-// queue waits from rejections after queueing (queue-timeout, dropped): core
-// emits no event for a wait that ends in a permit.
+// dropped, shutting-down or rate-limited), admissions after queueing
+// (OnQueueAdmitted), timeouts, store errors (reason fail-open or
+// fail-closed), retries, circuit transitions, fallbacks, hedges, attempts
+// (reason handled or unhandled) and contained panics of user hooks (reason
+// the hook's name). Outcome classifies the event's error: ok, rejected,
+// timeout, canceled or error. Execution durations come from
+// ExecutionTimer, attempt durations from ExecutionAttempt events, and queue
+// waits from OnQueueAdmitted events (reason admitted) and from rejections
+// after queueing (reason queue-timeout or dropped). Executions admitted at
+// once did not queue and are not measured, nor are waits that the caller's
+// own context or a shutdown ended.
 //
 // Limiter gauges are read at each collection from the registered
 // limiters: the current limit (an adaptive limiter's moves), the
 // executions holding a permit, those queued, and, for a middleware, the
-// handlers still running after their deadline was answered.
+// handlers still running after their deadline was answered. The limit is
+// an ObservableGauge (limits of two limiters do not add up); the three
+// counts of executions are asynchronous UpDownCounters, as OpenTelemetry's
+// conventions have for active requests, since they do add up across
+// limiters and instances. Prometheus shows all four as gauges.
 //
 // # Cardinality
 //

@@ -49,6 +49,11 @@ const (
 	OutcomeError    = "error"
 )
 
+// QueueAdmitted is the AttrReason of a resilience.queue.wait measurement
+// whose wait ended in a permit (resilience.EventQueueAdmitted); waits that
+// ended in a rejection carry the rejection's reason.
+const QueueAdmitted = "admitted"
+
 // ReasonOther replaces an event reason or name this package does not know,
 // so a custom strategy cannot make the attribute sets grow without bound.
 const ReasonOther = "other"
@@ -61,6 +66,7 @@ var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5,
 // reported as ReasonOther.
 var knownEvents = map[resilience.EventName]bool{
 	resilience.EventTimeout: true, resilience.EventRateLimiterRejected: true,
+	resilience.EventQueueAdmitted:         true,
 	resilience.EventRateLimiterStoreError: true, resilience.EventRetry: true,
 	resilience.EventCircuitOpened: true, resilience.EventCircuitClosed: true,
 	resilience.EventCircuitHalfOpened: true, resilience.EventFallback: true,
@@ -151,7 +157,7 @@ func New(opts Options) (*Metrics, error) {
 		metric.WithDescription("Duration of each attempt made by a retry or hedging strategy."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
 	m.queue, errs[3] = meter.Float64Histogram(MetricQueueWait, metric.WithUnit("s"),
-		metric.WithDescription("Time spent queued by executions a concurrency limiter rejected after queueing."),
+		metric.WithDescription("Time executions spent queued for a limiter's permit, by how the wait ended."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
 	m.limit, errs[4] = meter.Int64ObservableGauge(MetricLimiterLimit, metric.WithUnit("{permit}"),
 		metric.WithDescription("Current concurrency limit of a limiter."))
@@ -181,7 +187,8 @@ type setKey struct {
 }
 
 // OnEvent implements resilience.Listener: every event counts once in
-// resilience.events; attempts and queue waits also go to their histograms.
+// resilience.events; attempts and queue waits (admitted, or rejected after
+// queueing) also go to their histograms.
 func (m *Metrics) OnEvent(_ context.Context, e resilience.Event) {
 	k := setKey{
 		event:    string(e.Name),
@@ -203,6 +210,10 @@ func (m *Metrics) OnEvent(_ context.Context, e resilience.Event) {
 		// The reason says whether the strategy handled the outcome.
 		m.attempt.Record(ctx, e.Duration.Seconds(), m.set(setKey{
 			event: "attempt", pipeline: k.pipeline, strategy: k.strategy, reason: k.reason, outcome: k.outcome,
+		}).rec...)
+	case resilience.EventQueueAdmitted:
+		m.queue.Record(ctx, e.Duration.Seconds(), m.set(setKey{
+			event: "queue", pipeline: k.pipeline, strategy: k.strategy, reason: QueueAdmitted,
 		}).rec...)
 	case resilience.EventRateLimiterRejected:
 		if e.Reason == string(resilience.ReasonQueueTimeout) || e.Reason == string(resilience.ReasonDropped) {

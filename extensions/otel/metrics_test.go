@@ -5,11 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -137,6 +143,9 @@ func TestEachEventKind(t *testing.T) {
 		{resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: "dropped", Duration: 250 * time.Millisecond, Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonDropped}},
 			"resilience.event.name=OnRateLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=dropped,resilience.strategy.name=s",
 			MetricQueueWait, "resilience.pipeline.name=p,resilience.reason=dropped,resilience.strategy.name=s"},
+		{resilience.Event{Name: resilience.EventQueueAdmitted, Duration: 120 * time.Millisecond},
+			"resilience.event.name=OnQueueAdmitted,resilience.outcome=ok,resilience.pipeline.name=p,resilience.strategy.name=s",
+			MetricQueueWait, "resilience.pipeline.name=p,resilience.reason=admitted,resilience.strategy.name=s"},
 		{resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: resilience.ReasonRateLimited, Duration: 30 * time.Second, Err: &resilience.RateLimitRejectedError{}},
 			"resilience.event.name=OnRateLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=rate-limited,resilience.strategy.name=s", "", ""},
 		{resilience.Event{Name: resilience.EventRateLimiterStoreError, Reason: "fail-open", Err: &resilience.RateLimitStoreError{Policy: "x", Err: errors.New("conn refused")}},
@@ -240,6 +249,55 @@ func TestPipelineEventsAndExecutionTime(t *testing.T) {
 		exec["resilience.outcome=timeout,resilience.pipeline.name=orders"][0] != 1 || len(exec) != 2 {
 		t.Errorf("execution durations: %v", exec)
 	}
+}
+
+// TestQueueWaitsThroughALimiter protects resilience.queue.wait on a real
+// concurrency limiter: the wait of an execution admitted after queueing
+// and that of one rejected at its queue timeout are both recorded, each
+// with its duration and how it ended, while an execution admitted at once
+// records none.
+func TestQueueWaitsThroughALimiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		l, err := resilience.NewConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{
+			Name: "bulkhead", PermitLimit: 1, QueueLimit: 1, QueueTimeout: 500 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := resilience.NewBuilder[struct{}](resilience.WithName("orders"), resilience.WithListener(h.m)).AddStrategy(l).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := func(hold time.Duration) error {
+			_, err := p.Execute(context.Background(), func(context.Context) (struct{}, error) {
+				time.Sleep(hold)
+				return struct{}{}, nil
+			})
+			return err
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = run(200 * time.Millisecond) }) // admitted at once
+		synctest.Wait()
+		wg.Go(func() { _ = run(time.Second) }) // queued 200 ms, then admitted
+		wg.Wait()
+		wg.Go(func() { _ = run(time.Second) }) // admitted at once, holds 1 s
+		synctest.Wait()
+		if err := run(0); !errors.Is(err, resilience.ErrBulkheadRejected) { // queued 500 ms, times out
+			t.Fatalf("third execution: %v, want a queue timeout", err)
+		}
+		wg.Wait()
+
+		got := histogram(t, h.collect(), MetricQueueWait)
+		base := "resilience.pipeline.name=orders,resilience.reason="
+		want := map[string][2]float64{
+			base + "admitted,resilience.strategy.name=bulkhead":      {1, 0.2},
+			base + "queue-timeout,resilience.strategy.name=bulkhead": {1, 0.5},
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: %v, want %v", MetricQueueWait, got, want)
+		}
+	})
 }
 
 // TestMiddlewareGauges protects the gauges: a middleware's limit, its
@@ -415,5 +473,93 @@ func TestOnEventAllocatesNothing(t *testing.T) {
 	run()
 	if n := testing.AllocsPerRun(1000, run); n != 0 {
 		t.Fatalf("ExecutionTimer: %v allocations, want 0", n)
+	}
+}
+
+// TestDocTableMatchesInstruments protects the package documentation's
+// instrument table: every instrument the package creates is in it, and
+// each row's kind, unit and attribute keys are what the instrument really
+// has once every kind of measurement has been made.
+func TestDocTableMatchesInstruments(t *testing.T) {
+	src, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct{ kind, unit, attrs string }
+	table := map[string]row{}
+	paren := regexp.MustCompile(`\s*\([^)]*\)`)
+	for _, line := range strings.Split(string(src), "\n") {
+		rest, ok := strings.CutPrefix(line, "//\tresilience.")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) < 4 {
+			t.Fatalf("table row %q: want name, kind, unit and attributes", line)
+		}
+		var keys []string
+		for _, k := range strings.Split(paren.ReplaceAllString(strings.Join(f[3:], " "), ""), ",") {
+			keys = append(keys, "resilience."+strings.TrimSpace(k))
+		}
+		slices.Sort(keys)
+		table["resilience."+f[0]] = row{f[1], f[2], strings.Join(keys, ",")}
+	}
+
+	h := newHarness(t)
+	tel := resilience.NewTelemetry("p", "s", h.m)
+	ctx := context.Background()
+	tel.Emit(ctx, resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: resilience.ReasonRateLimited, Err: &resilience.RateLimitRejectedError{}})
+	tel.Emit(ctx, resilience.Event{Name: resilience.EventExecutionAttempt, Reason: resilience.ReasonHandled, Duration: time.Millisecond})
+	tel.Emit(ctx, resilience.Event{Name: resilience.EventQueueAdmitted, Duration: time.Millisecond})
+	_ = h.m.ExecutionTimer("p").Execute(ctx, tel, func(context.Context) error { return nil })
+	mw, err := inbound.New(inbound.Options{Name: "api", Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.m.ObserveMiddleware("api", mw)()
+
+	ms := h.collect()
+	if len(ms) != len(table) {
+		t.Errorf("%d instruments collected, %d in the table", len(ms), len(table))
+	}
+	for name, m := range ms {
+		r, ok := table[name]
+		if !ok {
+			t.Errorf("%s is not in the package documentation's table", name)
+			continue
+		}
+		var kind string
+		keys := map[string]bool{}
+		addKeys := func(s attribute.Set) {
+			for _, kv := range s.ToSlice() {
+				keys[string(kv.Key)] = true
+			}
+		}
+		switch d := m.Data.(type) {
+		case metricdata.Sum[int64]:
+			kind = "ObservableUpDownCounter"
+			if d.IsMonotonic {
+				kind = "Counter"
+			}
+			for _, dp := range d.DataPoints {
+				addKeys(dp.Attributes)
+			}
+		case metricdata.Gauge[int64]:
+			kind = "ObservableGauge"
+			for _, dp := range d.DataPoints {
+				addKeys(dp.Attributes)
+			}
+		case metricdata.Histogram[float64]:
+			kind = "Histogram"
+			for _, dp := range d.DataPoints {
+				addKeys(dp.Attributes)
+			}
+		default:
+			t.Fatalf("%s: data %T", name, m.Data)
+		}
+		got := slices.Sorted(maps.Keys(keys))
+		if kind != r.kind || m.Unit != r.unit || strings.Join(got, ",") != r.attrs {
+			t.Errorf("%s: %s, unit %s, attributes %v; the table says %s, %s, %s", name, kind, m.Unit, got, r.kind, r.unit, r.attrs)
+		}
 	}
 }

@@ -39,6 +39,7 @@ func BenchmarkTake(b *testing.B) {
 	b.Run("memory", func(b *testing.B) {
 		mem := resilience.NewMemoryRateLimitStore(0)
 		p := benchPolicy(resilience.RateLimitFixedWindow)
+		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := mem.Take(ctx, "k", p); err != nil {
 				b.Fatal(err)

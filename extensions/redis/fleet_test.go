@@ -1,10 +1,12 @@
 package resilienceredis
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -62,11 +64,39 @@ func newInstance(t *testing.T, addr string, rl resilience.RateLimiterOptions, bu
 	if err != nil {
 		t.Fatal(err)
 	}
-	in.srv = httptest.NewServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	in.srv = httptest.NewUnstartedServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		io.WriteString(w, "ok")
 	})))
-	t.Cleanup(in.srv.Close)
+	// net/http recovers a handler's panic and logs it here: a panic
+	// anywhere on the request path fails the test.
+	var errLog lockedBuffer
+	in.srv.Config.ErrorLog = log.New(&errLog, "", 0)
+	in.srv.Start()
+	t.Cleanup(func() {
+		in.srv.Close()
+		if s := errLog.String(); strings.Contains(s, "panic") {
+			t.Errorf("the server logged a panic:\n%s", s)
+		}
+	})
 	return in
+}
+
+// lockedBuffer is a bytes.Buffer safe for the server's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 type reply struct {
@@ -76,18 +106,31 @@ type reply struct {
 	took      time.Duration
 }
 
+// get sends one request as client; it fails the test on a transport
+// error, so call it from the test's goroutine only (do elsewhere).
 func (in *instance) get(t *testing.T, client string) reply {
 	t.Helper()
+	r, err := in.do(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (in *instance) do(client string) (reply, error) {
 	req, _ := http.NewRequest(http.MethodGet, in.srv.URL, nil)
 	req.Header.Set("X-Client", client)
 	start := time.Now()
 	resp, err := in.srv.Client().Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return reply{}, err
 	}
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	return reply{status: resp.StatusCode, remaining: resp.Header.Get("Ratelimit-Remaining"), body: string(b), took: time.Since(start)}
+	if err != nil {
+		return reply{}, err
+	}
+	return reply{status: resp.StatusCode, remaining: resp.Header.Get("Ratelimit-Remaining"), body: string(b), took: time.Since(start)}, nil
 }
 
 // TestTwoInstancesShareOneLimitPerKey protects the point of a shared
@@ -128,7 +171,10 @@ func TestTwoInstancesShareOneLimitPerKey(t *testing.T) {
 					in = b
 				}
 				wg.Go(func() {
-					if in.get(t, "burst").status == http.StatusOK {
+					r, err := in.do("burst")
+					if err != nil {
+						t.Error(err)
+					} else if r.status == http.StatusOK {
 						ok.Add(1)
 					}
 				})
@@ -192,12 +238,16 @@ func testRedisOutage(t *testing.T, ctxTimeouts bool) {
 		for range 8 {
 			wg.Go(func() {
 				for range 3 {
-					r := open.get(t, "k")
-					if r.status != http.StatusOK || r.remaining != "" || r.took > budget+slack {
+					r, err := open.do("k")
+					if err != nil {
+						t.Errorf("%s, fail open: %v", phase, err)
+					} else if r.status != http.StatusOK || r.remaining != "" || r.took > budget+slack {
 						t.Errorf("%s, fail open: status %d remaining %q after %v; want 200, no headers, within %v", phase, r.status, r.remaining, r.took, budget+slack)
 					}
-					r = closed.get(t, "k")
-					if r.status != http.StatusServiceUnavailable || r.took > budget+slack || strings.Contains(r.body, "redis") {
+					r, err = closed.do("k")
+					if err != nil {
+						t.Errorf("%s, fail closed: %v", phase, err)
+					} else if r.status != http.StatusServiceUnavailable || r.took > budget+slack || strings.Contains(r.body, "redis") {
 						t.Errorf("%s, fail closed: status %d body %q after %v; want 503 without the cause, within %v", phase, r.status, r.body, r.took, budget+slack)
 					}
 				}
@@ -254,6 +304,117 @@ func testRedisOutage(t *testing.T, ctxTimeouts bool) {
 		t.Fatalf("restarted: remaining %q, want 99", r.remaining)
 	}
 	recovers("restarted", closed)
+}
+
+// TestRedisStoppedMidRun protects the request path when Redis goes away
+// under load, not between requests: while eight clients keep sending
+// through two instances (one holding the budget through the client, one
+// with the store's goroutine), Redis is stopped with takes in flight and
+// later restarted on the same port. No request fails at the transport or
+// waits much past the budget, none gets anything but 200 (fail open),
+// nothing panics, and both instances decide again by themselves after
+// the restart, enforcing the shared limit once more.
+func TestRedisStoppedMidRun(t *testing.T) {
+	srv := startRedis(t)
+	const budget = 200 * time.Millisecond
+	const slack = 1500 * time.Millisecond
+	rl := resilience.RateLimiterOptions{Name: "midrun", PermitLimit: 5, Window: time.Hour}
+	insts := []*instance{
+		newInstance(t, srv.Addr(), rl, budget, true),
+		newInstance(t, srv.Addr(), rl, budget, false),
+	}
+
+	// Each request has a key of its own (5 per hour would refuse a
+	// repeated one); decided[i] counts instance i's answers with RateLimit
+	// headers, undecided[i] its fail-open answers.
+	var decided, undecided [2]atomic.Int64
+	var seq, slowest atomic.Int64 // slowest: the longest answer, in ns
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				i := g % 2
+				g++
+				r, err := insts[i].do("load-" + strconv.FormatInt(seq.Add(1), 10))
+				raiseTo(&slowest, int64(r.took))
+				switch {
+				case err != nil:
+					t.Errorf("instance %d: %v", i, err)
+					return
+				case r.status != http.StatusOK || r.took > budget+slack:
+					t.Errorf("instance %d: status %d after %v; want 200 within %v", i, r.status, r.took, budget+slack)
+				case r.remaining != "":
+					decided[i].Add(1)
+				default:
+					undecided[i].Add(1)
+				}
+			}
+		})
+	}
+	// waitFor polls cond (the clients' counters) for at most 30 s.
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				close(stop)
+				wg.Wait()
+				t.Fatalf("%s: not within 30 s (decided %d/%d, undecided %d/%d)", what,
+					decided[0].Load(), decided[1].Load(), undecided[0].Load(), undecided[1].Load())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	both := func(c *[2]atomic.Int64, atLeast [2]int64) func() bool {
+		return func() bool { return c[0].Load() >= atLeast[0] && c[1].Load() >= atLeast[1] }
+	}
+
+	waitFor("decisions while Redis is up", both(&decided, [2]int64{20, 20}))
+	srv.Stop() // takes are in flight on both instances
+	waitFor("fail-open answers while Redis is down", both(&undecided, [2]int64{10, 10}))
+	srv.Start()
+	after := [2]int64{decided[0].Load() + 10, decided[1].Load() + 10}
+	waitFor("decisions after the restart", both(&decided, after))
+	close(stop)
+	wg.Wait()
+	t.Logf("%d requests, the slowest answered in %v (budget %v)", seq.Load(), time.Duration(slowest.Load()), budget)
+
+	for i, in := range insts {
+		var failOpen int
+		for _, e := range in.storeErrors() {
+			if e.Reason != "fail-open" {
+				t.Errorf("instance %d: store-error event %+v", i, e)
+			}
+			failOpen++
+		}
+		if failOpen == 0 {
+			t.Errorf("instance %d: no store-error events during the outage", i)
+		}
+	}
+	// The limit is shared and enforced again: five for one key across both
+	// instances, then 429.
+	for i := range 7 {
+		r := insts[i%2].get(t, "after-restart")
+		if want := http.StatusOK; i >= 5 {
+			if r.status != http.StatusTooManyRequests {
+				t.Fatalf("request %d after the restart: status %d, want 429", i, r.status)
+			}
+		} else if r.status != want || r.remaining != strconv.Itoa(4-i) {
+			t.Fatalf("request %d after the restart: status %d remaining %q, want 200 and %d", i, r.status, r.remaining, 4-i)
+		}
+	}
+}
+
+// raiseTo sets a to v if v is larger.
+func raiseTo(a *atomic.Int64, v int64) {
+	for old := a.Load(); v > old && !a.CompareAndSwap(old, v); old = a.Load() {
+	}
 }
 
 // TestBreakerMakesOutageCheap protects the breaker option: once Redis has

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -278,4 +281,116 @@ func TestSameNumbersAsMemoryStoreRapid(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestKeysCarryPrefixAndExpireWithTheirWindow protects the key layout in
+// Redis itself: every key a store writes starts with its prefix (the
+// default one when none is set), stores with distinct prefixes on one
+// Redis keep distinct counters, and each key's time to live is its idle
+// span (one window; two for a sliding window), renewed by every take.
+func TestKeysCarryPrefixAndExpireWithTheirWindow(t *testing.T) {
+	srv := startRedis(t)
+	client := srv.Client()
+	ctx := context.Background()
+	mk := func(prefix string) *Store {
+		s, err := New(Options{Client: client, Prefix: prefix, Budget: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b, def := mk("svc-a:"), mk("svc-b:"), mk("")
+	const window = 20 * time.Second
+	spans := map[resilience.RateLimitAlgorithm]time.Duration{
+		resilience.RateLimitFixedWindow:   window,
+		resilience.RateLimitSlidingWindow: 2 * window,
+		resilience.RateLimitTokenBucket:   window,
+	}
+	for alg, span := range spans {
+		p := resilience.RateLimitPolicy{Name: "prefixed", Algorithm: alg, Limit: 1, Window: window}
+		for _, s := range []*Store{a, b, def} {
+			if d, err := s.Take(ctx, "k", p); err != nil || !d.Allowed {
+				t.Fatalf("%s, prefix %q, first take: %+v, %v", alg, s.prefix, d, err)
+			}
+		}
+		// a's quota is spent; b's and the default store's are their own.
+		if d, err := a.Take(ctx, "k", p); err != nil || d.Allowed {
+			t.Fatalf("%s: second take on svc-a: %+v, %v; want refused", alg, d, err)
+		}
+		for _, s := range []*Store{a, b, def} {
+			key := s.key("k", p)
+			if !strings.HasPrefix(key, s.prefix) {
+				t.Fatalf("key %q lacks the prefix %q", key, s.prefix)
+			}
+			ttl, err := client.PTTL(ctx, key).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The take just set it to the span; it can only have run down
+			// since (by far less than half of it).
+			if ttl <= span/2 || ttl > span {
+				t.Errorf("%s, %s: TTL %v, want the idle span %v", alg, key, ttl, span)
+			}
+		}
+	}
+	keys, err := client.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, k := range keys {
+		switch {
+		case strings.HasPrefix(k, "svc-a:"):
+			count["svc-a:"]++
+		case strings.HasPrefix(k, "svc-b:"):
+			count["svc-b:"]++
+		case strings.HasPrefix(k, DefaultPrefix):
+			count[DefaultPrefix]++
+		default:
+			t.Errorf("key %q carries no store's prefix", k)
+		}
+	}
+	for _, pre := range []string{"svc-a:", "svc-b:", DefaultPrefix} {
+		if count[pre] != 3 {
+			t.Errorf("%d keys under %q, want 3 (one per algorithm): %v", count[pre], pre, keys)
+		}
+	}
+}
+
+// TestMissingRedisServerFailsUnderCI protects the promise that CI runs
+// every Redis test: with no redis-server on PATH, startRedis fails the
+// test when CI is set and skips it, naming the install command, when not.
+// It runs this test binary again with an empty PATH.
+func TestMissingRedisServerFailsUnderCI(t *testing.T) {
+	if os.Getenv("RESILIENCEREDIS_PROBE") == "1" {
+		startRedis(t)
+		t.Log("redis-server started") // unreachable without the binary
+		return
+	}
+	for _, ci := range []string{"true", ""} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestMissingRedisServerFailsUnderCI$", "-test.v", "-test.count=1")
+		env := []string{"RESILIENCEREDIS_PROBE=1", "PATH=" + t.TempDir()}
+		if ci != "" {
+			env = append(env, "CI="+ci)
+		}
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "CI=") {
+				env = append(env, kv)
+			}
+		}
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		switch {
+		case ci != "":
+			if !errors.As(err, &exit) || !strings.Contains(string(out), "redis-server not found and CI is set") {
+				t.Errorf("CI=%s, no binary: %v; want a failure saying so:\n%s", ci, err, out)
+			}
+		case err != nil || !strings.Contains(string(out), "--- "+"SKIP"):
+			t.Errorf("CI unset, no binary: %v; want a skip:\n%s", err, out)
+		}
+		if !strings.Contains(string(out), installHint) {
+			t.Errorf("CI=%q: the message does not name the install command %q:\n%s", ci, installHint, out)
+		}
+	}
 }
