@@ -345,7 +345,9 @@ func TestAfterThe504(t *testing.T) {
 
 // TestContextTimeoutInChain: echo's ContextTimeout composes with the
 // adapter either way round. Outside it with a shorter timeout, its
-// deadline is the request's: the adapter's 504 comes at it. Inside, the
+// deadline is the request's: the adapter's 504 comes at it (with the
+// adapter's own timeout or only a custom pipeline's), and a late handler's
+// context error does not become a second response. Inside, the
 // handler's context error becomes ContextTimeout's 503, returned through
 // the adapter to echo's error handler.
 func TestContextTimeoutInChain(t *testing.T) {
@@ -358,7 +360,7 @@ func TestContextTimeoutInChain(t *testing.T) {
 	opts := inbound.Options{Timeout: 10 * time.Second, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 4}}
 
 	t.Run("outside", func(t *testing.T) {
-		e, _ := newEcho()
+		e, echoLog := newEcho()
 		mw, err := resilienceecho.New(opts)
 		if err != nil {
 			t.Fatal(err)
@@ -366,16 +368,59 @@ func TestContextTimeoutInChain(t *testing.T) {
 		e.Use(middleware.ContextTimeout(50 * time.Millisecond))
 		e.Use(mw.Handler)
 		e.GET("/", ignore)
+		// Late, and returning its context's error, which ContextTimeout
+		// turns into its 503 unless the adapter reports the 504 as the
+		// response.
+		e.GET("/late-error", func(c echo.Context) error { _ = ignore(c); return c.Request().Context().Err() })
 		ts := serve(t, e)
 		want := string(rendered(t, mw, &resilience.TimeoutRejectedError{}).Body)
-		start := time.Now()
+		for _, path := range []string{"/", "/late-error"} {
+			start := time.Now()
+			if code, body, _ := ts.get(t, path); code != 504 || body != want {
+				t.Errorf("%s: got %d %q, want 504 %q", path, code, body, want)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("%s: the 504 took %v: the outer deadline was not the request's", path, d)
+			}
+			waitIdle(t, mw)
+		}
+		for _, bad := range []string{"committed", "superfluous"} {
+			if strings.Contains(echoLog.String(), bad) || strings.Contains(ts.log.String(), bad) {
+				t.Errorf("logged %q:\necho: %s\nnet/http: %s", bad, echoLog, ts.log)
+			}
+		}
+	})
+	t.Run("outside, custom pipeline", func(t *testing.T) {
+		// No Options.Timeout: the request's own deadline (ContextTimeout's)
+		// is the only one, so the handler's context ends with
+		// context.DeadlineExceeded, and the adapter's 504 answers it.
+		limiter, err := resilience.NewConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{PermitLimit: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := resilience.NewBuilder[struct{}]().AddStrategy(limiter).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, echoLog := newEcho()
+		mw, err := resilienceecho.New(inbound.Options{Pipeline: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Use(middleware.ContextTimeout(50 * time.Millisecond))
+		e.Use(mw.Handler)
+		e.GET("/", func(c echo.Context) error { _ = ignore(c); return c.Request().Context().Err() })
+		ts := serve(t, e)
+		want := string(rendered(t, mw, context.DeadlineExceeded).Body)
 		if code, body, _ := ts.get(t, "/"); code != 504 || body != want {
 			t.Errorf("got %d %q, want 504 %q", code, body, want)
 		}
-		if d := time.Since(start); d > 5*time.Second {
-			t.Errorf("the 504 took %v: the outer deadline was not the request's", d)
-		}
 		waitIdle(t, mw)
+		for _, bad := range []string{"committed", "superfluous"} {
+			if strings.Contains(echoLog.String(), bad) || strings.Contains(ts.log.String(), bad) {
+				t.Errorf("logged %q:\necho: %s\nnet/http: %s", bad, echoLog, ts.log)
+			}
+		}
 	})
 	t.Run("inside", func(t *testing.T) {
 		e, _ := newEcho()
@@ -498,9 +543,11 @@ func TestContextAndRoute(t *testing.T) {
 }
 
 // TestNoRaceOnEchoContext: under -race, many requests whose deadlines fire
-// while the handler writes through c.Response() in a loop and an inner
-// middleware reads the Response: nothing the deadline does touches the
-// pooled echo.Context or its Response, and every answer is whole.
+// while the handler sets a header field and writes through c.Response()
+// in a loop and an inner middleware reads the Response: nothing the
+// deadline does touches the pooled echo.Context, its Response or the
+// handler's header map, and every answer is whole (a 504 carries none of
+// the handler's fields).
 func TestNoRaceOnEchoContext(t *testing.T) {
 	e, _ := newEcho()
 	mw, err := resilienceecho.New(inbound.Options{
@@ -521,8 +568,8 @@ func TestNoRaceOnEchoContext(t *testing.T) {
 		}
 	})
 	e.GET("/w/:n", func(c echo.Context) error {
-		c.Response().Header().Set("X-N", c.Param("n"))
 		for i := 0; i < 5000; i++ {
+			c.Response().Header().Set("X-N", c.Param("n")) // while the deadline may be writing the 504's fields
 			if _, err := c.Response().Write([]byte("x")); err != nil {
 				return err
 			}
@@ -545,8 +592,8 @@ func TestNoRaceOnEchoContext(t *testing.T) {
 			resp.Body.Close()
 			switch {
 			case err != nil:
-			case resp.StatusCode == 504 && string(b) != want504:
-				t.Errorf("504 body %q", b)
+			case resp.StatusCode == 504 && (string(b) != want504 || resp.Header.Get("X-N") != ""):
+				t.Errorf("504 with the handler's X-N %q, body %q", resp.Header.Get("X-N"), b)
 			case resp.StatusCode != 504 && resp.StatusCode != 200:
 				t.Errorf("status %d", resp.StatusCode)
 			}

@@ -1,9 +1,7 @@
 package resilienceecho
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"sync"
 
@@ -86,7 +84,7 @@ func (m *Middleware) Handler(next echo.HandlerFunc) echo.HandlerFunc {
 type call struct {
 	http.ResponseWriter // echo's writer underneath, for anyone who writes meanwhile
 	next                echo.HandlerFunc
-	ctx                 context.Context // the handler's, once admitted
+	w                   http.ResponseWriter // the inbound middleware's, once admitted
 	err                 error
 }
 
@@ -128,7 +126,7 @@ func admitted(w http.ResponseWriter, r *http.Request, raw any) {
 	}
 	res.Writer = w
 	c.SetRequest(r)
-	cl.ctx = r.Context()
+	cl.w = w
 	cl.err = cl.next(c)
 }
 
@@ -142,7 +140,7 @@ func (m *Middleware) finish(c echo.Context, cl *call, orig http.ResponseWriter, 
 	res := c.Response()
 	res.Writer = orig
 	c.SetRequest(req)
-	err, answered := cl.err, m.timed && cl.ctx != nil && deadlinePassed(cl.ctx)
+	err, answered := cl.err, m.timed && inbound.Answered(cl.w)
 	*cl = call{}
 	calls.Put(cl)
 	if answered {
@@ -154,16 +152,6 @@ func (m *Middleware) finish(c echo.Context, cl *call, orig http.ResponseWriter, 
 		res.Committed = true
 	}
 	return err, answered
-}
-
-// deadlinePassed reports whether ctx ended because its time ran out: the
-// inbound middleware then answered the request.
-func deadlinePassed(ctx context.Context) bool {
-	if ctx.Err() == nil {
-		return false
-	}
-	cause := context.Cause(ctx)
-	return errors.Is(cause, resilience.ErrTimeoutRejected) || errors.Is(cause, context.DeadlineExceeded)
 }
 
 // reject turns a rejection into echo's error flow: the rendered fields
@@ -182,12 +170,13 @@ func (m *Middleware) reject(c echo.Context, w http.ResponseWriter, req *http.Req
 	for k, v := range resp.Header {
 		h[k] = v
 	}
-	if m.customRender && !json.Valid(resp.Body) {
-		return &echo.HTTPError{Code: resp.Status, Message: string(resp.Body), Internal: err}
+	he := &echo.HTTPError{Code: resp.Status, Message: json.RawMessage(resp.Body), Internal: err}
+	text := m.customRender && !json.Valid(resp.Body)
+	if text {
+		he.Message = string(resp.Body)
 	}
-	// echo's default error handler sends a json.Marshaler Message as it is,
-	// then the newline its JSON encoder ends every body with: exactBody
-	// drops that newline so the body is the one rendered, byte for byte.
-	res.Writer = &exactBody{ResponseWriter: res.Writer, body: resp.Body}
-	return &echo.HTTPError{Code: resp.Status, Message: json.RawMessage(resp.Body), Internal: err}
+	// echo's default error handler re-encodes the Message: exactBody sends
+	// the rendered body instead, byte for byte.
+	res.Writer = &exactBody{ResponseWriter: res.Writer, res: res, err: he, body: resp.Body, text: text, head: req.Method == http.MethodHead}
+	return he
 }

@@ -32,11 +32,15 @@
 // as its Message (a json.RawMessage) and the typed rejection as its
 // Internal error, for echo's HTTPErrorHandler. With echo's default handler
 // the client gets the status, fields and body the net/http middleware
-// sends, byte for byte (the newline echo's JSON encoder adds after a body
-// is left out for these bodies); a custom handler renders its own format
-// from the HTTPError and errors.As on the rejection. A body from
-// Options.Render that is not JSON becomes a string Message. A request
-// whose client left while it queued gets nothing.
+// sends, byte for byte: that handler would re-encode the body (a newline
+// after it; indented under e.Debug or a client's ?pretty; HTML escaped; a
+// text body in {"message": …}) and answer HEAD without a Content-Length,
+// so the adapter's writer sends the rendered body instead of echo's
+// encoding of it, and the length for HEAD. A custom handler renders its
+// own format from the HTTPError and errors.As on the rejection; what it
+// writes passes unchanged. A body from Options.Render that is not JSON
+// becomes a string Message. A request whose client left while it queued
+// gets nothing.
 //
 // An admitted request runs next on the request's goroutine, with
 // c.Request() carrying the pipeline's context (its deadline) and

@@ -63,11 +63,15 @@ func route(raw any) string {
 // inbound pipeline, or answers a rejection (429, 503) and aborts the
 // chain, recording the rejection in c.Errors.
 func (m *Middleware) Handler(c *gin.Context) {
+	if !m.timed {
+		m.serveUntimed(c)
+		return
+	}
 	req := c.Request
 	// The wrapper waits in c.Writer for admitted, which finds it there;
 	// finish takes it out again, whatever happens.
 	rw := writers.Get().(*responseWriter)
-	orig := rw.install(c, m.timed)
+	orig := rw.install(c)
 	completed := false
 	defer func() {
 		if !completed { // a panic from the chain, on its way out
@@ -84,20 +88,65 @@ func (m *Middleware) Handler(c *gin.Context) {
 	}
 }
 
+// serveUntimed is Handler without a timeout: nothing writes for the chain
+// but the chain itself, so c.Writer stays gin's writer unless the inbound
+// middleware gives the chain a writer of its own (see admittedUntimed).
+func (m *Middleware) serveUntimed(c *gin.Context) {
+	req := c.Request
+	completed := false
+	defer func() {
+		if !completed { // a panic from the chain, on its way out
+			c.Request = req
+		}
+	}()
+	err := m.in.Serve(c.Writer, req, c, admittedUntimed)
+	completed = true
+	c.Request = req
+	if err != nil {
+		m.reject(c, req, err)
+	}
+}
+
+// admittedUntimed continues c's chain without a timeout. If the inbound
+// middleware wraps gin's writer (to read the status, for the adaptive
+// limiter), the chain writes through the wrapper, installed for the chain
+// only: with no deadline, nothing else can write once it returns.
+func admittedUntimed(w http.ResponseWriter, r *http.Request, raw any) {
+	c := raw.(*gin.Context)
+	c.Request = r
+	if w == http.ResponseWriter(c.Writer) {
+		c.Next()
+		return
+	}
+	rw := writers.Get().(*responseWriter)
+	rw.install(c)
+	rw.start(w)
+	completed := false
+	defer func() { rw.finish(c, completed) }()
+	c.Next()
+	rw.passStatus()
+	completed = true
+}
+
 // admitted continues c's chain once the inbound middleware admitted the
 // request: c.Writer writes through w (unless w is gin's writer itself),
 // and c.Request carries the pipeline's context, with its deadline.
 func admitted(w http.ResponseWriter, r *http.Request, raw any) {
 	c := raw.(*gin.Context)
 	c.Request = r
-	if rw, ok := c.Writer.(*responseWriter); ok && rw.w == nil {
-		if w == http.ResponseWriter(rw.orig) {
-			c.Writer = rw.orig // nothing to intercept
-		} else {
-			rw.start(w, r.Context())
-		}
+	rw, ok := c.Writer.(*responseWriter)
+	if !ok || rw.w != nil {
+		c.Next()
+		return
 	}
+	if w == http.ResponseWriter(rw.orig) {
+		c.Writer = rw.orig // nothing to intercept
+		c.Next()
+		return
+	}
+	rw.start(w)
 	c.Next()
+	rw.passStatus()
 }
 
 // reject answers a rejection on gin's writer and stops the chain: the

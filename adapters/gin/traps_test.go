@@ -276,8 +276,13 @@ func TestNoDoubleResponse(t *testing.T) {
 					release <- struct{}{}
 				}
 				if tc.panics {
-					if rec := <-recovered; rec != "late boom" {
-						t.Errorf("gin's Recovery got %v, want the handler's panic", rec)
+					select {
+					case rec := <-recovered:
+						if rec != "late boom" {
+							t.Errorf("gin's Recovery got %v, want the handler's panic", rec)
+						}
+					case <-time.After(10 * time.Second):
+						t.Fatal("gin's Recovery never got the panic after the 504")
 					}
 				}
 				waitIdle(t, mw) // the permit came back, panic or not
@@ -381,4 +386,99 @@ func TestRejectionAbortsChain(t *testing.T) {
 			t.Errorf("c.Errors seen by the outer middleware: %v, want the 503's and the 429's rejections", seen)
 		}
 	})
+}
+
+// TestOuterMiddlewareAfterThe504: once the chain returns after a 504 (at
+// the adapter's timeout, or at an upstream deadline under a custom
+// pipeline), the middleware further out than the adapter sees the
+// response as sent (status 504, written, the 504's size, as gin's Logger
+// reads it), and whatever it writes then (c.String, c.Writer.Write, a
+// flush) is dropped with http.ErrHandlerTimeout and a hijack is refused:
+// the client gets the 504 alone, and net/http logs nothing.
+func TestOuterMiddlewareAfterThe504(t *testing.T) {
+	limiter, err := resilience.NewConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{PermitLimit: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipeline, err := resilience.NewBuilder[struct{}]().AddStrategy(limiter).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	setups := []struct {
+		name     string
+		opts     inbound.Options
+		upstream time.Duration // a deadline set by the outer middleware
+		cause    error         // the 504's
+	}{
+		{"timeout", inbound.Options{Timeout: 30 * time.Millisecond}, 0, &resilience.TimeoutRejectedError{}},
+		{"pipeline under an upstream deadline", inbound.Options{Pipeline: pipeline}, 30 * time.Millisecond, context.DeadlineExceeded},
+	}
+	for _, su := range setups {
+		t.Run(su.name, func(t *testing.T) {
+			forFallback(t, func(t *testing.T, fallback bool) {
+				testOuterAfter504(t, fallback, su.opts, su.upstream, su.cause)
+			})
+		})
+	}
+}
+
+func testOuterAfter504(t *testing.T, fallback bool, opts inbound.Options, upstream time.Duration, cause error) {
+	mw, err := resiliencegin.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type seen struct {
+		status, size        int
+		written             bool
+		writeErr, hijackErr error
+		errs                []string
+	}
+	got := make(chan seen, 1)
+	e := gin.New()
+	e.ContextWithFallback = fallback
+	e.Use(func(c *gin.Context) {
+		if upstream > 0 {
+			ctx, cancel := context.WithTimeout(c.Request.Context(), upstream)
+			defer cancel()
+			c.Request = c.Request.WithContext(ctx)
+		}
+		c.Next()
+		var s seen
+		s.status, s.size, s.written = c.Writer.Status(), c.Writer.Size(), c.Writer.Written()
+		c.String(http.StatusInternalServerError, "outer")
+		_, s.writeErr = c.Writer.Write([]byte("more"))
+		c.Writer.Flush()
+		if conn, _, err := c.Writer.Hijack(); err == nil {
+			conn.Close()
+		} else {
+			s.hijackErr = err
+		}
+		s.errs = c.Errors.Errors()
+		got <- s
+	})
+	e.Use(mw.Handler)
+	e.GET("/", func(c *gin.Context) { <-c.Request.Context().Done() })
+	ts := serveGin(t, e)
+	resp, ok := mw.Inbound().Render(cause)
+	if !ok {
+		t.Fatal("no 504 rendered")
+	}
+	want504 := string(resp.Body)
+	if code, body, _ := ts.get(t, "/"); code != http.StatusGatewayTimeout || body != want504 {
+		t.Errorf("got %d %q, want 504 %q", code, body, want504)
+	}
+	s := <-got
+	if s.status != http.StatusGatewayTimeout || !s.written || s.size != len(want504) {
+		t.Errorf("outer middleware saw status %d, written %v, size %d; want 504, true, %d", s.status, s.written, s.size, len(want504))
+	}
+	if !errors.Is(s.writeErr, http.ErrHandlerTimeout) || !errors.Is(s.hijackErr, http.ErrHandlerTimeout) {
+		t.Errorf("after the 504: Write returned %v, Hijack %v; want http.ErrHandlerTimeout", s.writeErr, s.hijackErr)
+	}
+	if len(s.errs) != 1 || s.errs[0] != http.ErrHandlerTimeout.Error() {
+		t.Errorf("c.Errors after the outer c.String: %q, want its write's http.ErrHandlerTimeout", s.errs)
+	}
+	waitIdle(t, mw)
+	if l := ts.log.String(); l != "" {
+		t.Errorf("server log: %s", l)
+	}
 }

@@ -2,7 +2,6 @@ package resiliencegin
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -11,7 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 // responseWriter is c.Writer while the chain behind the middleware runs.
@@ -34,12 +33,11 @@ import (
 type responseWriter struct {
 	w    http.ResponseWriter // the inbound middleware's writer
 	orig gin.ResponseWriter  // c.Writer before the middleware
-	ctx  context.Context     // the handler's context, to see whether its deadline was answered
 
-	status int
-	size   int  // -1: nothing written, as gin counts
-	timed  bool // w is the inbound middleware's timed writer, which answers deadlines
-	sealed bool
+	status  int
+	initial int // gin's status when the wrapper was installed
+	size    int // -1: nothing written, as gin counts
+	sealed  bool
 }
 
 // writers recycles the per-request wrappers. A wrapper goes back only when
@@ -72,11 +70,23 @@ func (w *responseWriter) WriteHeaderNow() {
 	}
 }
 
+// startBody is WriteHeaderNow for a write: an implicit 200 is left to the
+// write itself, as net/http allows, which spares the inbound writer a
+// step.
+func (w *responseWriter) startBody() {
+	if !w.Written() {
+		w.size = 0
+		if w.status != http.StatusOK {
+			w.w.WriteHeader(w.status)
+		}
+	}
+}
+
 func (w *responseWriter) Write(p []byte) (int, error) {
 	if w.sealed {
 		return 0, http.ErrHandlerTimeout
 	}
-	w.WriteHeaderNow()
+	w.startBody()
 	n, err := w.w.Write(p)
 	w.size += n
 	return n, err
@@ -86,7 +96,7 @@ func (w *responseWriter) WriteString(s string) (int, error) {
 	if w.sealed {
 		return 0, http.ErrHandlerTimeout
 	}
-	w.WriteHeaderNow()
+	w.startBody()
 	n, err := io.WriteString(w.w, s)
 	w.size += n
 	return n, err
@@ -145,33 +155,37 @@ func (w *responseWriter) Pusher() http.Pusher {
 // through it the connection's deadlines).
 func (w *responseWriter) Unwrap() http.ResponseWriter { return w.w }
 
-// answered reports whether the request's deadline passed while its
-// response was open or committed: the inbound writer then sent the 504 (or
-// cut the committed response), and nothing may be written any more.
-func (w *responseWriter) answered() bool {
-	if !w.timed || w.ctx.Err() == nil {
-		return false
-	}
-	cause := context.Cause(w.ctx)
-	return errors.Is(cause, resilience.ErrTimeoutRejected) || errors.Is(cause, context.DeadlineExceeded)
-}
+// answered reports whether the inbound middleware answered the request at
+// its deadline (it sent the 504, or cut the committed response): nothing
+// may be written any more.
+func (w *responseWriter) answered() bool { return inbound.Answered(w.w) }
 
 // install puts w in c.Writer, in front of gin's writer, before the
 // inbound middleware runs. gin's writer is read here, while no deadline is
 // armed that could write to it.
-// It returns gin's writer. timed says whether the inbound middleware will
-// give the chain its timed writer (with a timeout or a custom pipeline);
-// otherwise a deadline passing is the handler's to answer.
-func (w *responseWriter) install(c *gin.Context, timed bool) gin.ResponseWriter {
-	w.orig, w.timed = c.Writer, timed
+// It returns gin's writer.
+func (w *responseWriter) install(c *gin.Context) gin.ResponseWriter {
+	w.orig = c.Writer
 	w.status, w.size = w.orig.Status(), noWritten
+	w.initial = w.status
 	c.Writer = w
 	return w.orig
 }
 
+// passStatus runs when the chain has returned: a status it set without
+// writing (c.Status), which gin sends when the chain returns, goes to the
+// inbound writer too, which holds it as gin does, so that the inbound
+// middleware judges the request by it (the adaptive limiter ignores a
+// 4xx). gin's writer is not read here: the deadline may be writing it.
+func (w *responseWriter) passStatus() {
+	if !w.sealed && !w.Written() && w.status != w.initial {
+		w.w.WriteHeader(w.status)
+	}
+}
+
 // start makes iw the writer the chain writes through.
-func (w *responseWriter) start(iw http.ResponseWriter, ctx context.Context) {
-	w.w, w.ctx = iw, ctx
+func (w *responseWriter) start(iw http.ResponseWriter) {
+	w.w = iw
 }
 
 // finish runs on the request's goroutine once the inbound middleware has

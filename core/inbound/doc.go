@@ -198,6 +198,10 @@
 // them in its own context object and calls its next handler. Rejections
 // before the handler (429, 503) are returned for the adapter to render;
 // once the handler ran, the response is sent and Serve returns nil.
+// Answered then tells, from the writer the Continue got, whether that
+// response is the middleware's own answer at the deadline, for a
+// framework that keeps its own view of the response (gin's writer,
+// echo's Committed) and must not write a second one.
 //
 // ExecuteTimed runs the handler on a goroutine of its own when a deadline
 // can end it and returns at the deadline with a *resilience.TimeoutRejectedError

@@ -9,16 +9,45 @@ import (
 	resilience "github.com/ylcnfrht/resilience/core"
 )
 
-// Handler's shortcut for a fixed limiter alone keeps dispatch's rules: a
-// panic propagates with its value after the permit is returned, a request
-// whose context already ended never reaches the handler, and after Drain
-// a free permit admits nobody.
+// The shortcut for a fixed limiter alone, in Handler and in Serve, keeps
+// dispatch's rules: a panic propagates with its value after the permit is
+// returned, a request whose context already ended never reaches the
+// handler, and after Drain a free permit admits nobody.
 func TestLimiterOnlyFastPathKeepsTheRules(t *testing.T) {
 	opts := Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 2}}
+	entries := []struct {
+		name string
+		wrap func(m *Middleware, h http.Handler) http.Handler
+	}{
+		{"Handler", (*Middleware).Handler},
+		{"Serve", serveAsHandler},
+	}
+	for _, e := range entries {
+		t.Run(e.name, func(t *testing.T) { testFastPathRules(t, opts, e.wrap) })
+	}
+}
 
+// serveAsHandler is h behind Serve, the way an adapter of a framework on
+// net/http uses it: a rejection rendered with RenderServe, a gone client's
+// connection aborted.
+func serveAsHandler(m *Middleware, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err := m.Serve(w, r, nil, func(w http.ResponseWriter, r *http.Request, _ any) { h.ServeHTTP(w, r) })
+		if err == nil {
+			return
+		}
+		resp, ok := m.RenderServe(w, r, err)
+		if !ok {
+			panic(http.ErrAbortHandler)
+		}
+		writeResponse(w, resp)
+	})
+}
+
+func testFastPathRules(t *testing.T, opts Options, wrap func(*Middleware, http.Handler) http.Handler) {
 	t.Run("panic frees the permit", func(t *testing.T) {
 		m := mustNew(t, opts)
-		h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
+		h := wrap(m, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
 		var got any
 		func() {
 			defer func() { got = recover() }()
@@ -35,7 +64,7 @@ func TestLimiterOnlyFastPathKeepsTheRules(t *testing.T) {
 	t.Run("ended context is not run", func(t *testing.T) {
 		m := mustNew(t, opts)
 		ran := false
-		h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true }))
+		h := wrap(m, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true }))
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		func() {
@@ -56,7 +85,7 @@ func TestLimiterOnlyFastPathKeepsTheRules(t *testing.T) {
 			t.Fatal(err)
 		}
 		ran := false
-		h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true }))
+		h := wrap(m, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true }))
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
 		if ran || w.Code != http.StatusServiceUnavailable {

@@ -31,8 +31,8 @@ type Middleware struct {
 	pipeline *resilience.Pipeline[struct{}]
 	gate     gate // the concurrency stage; nil without one
 	// plain is the fixed limiter when it is the only stage (no rate
-	// limit or timeout): Handler takes a free permit from it directly,
-	// without building a call for dispatch.
+	// limit or timeout): Handler and Serve take a free permit from it
+	// directly, without building a call for dispatch.
 	plain *resilience.ConcurrencyLimiter
 
 	// queueView: a request that does not find a free permit needs the
@@ -214,6 +214,13 @@ func (m *Middleware) Serve(w http.ResponseWriter, r *http.Request, raw any, next
 	}
 	if raw == nil {
 		raw = r
+	}
+	if l := m.plain; l != nil && !m.draining.Load() && r.Context().Err() == nil && l.TryAcquire() {
+		// Handler's shortcut: what dispatch does for it (runHeld, then an
+		// untimed runHTTP), without building a call.
+		defer l.Release()
+		next(w, r, raw)
+		return nil
 	}
 	c := call{ctx: r.Context(), raw: raw, w: w, r: r, cont: next}
 	return m.dispatch(&c)

@@ -77,13 +77,14 @@ type timeoutWriter struct {
 	h          http.Header // the handler's fields until commit; nil until asked for
 	hcommitted bool        // the handler committed (mirrors state for the handler)
 
-	mu     sync.Mutex
-	state  writerState
-	late   bool     // counted in Middleware.late
-	code   int16    // status held, not sent yet (0: none)
-	status int16    // the handler's status once committed (200 if implicit)
-	body   *[]byte  // body held, not sent yet (nil: none)
-	copied []string // fields copied to w before the commit (1xx, a held status), removed by the 504
+	mu       sync.Mutex
+	state    writerState
+	answered bool     // the deadline answered: the 504 sent, or the committed response cut
+	late     bool     // counted in Middleware.late
+	code     int16    // status held, not sent yet (0: none)
+	status   int16    // the handler's status once committed (200 if implicit)
+	body     *[]byte  // body held, not sent yet (nil: none)
+	copied   []string // fields copied to w before the commit (1xx, a held status), removed by the 504
 }
 
 // Header returns the handler's header map: private until the response is
@@ -348,6 +349,7 @@ func (tw *timeoutWriter) expireLocked() bool {
 	default:
 		return false
 	}
+	tw.answered = true
 	// Release a handler blocked reading the request body.
 	_ = http.NewResponseController(tw.w).SetReadDeadline(time.Now())
 	return true
