@@ -2,7 +2,7 @@
 // service can take, over loopback, once per limiter configuration (mode),
 // and shows what the clients got. No external service is needed.
 //
-//	go run ./examples/overload                      # overload scenario, about a minute
+//	go run ./examples/overload                      # overload scenario, about a minute and a half
 //	go run ./examples/overload -scenario priority   # or step, cpu
 //	go run ./examples/overload -modes all -rate 1000 -json out.json
 //
@@ -14,7 +14,7 @@
 // path of an SVG chart of goodput and p99 latency over time.
 //
 // Scenarios (-scenario): overload, 800 req/s against 100 slots × 200 ms
-// (500 req/s) for 15 s; priority, 1000 req/s with 30 % high priority;
+// (500 req/s) for 20 s; priority, 1000 req/s with 30 % high priority;
 // step, 600 req/s while the slots go 100 → 50 at 10 s → 100 at 20 s;
 // cpu, 1.6 × the measured capacity of CPU-bound work (about 2 ms of
 // SHA-256 per request) served by a child process. Every other flag

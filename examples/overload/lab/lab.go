@@ -185,7 +185,7 @@ func Preset(name string) (Config, error) {
 	}
 	switch name {
 	case "overload":
-		c.Rate, c.Duration = 800, 15*time.Second
+		c.Rate, c.Duration = 800, 20*time.Second
 	case "priority":
 		c.Rate, c.Duration, c.High = 1000, 15*time.Second, 0.3
 		c.Knobs.Prioritized = true
