@@ -188,8 +188,11 @@ func TestViewValuesKept(t *testing.T) {
 }
 
 // TestRoute: the route a key function sees is fiber's route pattern in the
-// neutral format when the middleware is part of the route; under app.Use
-// fiber has not chosen the route yet and it is "".
+// neutral format (chi's: "{name}" for a parameter, "*" for a wildcard)
+// when the middleware is part of the route, read as fiber's own parser
+// reads it: parameters inside a segment, constraints, the optional mark,
+// escapes; under app.Use or a Group fiber has not chosen the route yet and
+// it is "".
 func TestRoute(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]string{}
@@ -214,15 +217,32 @@ func TestRoute(t *testing.T) {
 	app.Get("/files/*", mw.Handler, ok)
 	app.Get("/opt/:name?", mw.Handler, ok)
 	app.Get("/num/:n<int>", mw.Handler, ok)
+	app.Get("/flights/:from-:to", mw.Handler, ok)
+	app.Get("/dl/:file.:ext", mw.Handler, ok)
+	app.Get("/shop/color::color", mw.Handler, ok)
+	app.Get("/rpc/name\\:verb", mw.Handler, ok)
+	app.Get("/two/*/and/+", mw.Handler, ok)
+	app.Get("/re/:code<regex(a-[0-9]+)>/x", mw.Handler, ok)
+	app.Get("/range/:n<range(1,5)>?", mw.Handler, ok)
+	grouped := app.Group("/v2")
+	grouped.Get("/items/:id", mw.Handler, ok) // in the route, under a prefix
 	api := app.Group("/api", mw.Handler)
 	api.Get("/items/:id", ok)
 	url := serve(t, app)
 	for path, want := range map[string]string{
-		"/users/42":      "/users/{id}",
-		"/files/a/b.css": "/files/*",
-		"/opt/x":         "/opt/{name}",
-		"/num/7":         "/num/{n}",
-		"/api/items/9":   "", // group middleware: the route is not chosen yet
+		"/users/42":        "/users/{id}",
+		"/files/a/b.css":   "/files/*",
+		"/opt/x":           "/opt/{name}",
+		"/num/7":           "/num/{n}",
+		"/flights/LAX-SFO": "/flights/{from}-{to}",
+		"/dl/a.txt":        "/dl/{file}.{ext}",
+		"/shop/color:blue": "/shop/color:{color}",
+		"/rpc/name:verb":   "/rpc/name:verb",
+		"/two/a/and/b":     "/two/*/and/*",
+		"/re/a-12/x":       "/re/{code}/x",
+		"/range/3":         "/range/{n}",
+		"/v2/items/5":      "/v2/items/{id}",
+		"/api/items/9":     "", // group middleware: the route is not chosen yet
 	} {
 		resp, err := http.Get(url + path)
 		if err != nil {
