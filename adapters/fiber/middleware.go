@@ -92,6 +92,9 @@ type call struct {
 	ran    bool
 	err    error // what c.Next returned
 	slot   *slot // OnTimeHandler's, or nil
+	// head says the request is a HEAD, read before the deadline can
+	// fire: the 504 built aside must then have no body.
+	head bool
 	// rate holds the RateLimit fields of the response for the 504 that
 	// expire builds on the deadline's goroutine.
 	rate atomic.Pointer[[]headerField]
@@ -151,7 +154,7 @@ func (m *Middleware) Handler(c *fiber.Ctx) error {
 	var err error
 	if s := slotOf(c); s != nil {
 		x = newCall()
-		x.m, x.c, x.parent, x.slot = m, c, c.UserContext(), s
+		x.m, x.c, x.parent, x.slot, x.head = m, c, c.UserContext(), s, c.Context().IsHead()
 		err = m.in.ExecuteInPlace(x.parent, c, x.run, x.expired)
 	} else {
 		x = calls.Get().(*call)

@@ -572,3 +572,36 @@ func TestCancelledContextGetsNoResponse(t *testing.T) {
 		t.Errorf("got a response (%d) for a cancelled request; want the connection closed without one", resp.StatusCode)
 	}
 }
+
+// TestOnTime504Head: the 504 ServeOnTime sends at the deadline to a HEAD
+// request has no body, as every HEAD response (and net/http's 504): the
+// connection carries the status and header fields, then closes. fasthttp
+// sends the response given to TimeoutErrorWithResponse on a fresh
+// RequestCtx that does not know the request was a HEAD, so the middleware
+// must say so.
+func TestOnTime504Head(t *testing.T) {
+	mw, err := resiliencefiber.New(inbound.Options{Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	defer close(hold)
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/slow", mw.Handler, func(c *fiber.Ctx) error {
+		<-hold // ignores its deadline
+		return c.SendString("late")
+	})
+	resiliencefiber.ServeOnTime(app)
+	conn := dial(t, serve(t, app))
+	if _, err := io.WriteString(conn.c, "HEAD /slow HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(conn.br) // the 504 closes the connection
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, rest, ok := strings.Cut(string(raw), "\r\n\r\n")
+	if !ok || !strings.HasPrefix(head, "HTTP/1.1 504 ") || rest != "" {
+		t.Errorf("answer to HEAD at the deadline: %q; want a 504 status line and header fields, then nothing", raw)
+	}
+}

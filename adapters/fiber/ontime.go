@@ -126,6 +126,9 @@ func (x *call) expire(cause error) {
 		return
 	}
 	r := timeoutResponse(resp)
+	// fasthttp sends r on a fresh RequestCtx, which no longer knows the
+	// request was a HEAD.
+	r.SkipBody = x.head
 	if fs := x.rate.Load(); fs != nil {
 		for _, f := range *fs {
 			r.Header.Set(f.name, f.value)
