@@ -75,7 +75,21 @@
 // ErrorHandler receives a *Rejection instead: errors.As finds in it a
 // *fiber.Error with the status and the inbound cause (for example a
 // *resilience.BulkheadRejectedError), and Rejection.Send writes the default
-// response. An error returned by the handler passes through unchanged.
+// response. The response's header fields but Content-Type (Retry-After,
+// the RateLimit fields) are set before the ErrorHandler runs, so they
+// reach the client whatever body it writes. An error returned by the
+// handler passes through unchanged.
+//
+// Two cases where the ErrorHandler does not decide: with ServeOnTime the
+// 504 at the deadline leaves while the handler runs, so it is the default
+// one (or Options.Render's); the ErrorHandler still receives the
+// *Rejection when the handler returns, and what it writes then is
+// discarded. And under app.Mount the middleware asks the root app (the one
+// serving the request) whether its ErrorHandler is fiber's default: if it
+// is, rejections are written as the default response even in a mounted
+// app with an ErrorHandler of its own; give the root app an ErrorHandler
+// (one that Sends a *Rejection, say) and fiber passes rejections on to the
+// mounted app's.
 //
 // # Panics
 //

@@ -605,3 +605,185 @@ func TestOnTime504Head(t *testing.T) {
 		t.Errorf("answer to HEAD at the deadline: %q; want a 504 status line and header fields, then nothing", raw)
 	}
 }
+
+// TestCustomErrorHandlerKeepsRejectionFields: an ErrorHandler of the app's
+// own that writes its own body (here fiber's DefaultErrorHandler behind a
+// wrapper, as a logging one would be) still sends the rejection's status
+// with the fields a client needs to come back: Retry-After and the
+// RateLimit fields of a 429, as net/http's. The body and its Content-Type
+// are the handler's.
+func TestCustomErrorHandlerKeepsRejectionFields(t *testing.T) {
+	in, err := inbound.New(rejectionOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, hold := make(chan struct{}), make(chan struct{})
+	ref := httptest.NewServer(in.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			entered <- struct{}{}
+			<-hold
+		}
+		_, _ = io.WriteString(w, "ok")
+	})))
+	defer ref.Close()
+	defer http.DefaultClient.CloseIdleConnections()
+	_, want := rejections(t, ref.URL, entered, hold)
+
+	mw, err := resiliencefiber.New(rejectionOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	handled := make(chan error, 2)
+	app := fiber.New(fiber.Config{
+		DisableStartupMessage: true,
+		ErrorHandler: func(c *fiber.Ctx, err error) error {
+			handled <- err
+			return fiber.DefaultErrorHandler(c, err)
+		},
+	})
+	app.Use(mw.Handler)
+	app.Get("/hold", func(c *fiber.Ctx) error {
+		entered <- struct{}{}
+		<-hold
+		return c.SendString("ok")
+	})
+	app.Get("/x", func(c *fiber.Ctx) error { return c.SendString("ok") })
+	full, got := rejections(t, serve(t, app), entered, hold)
+	if got.status != 429 || got.body != "Too Many Requests" || !strings.HasPrefix(got.header.Get("Content-Type"), "text/plain") {
+		t.Errorf("429 through the app's ErrorHandler: %+v; want its text/plain body", got)
+	}
+	if want.header.Get("Retry-After") == "" || want.header.Get("Ratelimit-Limit") == "" {
+		t.Fatalf("net/http's 429 lacks the fields this test compares: %v", want.header)
+	}
+	for k := range want.header {
+		switch k {
+		case "Content-Type", "Content-Length", "Date": // the body's, the server's
+		case "Retry-After", "Ratelimit-Reset": // seconds that may have passed between the runs
+			if got.header.Get(k) == "" {
+				t.Errorf("429 through the app's ErrorHandler lacks %s (net/http's %q)", k, want.header.Get(k))
+			}
+		default:
+			if fmt.Sprint(got.header[k]) != fmt.Sprint(want.header[k]) {
+				t.Errorf("429 through the app's ErrorHandler: %s %q, net/http's %q", k, got.header[k], want.header[k])
+			}
+		}
+	}
+	if full.status != 503 {
+		t.Errorf("503 through the app's ErrorHandler: %+v", full)
+	}
+	for range 2 {
+		var rl *resilience.RateLimitRejectedError
+		var bulk *resilience.BulkheadRejectedError
+		if err := <-handled; !errors.As(err, &rl) && !errors.As(err, &bulk) {
+			t.Errorf("the ErrorHandler got %v, want the typed rejection", err)
+		}
+	}
+}
+
+// TestCustomErrorHandlerTimeout: an app's own ErrorHandler receives the
+// 504's *resiliencefiber.Rejection too. Without ServeOnTime the client
+// gets what it answers, once the handler returns. With ServeOnTime the
+// client's 504 leaves at the deadline, while the handler still runs, so
+// it is the default one; the ErrorHandler still gets the rejection when
+// the handler returns, and what it writes then goes nowhere.
+func TestCustomErrorHandlerTimeout(t *testing.T) {
+	for _, onTime := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ServeOnTime=%v", onTime), func(t *testing.T) {
+			mw, err := resiliencefiber.New(inbound.Options{Timeout: 50 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			handled := make(chan error, 1)
+			app := fiber.New(fiber.Config{
+				DisableStartupMessage: true,
+				ErrorHandler: func(c *fiber.Ctx, err error) error {
+					handled <- err
+					return c.Status(fiber.StatusGatewayTimeout).SendString("the app's own 504")
+				},
+			})
+			hold := make(chan struct{})
+			app.Get("/slow", mw.Handler, func(c *fiber.Ctx) error {
+				<-c.UserContext().Done()
+				<-hold // runs on past its deadline
+				return c.UserContext().Err()
+			})
+			if onTime {
+				resiliencefiber.ServeOnTime(app)
+			}
+			url := serve(t, app)
+			defer http.DefaultClient.CloseIdleConnections()
+			answered := make(chan answer, 1)
+			go func() { answered <- get(t, url+"/slow", nil) }()
+			var a answer
+			if onTime {
+				select {
+				case a = <-answered: // at the deadline, the handler held
+				case <-time.After(10 * time.Second): // a bound for a broken build, not a timing check
+					close(hold)
+					t.Fatal("no answer while the handler ran past its deadline")
+				}
+				close(hold)
+			} else {
+				close(hold)
+				a = <-answered
+			}
+			want := "the app's own 504"
+			if onTime {
+				want = `{"statusCode":504,"error":"Gateway Timeout","message":"The request took too long to process.","code":"TIMEOUT"}`
+			}
+			if a.status != 504 || a.body != want {
+				t.Errorf("answer: %d %q, want 504 %q", a.status, a.body, want)
+			}
+			var te *resilience.TimeoutRejectedError
+			var fe *fiber.Error
+			if err := <-handled; !errors.As(err, &te) || !errors.As(err, &fe) || fe.Code != 504 {
+				t.Errorf("the ErrorHandler got %v, want the 504 rejection", err)
+			}
+		})
+	}
+}
+
+// TestMountedErrorHandler pins what app.Mount does: fiber hands an error to
+// the ErrorHandler of the mounted app it happened in, but the middleware
+// asks the app serving the request (c.App(), the root) whether the
+// ErrorHandler is fiber's default, as it must before returning the error.
+// So with the default one at the root, a rejection in a mounted app is
+// written as the JSON default, and the mounted app's own ErrorHandler sees
+// only the handlers' errors; giving the root an ErrorHandler of its own
+// lets fiber route the rejection to the mounted one.
+func TestMountedErrorHandler(t *testing.T) {
+	for _, rootHandler := range []bool{false, true} {
+		t.Run(fmt.Sprintf("root ErrorHandler=%v", rootHandler), func(t *testing.T) {
+			mw, err := resiliencefiber.New(inbound.Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 1, Window: time.Hour}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sub := fiber.New(fiber.Config{ErrorHandler: func(c *fiber.Ctx, err error) error {
+				return c.Status(fiber.StatusTeapot).SendString("sub: " + err.Error())
+			}})
+			sub.Get("/x", mw.Handler, func(c *fiber.Ctx) error { return c.SendString("ok") })
+			sub.Get("/fails", func(c *fiber.Ctx) error { return errors.New("handler error") })
+			cfg := fiber.Config{DisableStartupMessage: true}
+			if rootHandler {
+				cfg.ErrorHandler = func(c *fiber.Ctx, err error) error { return fiber.DefaultErrorHandler(c, err) }
+			}
+			app := fiber.New(cfg)
+			app.Mount("/sub", sub)
+			url := serve(t, app)
+			defer http.DefaultClient.CloseIdleConnections()
+			if a := get(t, url+"/sub/x", nil); a.status != 200 {
+				t.Fatalf("first request: %+v", a)
+			}
+			a := get(t, url+"/sub/x", nil)
+			if rootHandler && (a.status != fiber.StatusTeapot || a.body != "sub: Too Many Requests" || a.header.Get("Retry-After") == "") {
+				t.Errorf("429 in the mounted app, root with an ErrorHandler: %+v; want the mounted app's answer with Retry-After", a)
+			}
+			if !rootHandler && (a.status != 429 || !strings.Contains(a.body, `"code":"RATE_LIMITED"`)) {
+				t.Errorf("429 in the mounted app, root with fiber's default: %+v; want the JSON default", a)
+			}
+			if a := get(t, url+"/sub/fails", nil); a.status != fiber.StatusTeapot {
+				t.Errorf("a handler's error in the mounted app: %+v; want its ErrorHandler's answer", a)
+			}
+		})
+	}
+}
