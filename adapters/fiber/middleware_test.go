@@ -150,20 +150,47 @@ func TestRateLimitKeyCopied(t *testing.T) {
 	})
 }
 
-// TestViewValuesKept: what a key or priority function reads from the
-// view (method, path, header values) and keeps stays as it was after later
-// requests on the connection reuse fasthttp's buffers.
+// viewValues are the strings a function read from the request view, kept
+// as they were returned (no concatenation, which would copy them).
+type viewValues struct{ method, path, get, value string }
+
+func keepView(ctx context.Context) viewValues {
+	v, _ := inbound.RequestFrom(ctx)
+	vs := v.Header.Values("X-Tenant")
+	if len(vs) == 0 {
+		vs = []string{""}
+	}
+	return viewValues{v.Method, v.Path, v.Header.Get("X-Tenant"), vs[0]}
+}
+
+// TestViewValuesKept: what a key function and a priority function read
+// from the view (method, path, header values) and keep stays as it was
+// after later requests on the same connection reuse fasthttp's buffers.
+// Each round, connection A holds the only permit so that connection B's
+// request queues and the priority function runs; B's three requests are
+// served by one RequestCtx, with values of equal length, so a string left
+// pointing into its buffers would read as a later request's.
 func TestViewValuesKept(t *testing.T) {
 	var mu sync.Mutex
-	var saved []string
+	var keyed, prioritized []viewValues
 	mw, err := resiliencefiber.New(inbound.Options{
+		Concurrency: &resilience.ConcurrencyLimiterOptions{
+			PermitLimit: 1, QueueLimit: 10, QueueTimeout: time.Minute,
+			Priority: func(ctx context.Context) int {
+				mu.Lock()
+				prioritized = append(prioritized, keepView(ctx))
+				mu.Unlock()
+				return 0
+			},
+		},
 		RateLimit: &resilience.RateLimiterOptions{
 			PermitLimit: 1000, Window: time.Hour,
 			Key: func(ctx context.Context) string {
-				v, _ := inbound.RequestFrom(ctx)
-				mu.Lock()
-				saved = append(saved, v.Method+" "+v.Path+" "+v.Header.Get("X-Tenant")+" "+strings.Join(v.Header.Values("X-Tenant"), ","))
-				mu.Unlock()
+				if v, _ := inbound.RequestFrom(ctx); v.Path != "/hold" {
+					mu.Lock()
+					keyed = append(keyed, keepView(ctx))
+					mu.Unlock()
+				}
 				return "k"
 			},
 		},
@@ -171,20 +198,66 @@ func TestViewValuesKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	methods := []string{"ALPHA", "BRAVO", "CHAIN"} // not fiber's constants: the view copies them
+	app := fiber.New(fiber.Config{DisableStartupMessage: true, RequestMethods: append(fiber.DefaultMethods, methods...)})
+	entered, hold := make(chan struct{}), make(chan struct{})
 	app.Use(mw.Handler)
-	app.All("/*", func(c *fiber.Ctx) error { return c.SendString("ok") })
-	conn := dial(t, serve(t, app))
-	var want []string
-	for _, tenant := range []string{"aaaa", "bbbb", "cccc"} {
-		conn.get("/items/"+tenant, map[string]string{"X-Tenant": tenant})
-		want = append(want, "GET /items/"+tenant+" "+tenant+" "+tenant)
+	app.Get("/hold", func(c *fiber.Ctx) error {
+		entered <- struct{}{}
+		<-hold
+		return c.SendString("ok")
+	})
+	app.All("/items/*", func(c *fiber.Ctx) error { return c.SendString("ok") })
+	url := serve(t, app)
+	a, b := dial(t, url), dial(t, url)
+	var want []viewValues
+	for i, tenant := range []string{"aaaa", "bbbb", "cccc"} {
+		held := make(chan error, 1)
+		go func() { held <- a.send("GET", "/hold", "") }()
+		<-entered
+		queued := make(chan error, 1)
+		go func() { queued <- b.send(methods[i], "/items/"+tenant, "X-Tenant: "+tenant+"\r\n") }()
+		for deadline := time.Now().Add(10 * time.Second); mw.Stats().Queued != 1; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: B's request never queued", i)
+			}
+		}
+		hold <- struct{}{}
+		for _, ch := range []chan error{held, queued} {
+			if err := <-ch; err != nil {
+				t.Fatalf("round %d: %v", i, err)
+			}
+		}
+		want = append(want, viewValues{methods[i], "/items/" + tenant, tenant, tenant})
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if fmt.Sprint(saved) != fmt.Sprint(want) {
-		t.Errorf("values kept from the view: %q, want %q", saved, want)
+	if fmt.Sprint(keyed) != fmt.Sprint(want) {
+		t.Errorf("values the key function kept: %q, want %q", keyed, want)
 	}
+	if fmt.Sprint(prioritized) != fmt.Sprint(want) {
+		t.Errorf("values the priority function kept: %q, want %q", prioritized, want)
+	}
+}
+
+// send writes a request byte for byte and reads a 200 answer; it reports
+// instead of failing the test, so that it may run on another goroutine.
+func (rc *rawConn) send(method, path, headerLines string) error {
+	if _, err := io.WriteString(rc.c, method+" "+path+" HTTP/1.1\r\nHost: x\r\n"+headerLines+"\r\n"); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(rc.br, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %d", method, path, resp.StatusCode)
+	}
+	return nil
 }
 
 // TestRoute: the route a key function sees is fiber's route pattern in the
