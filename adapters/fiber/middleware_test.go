@@ -860,3 +860,38 @@ func TestMountedErrorHandler(t *testing.T) {
 		})
 	}
 }
+
+// TestOnTime504KeepsItsRateFields: the RateLimit fields the 504 at the
+// deadline repeats are copies taken when the request was admitted, not
+// views of the response's header buffers, which the handler may reuse
+// while it runs on (here: it resets its response and sets fields of its
+// own). The 504 carries the admitted request's values, and none of the
+// handler's.
+func TestOnTime504KeepsItsRateFields(t *testing.T) {
+	mw, err := resiliencefiber.New(inbound.Options{
+		Timeout:   50 * time.Millisecond,
+		RateLimit: &resilience.RateLimiterOptions{PermitLimit: 10, Window: time.Hour},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	defer close(hold)
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/slow", mw.Handler, func(c *fiber.Ctx) error {
+		c.Response().Header.Reset()
+		for _, f := range []string{"X-One", "X-Two", "X-Three", "X-Four", "X-Five"} {
+			c.Set(f, "z") // short: it fits in the buffers the RateLimit values had
+		}
+		<-hold // ignores its deadline
+		return nil
+	})
+	resiliencefiber.ServeOnTime(app)
+	url := serve(t, app)
+	defer http.DefaultClient.CloseIdleConnections()
+	a := get(t, url+"/slow", nil)
+	if a.status != 504 || a.header.Get("Ratelimit-Limit") != "10" || a.header.Get("Ratelimit-Remaining") != "9" ||
+		a.header.Get("Ratelimit-Reset") != "3600" || a.header.Get("X-One") != "" {
+		t.Errorf("504 at the deadline: %d %v; want RateLimit-Limit 10, Remaining 9, Reset 3600 and none of the handler's fields", a.status, a.header)
+	}
+}
