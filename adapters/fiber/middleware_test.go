@@ -895,3 +895,66 @@ func TestOnTime504KeepsItsRateFields(t *testing.T) {
 		t.Errorf("504 at the deadline: %d %v; want RateLimit-Limit 10, Remaining 9, Reset 3600 and none of the handler's fields", a.status, a.header)
 	}
 }
+
+// TestOnTimeStreamedBody: with fiber's StreamRequestBody, a request's body
+// is read from the connection while the handler runs, so ServeOnTime
+// leaves such requests to the middleware alone (see
+// TestOnTimeHandlerLeavesStreamedBodies): a handler that reads its body
+// after the deadline still reads all of it, and its client gets the 504
+// when it returns.
+func TestOnTimeStreamedBody(t *testing.T) {
+	mw, err := resiliencefiber.New(inbound.Options{Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := strings.Repeat("0123456789abcdef", 64<<10/16) // beyond fasthttp's 4 KiB read buffer
+	read := make(chan string, 1)
+	app := fiber.New(fiber.Config{DisableStartupMessage: true, StreamRequestBody: true})
+	app.Post("/upload", mw.Handler, func(c *fiber.Ctx) error {
+		<-c.UserContext().Done() // past the deadline before it reads
+		b, err := io.ReadAll(c.Context().RequestBodyStream())
+		if err != nil {
+			read <- "error: " + err.Error()
+		} else {
+			read <- string(b)
+		}
+		return nil
+	})
+	resiliencefiber.ServeOnTime(app)
+	url := serve(t, app)
+	defer http.DefaultClient.CloseIdleConnections()
+	resp, err := http.Post(url+"/upload", "application/octet-stream", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readBody(t, resp)
+	if b := <-read; b != body {
+		t.Errorf("the handler read %d bytes of its body after the deadline (%.40q…), want all %d", len(b), b, len(body))
+	}
+	if resp.StatusCode != 504 || !strings.Contains(got, `"code":"TIMEOUT"`) {
+		t.Errorf("answer: %d %q, want the 504", resp.StatusCode, got)
+	}
+}
+
+// TestOnTimeHandlerLeavesStreamedBodies: OnTimeHandler answers on time
+// only requests whose body fasthttp has read; one whose body is still
+// streamed from the connection (StreamRequestBody) runs as without it,
+// because after an on-time answer fasthttp hands the connection's reader
+// to other connections while the late handler could still read from it.
+func TestOnTimeHandlerLeavesStreamedBodies(t *testing.T) {
+	for _, streamed := range []bool{false, true} {
+		var slot bool
+		h := resiliencefiber.OnTimeHandler(func(rc *fasthttp.RequestCtx) { slot = resiliencefiber.OnTimeSlot(rc) })
+		rc := new(fasthttp.RequestCtx)
+		rc.Request.Header.SetMethod(http.MethodPost)
+		if streamed {
+			rc.Request.SetBodyStream(strings.NewReader("body"), 4)
+		} else {
+			rc.Request.SetBodyString("body")
+		}
+		h(rc)
+		if slot == streamed {
+			t.Errorf("streamed body %v: answered on time %v, want %v", streamed, slot, !streamed)
+		}
+	}
+}
