@@ -49,7 +49,11 @@
 // which the still-running handler, fiber's Ctx and the permit keep until
 // the handler returns; what it writes later goes nowhere. The handler
 // counts as late in Stats meanwhile. The cost is a goroutine per request
-// (see the benchmarks in the repository's README).
+// (see the benchmarks in the repository's README). A request whose body
+// fasthttp streams (fiber.Config.StreamRequestBody) is left to the
+// middleware alone: its late handler may still read the body from the
+// connection's reader, which fasthttp hands to other connections once its
+// handler returns.
 //
 // # Route and the request view
 //
@@ -111,7 +115,7 @@
 //	                returns; a net/http handler's Flush does nothing handler returns; past the deadline,
 //	                                                                 a complete 504
 //	route (Use)     fiber chooses the endpoint after Use middleware  Route() is ""
-//	on-time-504     without ServeOnTime: fasthttp sends a response   the handler's context ends at the
-//	                only when fiber's handler returns                deadline; the 504 comes when it
-//	                                                                 returns; the permit is held till then
+//	on-time-504     without ServeOnTime (or for a streamed request   the handler's context ends at the
+//	                body): fasthttp sends a response only when       deadline; the 504 comes when it
+//	                fiber's handler returns                          returns; the permit is held till then
 package resiliencefiber
