@@ -53,24 +53,6 @@ func dial(t *testing.T, url string) *rawConn {
 	return &rawConn{t: t, c: c, br: bufio.NewReader(c)}
 }
 
-func (rc *rawConn) get(path string, header map[string]string) (int, http.Header, string) {
-	rc.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, "http://x"+path, nil)
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	if err := req.Write(rc.c); err != nil {
-		rc.t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(rc.br, req)
-	if err != nil {
-		rc.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(b)
-}
-
 // rawGet sends a request written byte for byte on conn and returns the
 // status.
 func (rc *rawConn) rawGet(headerLines string) int {
