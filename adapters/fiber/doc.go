@@ -49,7 +49,11 @@
 // which the still-running handler, fiber's Ctx and the permit keep until
 // the handler returns; what it writes later goes nowhere. The handler
 // counts as late in Stats meanwhile. The cost is a goroutine per request
-// (see the benchmarks in the repository's README).
+// (see the benchmarks in the repository's README). A request whose body
+// fasthttp streams (fiber.Config.StreamRequestBody) is left to the
+// middleware alone: its late handler may still read the body from the
+// connection's reader, which fasthttp hands to other connections once its
+// handler returns.
 //
 // # Route and the request view
 //
@@ -75,7 +79,21 @@
 // ErrorHandler receives a *Rejection instead: errors.As finds in it a
 // *fiber.Error with the status and the inbound cause (for example a
 // *resilience.BulkheadRejectedError), and Rejection.Send writes the default
-// response. An error returned by the handler passes through unchanged.
+// response. The response's header fields but Content-Type (Retry-After,
+// the RateLimit fields) are set before the ErrorHandler runs, so they
+// reach the client whatever body it writes. An error returned by the
+// handler passes through unchanged.
+//
+// Two cases where the ErrorHandler does not decide: with ServeOnTime the
+// 504 at the deadline leaves while the handler runs, so it is the default
+// one (or Options.Render's); the ErrorHandler still receives the
+// *Rejection when the handler returns, and what it writes then is
+// discarded. And under app.Mount the middleware asks the root app (the one
+// serving the request) whether its ErrorHandler is fiber's default: if it
+// is, rejections are written as the default response even in a mounted
+// app with an ErrorHandler of its own; give the root app an ErrorHandler
+// (one that Sends a *Rejection, say) and fiber passes rejections on to the
+// mounted app's.
 //
 // # Panics
 //
@@ -97,7 +115,7 @@
 //	                returns; a net/http handler's Flush does nothing handler returns; past the deadline,
 //	                                                                 a complete 504
 //	route (Use)     fiber chooses the endpoint after Use middleware  Route() is ""
-//	on-time-504     without ServeOnTime: fasthttp sends a response   the handler's context ends at the
-//	                only when fiber's handler returns                deadline; the 504 comes when it
-//	                                                                 returns; the permit is held till then
+//	on-time-504     without ServeOnTime (or for a streamed request   the handler's context ends at the
+//	                body): fasthttp sends a response only when       deadline; the 504 comes when it
+//	                fiber's handler returns                          returns; the permit is held till then
 package resiliencefiber

@@ -93,6 +93,9 @@ type call struct {
 	ran    bool
 	err    error // what c.Next returned
 	slot   *slot // OnTimeHandler's, or nil
+	// head says the request is a HEAD, read before the deadline can
+	// fire: the 504 built aside must then have no body.
+	head bool
 	// rate holds the RateLimit fields of the response for the 504 that
 	// expire builds on the deadline's goroutine.
 	rate atomic.Pointer[[]headerField]
@@ -152,7 +155,7 @@ func (m *Middleware) Handler(c *fiber.Ctx) error {
 	var err error
 	if s := slotOf(c); s != nil {
 		x = newCall()
-		x.m, x.c, x.parent, x.slot = m, c, c.UserContext(), s
+		x.m, x.c, x.parent, x.slot, x.head = m, c, c.UserContext(), s, c.Context().IsHead()
 		err = m.in.ExecuteInPlace(x.parent, c, x.run, x.expired)
 	} else {
 		x = calls.Get().(*call)
@@ -184,7 +187,9 @@ func (m *Middleware) Handler(c *fiber.Ctx) error {
 
 // reject answers a rejection: written at once when the app has fiber's
 // default ErrorHandler (which would answer text/plain), or returned as a
-// *Rejection for the app's own ErrorHandler.
+// *Rejection for the app's own ErrorHandler, with the response's header
+// fields but Content-Type already set (Retry-After, RateLimit fields):
+// whatever body the ErrorHandler writes, they reach the client.
 func (m *Middleware) reject(c *fiber.Ctx, err error) error {
 	resp, ok := m.in.Render(err)
 	if !ok {
@@ -197,7 +202,26 @@ func (m *Middleware) reject(c *fiber.Ctx, err error) error {
 	if defaultErrorHandler(c.App()) {
 		return rej.Send(c)
 	}
+	setHeader(c, resp.Header, false)
 	return rej
+}
+
+// setHeader sets the fields of h on c's response, Content-Type only if
+// withType is set.
+func setHeader(c *fiber.Ctx, h http.Header, withType bool) {
+	rh := &c.Response().Header
+	for k, vs := range h {
+		if !withType && k == "Content-Type" {
+			continue
+		}
+		for i, v := range vs {
+			if i == 0 {
+				rh.Set(k, v)
+			} else {
+				rh.Add(k, v)
+			}
+		}
+	}
 }
 
 // abortOnPanic gives panic(http.ErrAbortHandler) its net/http meaning:
@@ -237,8 +261,10 @@ func defaultErrorHandler(app *fiber.App) bool {
 // app has an ErrorHandler of its own. errors.As finds a *fiber.Error in
 // it with the status, and the inbound cause (a
 // *resilience.BulkheadRejectedError, *resilience.RateLimitRejectedError
-// or *resilience.TimeoutRejectedError). Send writes the default response.
-// A Rejection is not modified after it is returned; read it from any
+// or *resilience.TimeoutRejectedError). When the ErrorHandler runs, the
+// response already has the default response's header fields but
+// Content-Type (Retry-After, RateLimit fields); Send writes the rest. A
+// Rejection is not modified after it is returned; read it from any
 // goroutine.
 type Rejection struct {
 	// Response is the default response: status, headers and JSON body,
@@ -261,16 +287,7 @@ func (r *Rejection) Unwrap() []error { return []error{r.fiber, r.Err} }
 // Send writes the default response on c: the status, the headers
 // (Content-Type, Retry-After, RateLimit fields) and the JSON body.
 func (r *Rejection) Send(c *fiber.Ctx) error {
-	h := &c.Response().Header
-	for k, vs := range r.Response.Header {
-		for i, v := range vs {
-			if i == 0 {
-				h.Set(k, v)
-			} else {
-				h.Add(k, v)
-			}
-		}
-	}
+	setHeader(c, r.Response.Header, true)
 	c.Status(r.Response.Status)
 	c.Response().SetBody(r.Response.Body)
 	return nil

@@ -53,24 +53,6 @@ func dial(t *testing.T, url string) *rawConn {
 	return &rawConn{t: t, c: c, br: bufio.NewReader(c)}
 }
 
-func (rc *rawConn) get(path string, header map[string]string) (int, http.Header, string) {
-	rc.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, "http://x"+path, nil)
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	if err := req.Write(rc.c); err != nil {
-		rc.t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(rc.br, req)
-	if err != nil {
-		rc.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(b)
-}
-
 // rawGet sends a request written byte for byte on conn and returns the
 // status.
 func (rc *rawConn) rawGet(headerLines string) int {
@@ -150,20 +132,47 @@ func TestRateLimitKeyCopied(t *testing.T) {
 	})
 }
 
-// TestViewValuesKept: what a key or priority function reads from the
-// view (method, path, header values) and keeps stays as it was after later
-// requests on the connection reuse fasthttp's buffers.
+// viewValues are the strings a function read from the request view, kept
+// as they were returned (no concatenation, which would copy them).
+type viewValues struct{ method, path, get, value string }
+
+func keepView(ctx context.Context) viewValues {
+	v, _ := inbound.RequestFrom(ctx)
+	vs := v.Header.Values("X-Tenant")
+	if len(vs) == 0 {
+		vs = []string{""}
+	}
+	return viewValues{v.Method, v.Path, v.Header.Get("X-Tenant"), vs[0]}
+}
+
+// TestViewValuesKept: what a key function and a priority function read
+// from the view (method, path, header values) and keep stays as it was
+// after later requests on the same connection reuse fasthttp's buffers.
+// Each round, connection A holds the only permit so that connection B's
+// request queues and the priority function runs; B's three requests are
+// served by one RequestCtx, with values of equal length, so a string left
+// pointing into its buffers would read as a later request's.
 func TestViewValuesKept(t *testing.T) {
 	var mu sync.Mutex
-	var saved []string
+	var keyed, prioritized []viewValues
 	mw, err := resiliencefiber.New(inbound.Options{
+		Concurrency: &resilience.ConcurrencyLimiterOptions{
+			PermitLimit: 1, QueueLimit: 10, QueueTimeout: time.Minute,
+			Priority: func(ctx context.Context) int {
+				mu.Lock()
+				prioritized = append(prioritized, keepView(ctx))
+				mu.Unlock()
+				return 0
+			},
+		},
 		RateLimit: &resilience.RateLimiterOptions{
 			PermitLimit: 1000, Window: time.Hour,
 			Key: func(ctx context.Context) string {
-				v, _ := inbound.RequestFrom(ctx)
-				mu.Lock()
-				saved = append(saved, v.Method+" "+v.Path+" "+v.Header.Get("X-Tenant")+" "+strings.Join(v.Header.Values("X-Tenant"), ","))
-				mu.Unlock()
+				if v, _ := inbound.RequestFrom(ctx); v.Path != "/hold" {
+					mu.Lock()
+					keyed = append(keyed, keepView(ctx))
+					mu.Unlock()
+				}
 				return "k"
 			},
 		},
@@ -171,25 +180,74 @@ func TestViewValuesKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	methods := []string{"ALPHA", "BRAVO", "CHAIN"} // not fiber's constants: the view copies them
+	app := fiber.New(fiber.Config{DisableStartupMessage: true, RequestMethods: append(fiber.DefaultMethods, methods...)})
+	entered, hold := make(chan struct{}), make(chan struct{})
 	app.Use(mw.Handler)
-	app.All("/*", func(c *fiber.Ctx) error { return c.SendString("ok") })
-	conn := dial(t, serve(t, app))
-	var want []string
-	for _, tenant := range []string{"aaaa", "bbbb", "cccc"} {
-		conn.get("/items/"+tenant, map[string]string{"X-Tenant": tenant})
-		want = append(want, "GET /items/"+tenant+" "+tenant+" "+tenant)
+	app.Get("/hold", func(c *fiber.Ctx) error {
+		entered <- struct{}{}
+		<-hold
+		return c.SendString("ok")
+	})
+	app.All("/items/*", func(c *fiber.Ctx) error { return c.SendString("ok") })
+	url := serve(t, app)
+	a, b := dial(t, url), dial(t, url)
+	var want []viewValues
+	for i, tenant := range []string{"aaaa", "bbbb", "cccc"} {
+		held := make(chan error, 1)
+		go func() { held <- a.send("GET", "/hold", "") }()
+		<-entered
+		queued := make(chan error, 1)
+		go func() { queued <- b.send(methods[i], "/items/"+tenant, "X-Tenant: "+tenant+"\r\n") }()
+		for deadline := time.Now().Add(10 * time.Second); mw.Stats().Queued != 1; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: B's request never queued", i)
+			}
+		}
+		hold <- struct{}{}
+		for _, ch := range []chan error{held, queued} {
+			if err := <-ch; err != nil {
+				t.Fatalf("round %d: %v", i, err)
+			}
+		}
+		want = append(want, viewValues{methods[i], "/items/" + tenant, tenant, tenant})
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if fmt.Sprint(saved) != fmt.Sprint(want) {
-		t.Errorf("values kept from the view: %q, want %q", saved, want)
+	if fmt.Sprint(keyed) != fmt.Sprint(want) {
+		t.Errorf("values the key function kept: %q, want %q", keyed, want)
+	}
+	if fmt.Sprint(prioritized) != fmt.Sprint(want) {
+		t.Errorf("values the priority function kept: %q, want %q", prioritized, want)
 	}
 }
 
+// send writes a request byte for byte and reads a 200 answer; it reports
+// instead of failing the test, so that it may run on another goroutine.
+func (rc *rawConn) send(method, path, headerLines string) error {
+	if _, err := io.WriteString(rc.c, method+" "+path+" HTTP/1.1\r\nHost: x\r\n"+headerLines+"\r\n"); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(rc.br, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %d", method, path, resp.StatusCode)
+	}
+	return nil
+}
+
 // TestRoute: the route a key function sees is fiber's route pattern in the
-// neutral format when the middleware is part of the route; under app.Use
-// fiber has not chosen the route yet and it is "".
+// neutral format (chi's: "{name}" for a parameter, "*" for a wildcard)
+// when the middleware is part of the route, read as fiber's own parser
+// reads it: parameters inside a segment, constraints, the optional mark,
+// escapes; under app.Use or a Group fiber has not chosen the route yet and
+// it is "".
 func TestRoute(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]string{}
@@ -214,15 +272,32 @@ func TestRoute(t *testing.T) {
 	app.Get("/files/*", mw.Handler, ok)
 	app.Get("/opt/:name?", mw.Handler, ok)
 	app.Get("/num/:n<int>", mw.Handler, ok)
+	app.Get("/flights/:from-:to", mw.Handler, ok)
+	app.Get("/dl/:file.:ext", mw.Handler, ok)
+	app.Get("/shop/color::color", mw.Handler, ok)
+	app.Get("/rpc/name\\:verb", mw.Handler, ok)
+	app.Get("/two/*/and/+", mw.Handler, ok)
+	app.Get("/re/:code<regex(a-[0-9]+)>/x", mw.Handler, ok)
+	app.Get("/range/:n<range(1,5)>?", mw.Handler, ok)
+	grouped := app.Group("/v2")
+	grouped.Get("/items/:id", mw.Handler, ok) // in the route, under a prefix
 	api := app.Group("/api", mw.Handler)
 	api.Get("/items/:id", ok)
 	url := serve(t, app)
 	for path, want := range map[string]string{
-		"/users/42":      "/users/{id}",
-		"/files/a/b.css": "/files/*",
-		"/opt/x":         "/opt/{name}",
-		"/num/7":         "/num/{n}",
-		"/api/items/9":   "", // group middleware: the route is not chosen yet
+		"/users/42":        "/users/{id}",
+		"/files/a/b.css":   "/files/*",
+		"/opt/x":           "/opt/{name}",
+		"/num/7":           "/num/{n}",
+		"/flights/LAX-SFO": "/flights/{from}-{to}",
+		"/dl/a.txt":        "/dl/{file}.{ext}",
+		"/shop/color:blue": "/shop/color:{color}",
+		"/rpc/name:verb":   "/rpc/name:verb",
+		"/two/a/and/b":     "/two/*/and/*",
+		"/re/a-12/x":       "/re/{code}/x",
+		"/range/3":         "/range/{n}",
+		"/v2/items/5":      "/v2/items/{id}",
+		"/api/items/9":     "", // group middleware: the route is not chosen yet
 	} {
 		resp, err := http.Get(url + path)
 		if err != nil {
@@ -550,5 +625,318 @@ func TestCancelledContextGetsNoResponse(t *testing.T) {
 	}
 	if resp, err := http.ReadResponse(conn.br, nil); err == nil {
 		t.Errorf("got a response (%d) for a cancelled request; want the connection closed without one", resp.StatusCode)
+	}
+}
+
+// TestOnTime504Head: the 504 ServeOnTime sends at the deadline to a HEAD
+// request has no body, as every HEAD response (and net/http's 504): the
+// connection carries the status and header fields, then closes. fasthttp
+// sends the response given to TimeoutErrorWithResponse on a fresh
+// RequestCtx that does not know the request was a HEAD, so the middleware
+// must say so.
+func TestOnTime504Head(t *testing.T) {
+	mw, err := resiliencefiber.New(inbound.Options{Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	defer close(hold)
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/slow", mw.Handler, func(c *fiber.Ctx) error {
+		<-hold // ignores its deadline
+		return c.SendString("late")
+	})
+	resiliencefiber.ServeOnTime(app)
+	conn := dial(t, serve(t, app))
+	if _, err := io.WriteString(conn.c, "HEAD /slow HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(conn.br) // the 504 closes the connection
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, rest, ok := strings.Cut(string(raw), "\r\n\r\n")
+	if !ok || !strings.HasPrefix(head, "HTTP/1.1 504 ") || rest != "" {
+		t.Errorf("answer to HEAD at the deadline: %q; want a 504 status line and header fields, then nothing", raw)
+	}
+}
+
+// TestCustomErrorHandlerKeepsRejectionFields: an ErrorHandler of the app's
+// own that writes its own body (here fiber's DefaultErrorHandler behind a
+// wrapper, as a logging one would be) still sends the rejection's status
+// with the fields a client needs to come back: Retry-After and the
+// RateLimit fields of a 429, as net/http's. The body and its Content-Type
+// are the handler's.
+func TestCustomErrorHandlerKeepsRejectionFields(t *testing.T) {
+	in, err := inbound.New(rejectionOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, hold := make(chan struct{}), make(chan struct{})
+	ref := httptest.NewServer(in.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			entered <- struct{}{}
+			<-hold
+		}
+		_, _ = io.WriteString(w, "ok")
+	})))
+	defer ref.Close()
+	defer http.DefaultClient.CloseIdleConnections()
+	_, want := rejections(t, ref.URL, entered, hold)
+
+	mw, err := resiliencefiber.New(rejectionOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	handled := make(chan error, 2)
+	app := fiber.New(fiber.Config{
+		DisableStartupMessage: true,
+		ErrorHandler: func(c *fiber.Ctx, err error) error {
+			handled <- err
+			return fiber.DefaultErrorHandler(c, err)
+		},
+	})
+	app.Use(mw.Handler)
+	app.Get("/hold", func(c *fiber.Ctx) error {
+		entered <- struct{}{}
+		<-hold
+		return c.SendString("ok")
+	})
+	app.Get("/x", func(c *fiber.Ctx) error { return c.SendString("ok") })
+	full, got := rejections(t, serve(t, app), entered, hold)
+	if got.status != 429 || got.body != "Too Many Requests" || !strings.HasPrefix(got.header.Get("Content-Type"), "text/plain") {
+		t.Errorf("429 through the app's ErrorHandler: %+v; want its text/plain body", got)
+	}
+	if want.header.Get("Retry-After") == "" || want.header.Get("Ratelimit-Limit") == "" {
+		t.Fatalf("net/http's 429 lacks the fields this test compares: %v", want.header)
+	}
+	for k := range want.header {
+		switch k {
+		case "Content-Type", "Content-Length", "Date": // the body's, the server's
+		case "Retry-After", "Ratelimit-Reset": // seconds that may have passed between the runs
+			if got.header.Get(k) == "" {
+				t.Errorf("429 through the app's ErrorHandler lacks %s (net/http's %q)", k, want.header.Get(k))
+			}
+		default:
+			if fmt.Sprint(got.header[k]) != fmt.Sprint(want.header[k]) {
+				t.Errorf("429 through the app's ErrorHandler: %s %q, net/http's %q", k, got.header[k], want.header[k])
+			}
+		}
+	}
+	if full.status != 503 {
+		t.Errorf("503 through the app's ErrorHandler: %+v", full)
+	}
+	for range 2 {
+		var rl *resilience.RateLimitRejectedError
+		var bulk *resilience.BulkheadRejectedError
+		if err := <-handled; !errors.As(err, &rl) && !errors.As(err, &bulk) {
+			t.Errorf("the ErrorHandler got %v, want the typed rejection", err)
+		}
+	}
+}
+
+// TestCustomErrorHandlerTimeout: an app's own ErrorHandler receives the
+// 504's *resiliencefiber.Rejection too. Without ServeOnTime the client
+// gets what it answers, once the handler returns. With ServeOnTime the
+// client's 504 leaves at the deadline, while the handler still runs, so
+// it is the default one; the ErrorHandler still gets the rejection when
+// the handler returns, and what it writes then goes nowhere.
+func TestCustomErrorHandlerTimeout(t *testing.T) {
+	for _, onTime := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ServeOnTime=%v", onTime), func(t *testing.T) {
+			mw, err := resiliencefiber.New(inbound.Options{Timeout: 50 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			handled := make(chan error, 1)
+			app := fiber.New(fiber.Config{
+				DisableStartupMessage: true,
+				ErrorHandler: func(c *fiber.Ctx, err error) error {
+					handled <- err
+					return c.Status(fiber.StatusGatewayTimeout).SendString("the app's own 504")
+				},
+			})
+			hold := make(chan struct{})
+			app.Get("/slow", mw.Handler, func(c *fiber.Ctx) error {
+				<-c.UserContext().Done()
+				<-hold // runs on past its deadline
+				return c.UserContext().Err()
+			})
+			if onTime {
+				resiliencefiber.ServeOnTime(app)
+			}
+			url := serve(t, app)
+			defer http.DefaultClient.CloseIdleConnections()
+			answered := make(chan answer, 1)
+			go func() { answered <- get(t, url+"/slow", nil) }()
+			var a answer
+			if onTime {
+				select {
+				case a = <-answered: // at the deadline, the handler held
+				case <-time.After(10 * time.Second): // a bound for a broken build, not a timing check
+					close(hold)
+					t.Fatal("no answer while the handler ran past its deadline")
+				}
+				close(hold)
+			} else {
+				close(hold)
+				a = <-answered
+			}
+			want := "the app's own 504"
+			if onTime {
+				want = `{"statusCode":504,"error":"Gateway Timeout","message":"The request took too long to process.","code":"TIMEOUT"}`
+			}
+			if a.status != 504 || a.body != want {
+				t.Errorf("answer: %d %q, want 504 %q", a.status, a.body, want)
+			}
+			var te *resilience.TimeoutRejectedError
+			var fe *fiber.Error
+			if err := <-handled; !errors.As(err, &te) || !errors.As(err, &fe) || fe.Code != 504 {
+				t.Errorf("the ErrorHandler got %v, want the 504 rejection", err)
+			}
+		})
+	}
+}
+
+// TestMountedErrorHandler pins what app.Mount does: fiber hands an error to
+// the ErrorHandler of the mounted app it happened in, but the middleware
+// asks the app serving the request (c.App(), the root) whether the
+// ErrorHandler is fiber's default, as it must before returning the error.
+// So with the default one at the root, a rejection in a mounted app is
+// written as the JSON default, and the mounted app's own ErrorHandler sees
+// only the handlers' errors; giving the root an ErrorHandler of its own
+// lets fiber route the rejection to the mounted one.
+func TestMountedErrorHandler(t *testing.T) {
+	for _, rootHandler := range []bool{false, true} {
+		t.Run(fmt.Sprintf("root ErrorHandler=%v", rootHandler), func(t *testing.T) {
+			mw, err := resiliencefiber.New(inbound.Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 1, Window: time.Hour}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sub := fiber.New(fiber.Config{ErrorHandler: func(c *fiber.Ctx, err error) error {
+				return c.Status(fiber.StatusTeapot).SendString("sub: " + err.Error())
+			}})
+			sub.Get("/x", mw.Handler, func(c *fiber.Ctx) error { return c.SendString("ok") })
+			sub.Get("/fails", func(c *fiber.Ctx) error { return errors.New("handler error") })
+			cfg := fiber.Config{DisableStartupMessage: true}
+			if rootHandler {
+				cfg.ErrorHandler = func(c *fiber.Ctx, err error) error { return fiber.DefaultErrorHandler(c, err) }
+			}
+			app := fiber.New(cfg)
+			app.Mount("/sub", sub)
+			url := serve(t, app)
+			defer http.DefaultClient.CloseIdleConnections()
+			if a := get(t, url+"/sub/x", nil); a.status != 200 {
+				t.Fatalf("first request: %+v", a)
+			}
+			a := get(t, url+"/sub/x", nil)
+			if rootHandler && (a.status != fiber.StatusTeapot || a.body != "sub: Too Many Requests" || a.header.Get("Retry-After") == "") {
+				t.Errorf("429 in the mounted app, root with an ErrorHandler: %+v; want the mounted app's answer with Retry-After", a)
+			}
+			if !rootHandler && (a.status != 429 || !strings.Contains(a.body, `"code":"RATE_LIMITED"`)) {
+				t.Errorf("429 in the mounted app, root with fiber's default: %+v; want the JSON default", a)
+			}
+			if a := get(t, url+"/sub/fails", nil); a.status != fiber.StatusTeapot {
+				t.Errorf("a handler's error in the mounted app: %+v; want its ErrorHandler's answer", a)
+			}
+		})
+	}
+}
+
+// TestOnTime504KeepsItsRateFields: the RateLimit fields the 504 at the
+// deadline repeats are copies taken when the request was admitted, not
+// views of the response's header buffers, which the handler may reuse
+// while it runs on (here: it resets its response and sets fields of its
+// own). The 504 carries the admitted request's values, and none of the
+// handler's.
+func TestOnTime504KeepsItsRateFields(t *testing.T) {
+	mw, err := resiliencefiber.New(inbound.Options{
+		Timeout:   50 * time.Millisecond,
+		RateLimit: &resilience.RateLimiterOptions{PermitLimit: 10, Window: time.Hour},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	defer close(hold)
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/slow", mw.Handler, func(c *fiber.Ctx) error {
+		c.Response().Header.Reset()
+		for _, f := range []string{"X-One", "X-Two", "X-Three", "X-Four", "X-Five"} {
+			c.Set(f, "z") // short: it fits in the buffers the RateLimit values had
+		}
+		<-hold // ignores its deadline
+		return nil
+	})
+	resiliencefiber.ServeOnTime(app)
+	url := serve(t, app)
+	defer http.DefaultClient.CloseIdleConnections()
+	a := get(t, url+"/slow", nil)
+	if a.status != 504 || a.header.Get("Ratelimit-Limit") != "10" || a.header.Get("Ratelimit-Remaining") != "9" ||
+		a.header.Get("Ratelimit-Reset") != "3600" || a.header.Get("X-One") != "" {
+		t.Errorf("504 at the deadline: %d %v; want RateLimit-Limit 10, Remaining 9, Reset 3600 and none of the handler's fields", a.status, a.header)
+	}
+}
+
+// TestOnTimeStreamedBody: with fiber's StreamRequestBody, a request's body
+// is read from the connection while the handler runs, so ServeOnTime
+// leaves such requests to the middleware alone (see
+// TestOnTimeHandlerLeavesStreamedBodies): a handler that reads its body
+// after the deadline still reads all of it, and its client gets the 504
+// when it returns.
+func TestOnTimeStreamedBody(t *testing.T) {
+	mw, err := resiliencefiber.New(inbound.Options{Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := strings.Repeat("0123456789abcdef", 64<<10/16) // beyond fasthttp's 4 KiB read buffer
+	read := make(chan string, 1)
+	app := fiber.New(fiber.Config{DisableStartupMessage: true, StreamRequestBody: true})
+	app.Post("/upload", mw.Handler, func(c *fiber.Ctx) error {
+		<-c.UserContext().Done() // past the deadline before it reads
+		b, err := io.ReadAll(c.Context().RequestBodyStream())
+		if err != nil {
+			read <- "error: " + err.Error()
+		} else {
+			read <- string(b)
+		}
+		return nil
+	})
+	resiliencefiber.ServeOnTime(app)
+	url := serve(t, app)
+	defer http.DefaultClient.CloseIdleConnections()
+	resp, err := http.Post(url+"/upload", "application/octet-stream", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readBody(t, resp)
+	if b := <-read; b != body {
+		t.Errorf("the handler read %d bytes of its body after the deadline (%.40q…), want all %d", len(b), b, len(body))
+	}
+	if resp.StatusCode != 504 || !strings.Contains(got, `"code":"TIMEOUT"`) {
+		t.Errorf("answer: %d %q, want the 504", resp.StatusCode, got)
+	}
+}
+
+// TestOnTimeHandlerLeavesStreamedBodies: OnTimeHandler answers on time
+// only requests whose body fasthttp has read; one whose body is still
+// streamed from the connection (StreamRequestBody) runs as without it,
+// because after an on-time answer fasthttp hands the connection's reader
+// to other connections while the late handler could still read from it.
+func TestOnTimeHandlerLeavesStreamedBodies(t *testing.T) {
+	for _, streamed := range []bool{false, true} {
+		var slot bool
+		h := resiliencefiber.OnTimeHandler(func(rc *fasthttp.RequestCtx) { slot = resiliencefiber.OnTimeSlot(rc) })
+		rc := new(fasthttp.RequestCtx)
+		rc.Request.Header.SetMethod(http.MethodPost)
+		if streamed {
+			rc.Request.SetBodyStream(strings.NewReader("body"), 4)
+		} else {
+			rc.Request.SetBodyString("body")
+		}
+		h(rc)
+		if slot == streamed {
+			t.Errorf("streamed body %v: answered on time %v, want %v", streamed, slot, !streamed)
+		}
 	}
 }

@@ -37,12 +37,26 @@ func ServeOnTime(app *fiber.App) {
 // which the handler, fiber's pooled Ctx and the permit keep until the
 // handler returns; its late writes go to a response nobody sends.
 //
+// A request whose body is streamed (fiber.Config.StreamRequestBody) is
+// served as without the wrapper, its 504 sent when the handler returns:
+// fasthttp would hand the connection's reader, which the late handler
+// still reads the body from, to other connections.
+//
 // A panic in h is raised again on the connection's goroutine, as without
 // the wrapper; after the 504 it can only be raised where it happened, so
 // recover panics in the app (fiber's recover middleware) as any fiber app
 // should.
 func OnTimeHandler(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(rc *fasthttp.RequestCtx) {
+		if rc.Request.IsBodyStream() {
+			// The body is still read from the connection (fiber's
+			// StreamRequestBody), through a reader fasthttp hands to
+			// other connections once this handler returns: a late
+			// handler could read another client's bytes. Such a
+			// request gets its 504 when its handler returns.
+			h(rc)
+			return
+		}
 		s := &slot{signal: make(chan struct{}, 1)}
 		rc.SetUserValue(slotKey{}, s)
 		go s.run(h, rc)
@@ -126,6 +140,9 @@ func (x *call) expire(cause error) {
 		return
 	}
 	r := timeoutResponse(resp)
+	// fasthttp sends r on a fresh RequestCtx, which no longer knows the
+	// request was a HEAD.
+	r.SkipBody = x.head
 	if fs := x.rate.Load(); fs != nil {
 		for _, f := range *fs {
 			r.Header.Set(f.name, f.value)

@@ -108,3 +108,22 @@ func BenchmarkMiddlewareAdmitted(b *testing.B) {
 		})
 	}
 }
+
+// Execute under a timeout costs one allocation per request, the
+// callback's deadline (its context and its place on the middleware's
+// deadline list), for a callback that does not wait on its context: what
+// a framework adapter on Execute (fiber, connect) adds over the untimed
+// path, in line with Handler's timed path.
+func TestExecuteTimedPathAllocations(t *testing.T) {
+	m := mustNew(t, Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 10}, Timeout: 5 * time.Second})
+	raw := &ginLike{next: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})}
+	if n := testing.AllocsPerRun(200, func() { _ = m.Execute(context.Background(), raw, nopFn) }); n != 1 {
+		t.Errorf("Execute with a timeout allocates %v per admitted request, want 1", n)
+	}
+	// ExecuteInPlace adds its timed call: the deadline answers it
+	// directly, without a context.AfterFunc registration per request.
+	expired := func(error) {}
+	if n := testing.AllocsPerRun(200, func() { _ = m.ExecuteInPlace(context.Background(), raw, nopFn, expired) }); n != 2 {
+		t.Errorf("ExecuteInPlace with a timeout allocates %v per admitted request, want 2", n)
+	}
+}

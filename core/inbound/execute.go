@@ -3,8 +3,10 @@ package inbound
 import (
 	"context"
 	"sync"
+	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/internal/deadline"
 )
 
 // Execute runs fn through the inbound pipeline, for an adapter of a
@@ -70,11 +72,15 @@ func (m *Middleware) ExecuteTimed(ctx context.Context, raw any, fn func(ctx cont
 	return tc.err
 }
 
-// timedCall is one ExecuteTimed: whichever of fn's return and the deadline
-// comes first decides, under mu, what the caller returns.
+// timedCall is one ExecuteTimed or ExecuteInPlace: whichever of fn's
+// return and the deadline comes first decides, under mu, what the caller
+// returns.
 type timedCall struct {
 	m    *Middleware
-	done chan struct{} // closed once the caller may return
+	done chan struct{} // ExecuteTimed's: closed once the caller may return
+	// onExpire is ExecuteInPlace's expired, called once the deadline has
+	// won, outside mu, on the deadline's goroutine.
+	onExpire func(cause error)
 
 	mu       sync.Mutex
 	state    uint8 // timedRunning, timedReturned or timedExpired
@@ -125,8 +131,74 @@ func (tc *timedCall) expire(cause error) bool {
 	// the late handler.
 	tc.m.late.Add(1)
 	tc.m.lateTotal.Add(1)
-	close(tc.done)
+	if tc.done != nil {
+		close(tc.done)
+	}
 	return true
+}
+
+// deadlinePassed answers the deadline of fn's context, ended with cause,
+// if that is a timeout and fn has not returned; ctx is for telemetry.
+func (tc *timedCall) deadlinePassed(ctx context.Context, cause error) {
+	if !isTimeout(cause) || !tc.expire(cause) {
+		return
+	}
+	if tc.onExpire != nil {
+		tc.onExpire(cause)
+	}
+	if m := tc.m; cause == error(m.timeoutErr) {
+		m.emitTimeout(ctx)
+	}
+}
+
+// fnDeadline is the timeout of one Execute callback: its context and its
+// place on the middleware's deadline list, in one allocation (where
+// context.WithTimeoutCause costs four). It behaves as that context: at the
+// timeout Err is context.DeadlineExceeded and Cause the middleware's
+// *resilience.TimeoutRejectedError; an earlier deadline of the parent ends
+// it with the parent's error and cause. It is not pooled: a deadline that
+// fired as fn returned may still run Fire afterwards, which then finds the
+// context ended and leaves.
+type fnDeadline struct {
+	m      *Middleware
+	parent context.Context
+	tc     *timedCall // ExecuteTimed's or ExecuteInPlace's, answered at the deadline; or nil
+	dctx   deadline.Context
+	node   deadline.Node
+	timer  *time.Timer // when the deadline list could not take it
+}
+
+// Fire is the timeout, on the deadline's goroutine.
+func (d *fnDeadline) Fire() {
+	d.dctx.End(context.DeadlineExceeded, d.m.timeoutErr)
+	if d.tc != nil && d.dctx.EndedWith(d.m.timeoutErr) {
+		d.tc.deadlinePassed(d.parent, d.m.timeoutErr)
+	}
+}
+
+// start arms the timeout for fn's context under parent.
+func (d *fnDeadline) start(parent context.Context) {
+	d.parent = parent
+	now := time.Now()
+	dl := now.Add(d.m.timeout)
+	if pd, ok := parent.Deadline(); ok && pd.Before(dl) {
+		dl = pd // reported as the deadline; the parent's own ends the context then
+	}
+	d.dctx.Init(parent, dl)
+	d.node.Owner = d
+	if !d.m.deadlines.Add(&d.node, now, d.m.timeout) {
+		d.timer = time.AfterFunc(d.m.timeout, d.Fire)
+	}
+}
+
+// stop disarms the timeout and ends the context, as a CancelFunc does.
+func (d *fnDeadline) stop() {
+	if d.timer != nil {
+		d.timer.Stop()
+	} else {
+		d.m.deadlines.Remove(&d.node)
+	}
+	d.dctx.End(context.Canceled, nil)
 }
 
 // runFn runs Execute's callback with the timeout. Under ExecuteTimed
@@ -135,18 +207,16 @@ func (tc *timedCall) expire(cause error) bool {
 func (m *Middleware) runFn(ctx context.Context, c *call) error {
 	tctx := ctx
 	if m.timeout > 0 {
-		var cancel context.CancelFunc
-		tctx, cancel = context.WithTimeoutCause(ctx, m.timeout, m.timeoutErr)
-		defer cancel()
+		d := &fnDeadline{m: m, tc: c.timed}
+		d.start(ctx)
+		tctx = &d.dctx
+		defer d.stop()
 	}
-	if tc := c.timed; tc != nil && tctx.Done() != nil {
-		// A timeout here, a custom pipeline's, or an upstream deadline.
-		stop := context.AfterFunc(tctx, func() {
-			cause := context.Cause(tctx)
-			if isTimeout(cause) && tc.expire(cause) && cause == error(m.timeoutErr) {
-				m.emitTimeout(ctx)
-			}
-		})
+	if tc := c.timed; tc != nil && ctx.Done() != nil {
+		// The middleware's own timeout is answered by its Fire; this
+		// watches what can end ctx earlier: an upstream deadline, or a
+		// custom pipeline's timeout.
+		stop := context.AfterFunc(ctx, func() { tc.deadlinePassed(ctx, context.Cause(ctx)) })
 		defer stop()
 	}
 	err := c.fn(tctx)

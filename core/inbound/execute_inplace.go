@@ -27,26 +27,10 @@ func (m *Middleware) ExecuteInPlace(ctx context.Context, raw any, fn func(ctx co
 	if expired == nil || !m.Timed() {
 		return m.Execute(ctx, raw, fn)
 	}
-	// The timed call's deadline hook (runFn) moves it to expired, counts
-	// it late and closes done; fn is watched only while it runs.
-	tc := &timedCall{m: m, done: make(chan struct{})}
-	returned := make(chan struct{})
-	watched := func(ctx context.Context) error {
-		stop := context.AfterFunc(ctx, func() {
-			select {
-			case <-tc.done:
-				tc.mu.Lock()
-				cause := tc.err
-				tc.mu.Unlock()
-				expired(cause)
-			case <-returned:
-			}
-		})
-		defer stop()
-		return fn(ctx)
-	}
+	// The deadline (runFn) moves the timed call to expired, counts it
+	// late and calls expired, unless fn has returned.
+	tc := &timedCall{m: m, onExpire: expired}
 	defer func() {
-		close(returned)
 		tc.mu.Lock()
 		if tc.state == timedExpired {
 			m.late.Add(-1) // fn ended: no longer late
@@ -55,6 +39,6 @@ func (m *Middleware) ExecuteInPlace(ctx context.Context, raw any, fn func(ctx co
 		}
 		tc.mu.Unlock()
 	}()
-	c := call{ctx: ctx, raw: raw, fn: watched, timed: tc}
+	c := call{ctx: ctx, raw: raw, fn: fn, timed: tc}
 	return m.dispatch(&c)
 }

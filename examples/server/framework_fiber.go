@@ -34,10 +34,11 @@ func fiberServer(cfg config, _ io.Writer) (server, *inbound.Middleware, error) {
 		IdleTimeout: 60 * time.Second,
 	})
 	app.Use(recover.New())
-	app.Get("/healthz", resiliencefiber.HTTPHandler(http.HandlerFunc(healthz)))
-	app.Get("/debug/limits", resiliencefiber.HTTPHandler(mw.Inbound().StatsHandler()))
-	app.Get("/work", mw.Handler, resiliencefiber.HTTPHandler(http.HandlerFunc(workHandler)))
-	app.Get("/cooperative", mw.Handler, resiliencefiber.HTTPHandler(http.HandlerFunc(cooperativeHandler)))
+	// GET only, as chi's r.Get (fiber's app.Get would add HEAD).
+	app.Add(http.MethodGet, "/healthz", resiliencefiber.HTTPHandler(http.HandlerFunc(healthz)))
+	app.Add(http.MethodGet, "/debug/limits", resiliencefiber.HTTPHandler(mw.Inbound().StatsHandler()))
+	app.Add(http.MethodGet, "/work", mw.Handler, resiliencefiber.HTTPHandler(http.HandlerFunc(workHandler)))
+	app.Add(http.MethodGet, "/cooperative", mw.Handler, resiliencefiber.HTTPHandler(http.HandlerFunc(cooperativeHandler)))
 	resiliencefiber.ServeOnTime(app)
 	return fiberApp{app}, mw.Inbound(), nil
 }

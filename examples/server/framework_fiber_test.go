@@ -35,6 +35,12 @@ func startRun(t *testing.T, args ...string) string {
 	return m[1]
 }
 
+// Invariant: -framework fiber serves the same routes with the same
+// behaviour as chi, on fiber's own server; where a test ends requests by
+// abandoning them, the inbound timeout ends them instead (fasthttp does not
+// notice a client that leaves while its handler runs).
+func TestFrameworkFiber(t *testing.T) { runAsFramework(t, "fiber") }
+
 // -framework fiber serves the same routes: health and limits outside the
 // middleware, a 504 on time for work that ignores its deadline while the
 // permit stays taken until it ends, and a cooperative handler stopped by
@@ -66,13 +72,26 @@ func TestFiberFramework(t *testing.T) {
 	wantRejection(t, s.get(ctx, "/cooperative?ms=5000"), http.StatusGatewayTimeout, "TIMEOUT", "")
 	waitFor(t, "the cooperative handler to stop", func() bool { return getLimits(t, s.client, base)["inflight"] == 0 })
 
-	resp, err := s.client.Get(base + "/nowhere")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound {
-		t.Errorf("/nowhere: %d, want 404", resp.StatusCode)
+	// The routes are chi's: GET only, 405 for another method on them,
+	// 404 elsewhere.
+	for _, c := range []struct {
+		method, path string
+		want         int
+	}{
+		{http.MethodGet, "/nowhere", http.StatusNotFound},
+		{http.MethodHead, "/work", http.StatusMethodNotAllowed},
+		{http.MethodPost, "/cooperative", http.StatusMethodNotAllowed},
+		{http.MethodHead, "/healthz", http.StatusMethodNotAllowed},
+	} {
+		req, _ := http.NewRequestWithContext(ctx, c.method, base+c.path, nil)
+		resp, err := s.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s %s: %d, want %d", c.method, c.path, resp.StatusCode, c.want)
+		}
 	}
 }

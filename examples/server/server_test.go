@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -26,6 +27,9 @@ func startServer(t *testing.T, args ...string) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, ok := serverFuncs[cfg.framework]; ok {
+		return startOwnServer(t, cfg)
+	}
 	h, mw, err := newServer(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -35,6 +39,45 @@ func startServer(t *testing.T, args ...string) *testServer {
 	// first, then Close waits for every handler (late ones included).
 	t.Cleanup(srv.Close)
 	return &testServer{url: srv.URL, mw: mw, client: newClient(t)}
+}
+
+// startOwnServer serves a framework with a server of its own (fiber's
+// fasthttp) on loopback, as run serves it.
+func startOwnServer(t *testing.T, cfg config) *testServer {
+	t.Helper()
+	srv, mw, err := buildServer(cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return &testServer{url: "http://" + ln.Addr().String(), mw: mw, client: newClient(t)}
+}
+
+// abandonTimeout is the -timeout of a test that ends its running requests
+// by abandoning them: long, so the disconnect ends them, where the
+// framework notices one; fasthttp (fiber) does not while a handler runs,
+// so there the inbound timeout ends them, and it is short enough for the
+// test to wait, long enough for the steps before it.
+func abandonTimeout() string {
+	if serverFramework == "fiber" {
+		return "2s"
+	}
+	return "1m"
 }
 
 func newClient(t *testing.T) *http.Client {
@@ -136,7 +179,7 @@ func wantRejection(t *testing.T, r result, status int, code, reason string) {
 // answer while every permit and queue place is taken, and /debug/limits
 // then reports the saturation (limit, inflight, queued).
 func TestDiagnosticRoutesAnswerWhileSaturated(t *testing.T) {
-	s := startServer(t, "-permit-limit", "1", "-queue-limit", "1", "-queue-timeout", "0", "-timeout", "1m")
+	s := startServer(t, "-permit-limit", "1", "-queue-limit", "1", "-queue-timeout", "0", "-timeout", abandonTimeout())
 	ctx, cancel := context.WithCancel(t.Context())
 	running := s.async(ctx, "/cooperative?ms=60000")
 	waitFor(t, "one running", func() bool { return s.mw.Stats().InFlight == 1 })
@@ -155,7 +198,7 @@ func TestDiagnosticRoutesAnswerWhileSaturated(t *testing.T) {
 		}
 	}
 
-	cancel() // both clients go away: the running handler stops, the waiter leaves
+	cancel() // both clients go away: the running handler stops, the waiter leaves (with fiber: at their timeouts)
 	for _, ch := range []<-chan result{running, queued} {
 		if r := <-ch; !errors.Is(r.err, context.Canceled) {
 			t.Errorf("abandoned request: %d %v", r.status, r.err)
@@ -232,7 +275,7 @@ func TestParsePriority(t *testing.T) {
 // (no header, or a malformed one: the default 5) is rejected instead.
 func TestPriorityHeaderDecidesEviction(t *testing.T) {
 	s := startServer(t, "-permit-limit", "1", "-queue-limit", "1", "-queue-timeout", "0",
-		"-overflow", "drop-lowest-priority", "-timeout", "1m")
+		"-overflow", "drop-lowest-priority", "-timeout", abandonTimeout())
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	running := s.async(ctx, "/cooperative?ms=60000")
@@ -247,7 +290,7 @@ func TestPriorityHeaderDecidesEviction(t *testing.T) {
 	wantRejection(t, s.get(t.Context(), "/work?ms=0"), http.StatusServiceUnavailable, inbound.CodeBulkheadFull, "full")
 	wantRejection(t, s.get(t.Context(), "/work?ms=0", "X-Priority", "urgent"), http.StatusServiceUnavailable, inbound.CodeBulkheadFull, "full")
 
-	cancel() // the running request's client leaves; the queued one gets its permit
+	cancel() // the running request's client leaves (with fiber: it runs to its timeout); the queued one gets its permit
 	<-running
 	if r := <-high; r.err != nil || r.status != http.StatusOK {
 		t.Fatalf("high-priority request: %d %v", r.status, r.err)

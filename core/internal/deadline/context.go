@@ -164,8 +164,10 @@ func (c *Context) AfterFunc(f func()) (stop func() bool) {
 // whether it was this one. If the parent has already ended, c ends with
 // the parent's error and cause instead, and EndedWith reports false. End
 // also drops the watch on the parent. The functions registered with
-// AfterFunc run on the calling goroutine before End returns, so a caller
-// holding a lock must not register any that need it.
+// AfterFunc (the cancellation of derived contexts among them) run on the
+// calling goroutine before End returns, and before Done is closed, so
+// whoever sees c done finds every context derived from it done too; a
+// caller holding a lock must not register any that need it.
 func (c *Context) End(err, cause error) bool {
 	c.mu.Lock()
 	if c.err != nil {
@@ -186,9 +188,9 @@ func (c *Context) End(err, cause error) bool {
 	}
 	c.err = err
 	c.cause = cause
-	if c.done != nil {
-		close(c.done)
-	}
+	// A Done channel made from now on is made closed (watchLocked); this
+	// one closes once the derived contexts have ended.
+	done := c.done
 	afters := c.afters
 	c.afters = nil
 	stop := c.stopParent
@@ -199,6 +201,9 @@ func (c *Context) End(err, cause error) bool {
 	}
 	for _, a := range afters {
 		a.f()
+	}
+	if done != nil {
+		close(done)
 	}
 	return true
 }

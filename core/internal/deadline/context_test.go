@@ -135,3 +135,41 @@ func TestContextParentEndedFirstWins(t *testing.T) {
 		t.Fatalf("Err %v, Cause %v", c.Err(), context.Cause(&c))
 	}
 }
+
+// Invariant: once a Context's Done is closed, every context derived from
+// it is done too, so whoever wakes on the end (an adapter answering the
+// deadline) and then looks at the handler's context (a child of it) finds
+// it ended. The children's cancellation runs before Done closes: here an
+// AfterFunc registered first holds End inside its callbacks, and Done must
+// not be closed while a child registered after it is still live.
+func TestDoneClosesAfterChildrenEnded(t *testing.T) {
+	var c Context
+	c.Init(context.Background(), time.Now().Add(time.Hour))
+	done := c.Done()
+	inAfters, release := make(chan struct{}), make(chan struct{})
+	c.AfterFunc(func() {
+		close(inAfters)
+		<-release
+	})
+	child, cancel := context.WithCancel(&c)
+	defer cancel()
+	ended := make(chan struct{})
+	go func() {
+		c.End(context.DeadlineExceeded, nil)
+		close(ended)
+	}()
+	<-inAfters
+	select {
+	case <-done:
+		if child.Err() == nil {
+			t.Error("Done is closed while a child derived from the context is still live")
+		}
+	default:
+	}
+	close(release)
+	<-ended
+	<-done
+	if child.Err() == nil {
+		t.Error("the child is live after End returned")
+	}
+}
