@@ -387,21 +387,8 @@ func sameAnswer(t *testing.T, what string, got, want answer) {
 // answers errors as text/plain), a rejection reaches the client with the
 // status, headers and JSON body of the net/http middleware.
 func TestRejectionsMatchNetHTTP(t *testing.T) {
-	in, err := inbound.New(rejectionOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
 	entered, hold := make(chan struct{}), make(chan struct{})
-	ref := httptest.NewServer(in.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/hold" {
-			entered <- struct{}{}
-			<-hold
-		}
-		_, _ = io.WriteString(w, "ok")
-	})))
-	defer ref.Close()
-	defer http.DefaultClient.CloseIdleConnections()
-	wantFull, wantLimited := rejections(t, ref.URL, entered, hold)
+	wantFull, wantLimited := netHTTPRejections(t, entered, hold)
 
 	mw, err := resiliencefiber.New(rejectionOptions())
 	if err != nil {
@@ -668,21 +655,8 @@ func TestOnTime504Head(t *testing.T) {
 // RateLimit fields of a 429, as net/http's. The body and its Content-Type
 // are the handler's.
 func TestCustomErrorHandlerKeepsRejectionFields(t *testing.T) {
-	in, err := inbound.New(rejectionOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
 	entered, hold := make(chan struct{}), make(chan struct{})
-	ref := httptest.NewServer(in.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/hold" {
-			entered <- struct{}{}
-			<-hold
-		}
-		_, _ = io.WriteString(w, "ok")
-	})))
-	defer ref.Close()
-	defer http.DefaultClient.CloseIdleConnections()
-	_, want := rejections(t, ref.URL, entered, hold)
+	_, want := netHTTPRejections(t, entered, hold)
 
 	mw, err := resiliencefiber.New(rejectionOptions())
 	if err != nil {
@@ -939,4 +913,26 @@ func TestOnTimeHandlerLeavesStreamedBodies(t *testing.T) {
 			t.Errorf("streamed body %v: answered on time %v, want %v", streamed, slot, !streamed)
 		}
 	}
+}
+
+// netHTTPRejections returns the full-queue and rate-limited answers of the
+// net/http middleware with rejectionOptions: the reference the fiber
+// adapter's rejections are compared with. entered and hold gate its /hold
+// route, as they then gate the fiber app's.
+func netHTTPRejections(t *testing.T, entered, hold chan struct{}) (full, limited answer) {
+	t.Helper()
+	in, err := inbound.New(rejectionOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := httptest.NewServer(in.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			entered <- struct{}{}
+			<-hold
+		}
+		_, _ = io.WriteString(w, "ok")
+	})))
+	defer ref.Close()
+	defer http.DefaultClient.CloseIdleConnections()
+	return rejections(t, ref.URL, entered, hold)
 }
