@@ -25,18 +25,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestRunServesEveryProtocol(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	pr, pw := io.Pipe()
-	exited := make(chan int, 1)
-	go func() {
-		exited <- run(ctx, []string{"-rate", "6", "-timeout", "300ms"}, pw, io.Discard)
-		pw.Close()
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "listening on http://") {
-		t.Fatalf("first line %q, %v", line, err)
-	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	base := strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
+	base, exited := start(t, ctx, []string{"-rate", "6", "-timeout", "300ms"}...)
 
 	tr := &http.Transport{Protocols: new(http.Protocols)}
 	tr.Protocols.SetUnencryptedHTTP2(true)
@@ -105,18 +94,7 @@ func TestRunServesEveryProtocol(t *testing.T) {
 func TestShutdownDrains(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	pr, pw := io.Pipe()
-	exited := make(chan int, 1)
-	go func() {
-		exited <- run(ctx, []string{"-permit-limit", "1", "-queue-limit", "1", "-queue-timeout", "1m", "-timeout", "1m"}, pw, io.Discard)
-		pw.Close()
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "listening on http://") {
-		t.Fatalf("first line %q, %v", line, err)
-	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	base := strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
+	base, exited := start(t, ctx, []string{"-permit-limit", "1", "-queue-limit", "1", "-queue-timeout", "1m", "-timeout", "1m"}...)
 	tr := &http.Transport{Protocols: new(http.Protocols)}
 	tr.Protocols.SetUnencryptedHTTP2(true)
 	defer tr.CloseIdleConnections()
@@ -193,4 +171,22 @@ func detailsText(e *connect.Error) string {
 		sb.Write(d.Bytes())
 	}
 	return sb.String()
+}
+
+// start runs the example with args until ctx ends and returns the address
+// it listens on and a channel that receives its exit code.
+func start(t *testing.T, ctx context.Context, args ...string) (string, <-chan int) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, args, pw, io.Discard)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "listening on http://") {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	return strings.TrimSpace(strings.TrimPrefix(line, "listening on ")), exited
 }
