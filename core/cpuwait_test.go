@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/limit"
 )
 
 // The CPU wait of a window is the mean of the scheduler-latency histogram's
@@ -38,7 +40,7 @@ func TestMeanWaitOfHistogramGrowth(t *testing.T) {
 // the machine is (more load only means longer waits).
 func TestAdaptiveLimitFallsWhileTheCPUQueues(t *testing.T) {
 	for _, ignore := range []bool{false, true} {
-		rec := &windowRecorder{LimitAlgorithm: mustGradient2(t)}
+		rec := &windowRecorder{Algorithm: mustGradient2(t)}
 		lim, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{Algorithm: rec, InitialLimit: 50, IgnoreCPUWait: ignore})
 		if err != nil {
 			t.Fatal(err)
@@ -91,9 +93,9 @@ func TestAdaptiveLimitFallsWhileTheCPUQueues(t *testing.T) {
 	}
 }
 
-func mustGradient2(t *testing.T) *Gradient2 {
+func mustGradient2(t *testing.T) *limit.Gradient2 {
 	t.Helper()
-	g, err := NewGradient2(Gradient2Options{})
+	g, err := limit.NewGradient2(limit.Gradient2Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
