@@ -135,13 +135,14 @@ func (e *HookPanicError) Error() string {
 	return fmt.Sprintf("resilience: %s panicked: %v", e.Hook, e.Value)
 }
 
-// ConfigError reports an invalid option. Field names the option as
-// Type.Field, as you write it (for example
-// "ConcurrencyLimiterOptions.PermitLimit" or, from package limit,
-// "Gradient2Options.Smoothing"); Problem says what is wrong with it.
-// Constructors and builders here and in packages limit, ratelimit,
-// inbound and outbound return it and build nothing; nothing in this module
-// panics on bad configuration. It matches ErrInvalidOptions with errors.Is.
+// ConfigError reports an invalid option. It is a struct of two strings:
+// Field names the option as Type.Field, as you write it
+// ("ConcurrencyLimiterOptions.PermitLimit"; "Gradient2Options.Smoothing"
+// from package limit, "Policy.Limit" from package ratelimit), and Problem
+// says what is wrong with it. Constructors, builders and Parse functions
+// here and in packages limit, ratelimit, inbound and outbound return it and
+// build nothing; nothing in this module panics on bad configuration. It
+// matches ErrInvalidOptions with errors.Is.
 type ConfigError = config.Error
 
 // Validation helpers shared by option structs, from internal/config (the
