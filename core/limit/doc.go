@@ -5,6 +5,6 @@
 // classifier are in package resilience.
 //
 // The limiter summarises the executions that finished in each sampling
-// window as a Sample and hands it to Update, which returns the next limit.
-// Every algorithm holds state, so give each limiter its own value.
+// window as a Sample and hands it to Algorithm.Update, which returns the
+// next limit.
 package limit
