@@ -63,8 +63,20 @@ func TestAdaptiveLimitFallsWhileTheCPUQueues(t *testing.T) {
 		if ignore {
 			run = 500 * time.Millisecond
 		}
+		// Run until the limit is below half and a window counted a drop:
+		// latency noise alone (a loaded machine, -race) may lower the limit
+		// before the spinners make any goroutine wait.
+		seen, sawDrop := 0, false
+		drops := func() bool {
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			for ; seen < len(rec.windows) && !sawDrop; seen++ {
+				sawDrop = rec.windows[seen].Drops > 0
+			}
+			return sawDrop
+		}
 		deadline := time.Now().Add(run)
-		for time.Now().Before(deadline) && (ignore || lim.Stats().Limit >= 25) {
+		for time.Now().Before(deadline) && (ignore || lim.Stats().Limit >= 25 || !drops()) {
 			_ = lim.Execute(context.Background(), Telemetry{}, func(context.Context) error { return nil })
 		}
 		stop.Store(true)
