@@ -6,6 +6,9 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/internal/config"
+	"github.com/ylcnfrht/resilience/core/limit"
 )
 
 // LimitOutcome is how an adaptive limiter counts one finished execution;
@@ -104,10 +107,10 @@ const (
 type AdaptiveLimiterOptions struct {
 	// Name labels the strategy's events. Default "AdaptiveLimiter".
 	Name string
-	// Algorithm computes the limit from the samples. Default a new
-	// Gradient2 with its defaults. An algorithm holds state: give each
-	// limiter its own value.
-	Algorithm LimitAlgorithm
+	// Algorithm computes the limit from the samples; nil means a new
+	// limit.Gradient2 with its defaults. An algorithm holds state: give
+	// each limiter its own value.
+	Algorithm limit.Algorithm
 	// InitialLimit is the limit before the first sample; 0 means 20.
 	InitialLimit int
 	// MinLimit is the floor of the limit; 0 means 1. A floor above 1 keeps
@@ -180,7 +183,7 @@ type AdaptiveLimiter struct {
 	// Finished executions are summarised per sampling window (at least one
 	// mean round-trip time, a millisecond and ten samples, or the limit if
 	// smaller; at most a second; the first window closes after ten samples)
-	// and each window is handed to the LimitAlgorithm, which returns the new
+	// and each window is handed to the limit.Algorithm, which returns the new
 	// limit; the limiter clamps it to [MinLimit, MaxLimit]. Windows rather
 	// than single samples keep the per-execution cost to a few additions under
 	// the lock the release takes anyway, and give the algorithms a mean that
@@ -207,7 +210,7 @@ type AdaptiveLimiter struct {
 
 	name     string
 	opts     AdaptiveLimiterOptions // as given, for validate
-	alg      LimitAlgorithm
+	alg      limit.Algorithm
 	classify Classifier
 	minLimit int
 	maxLimit int
@@ -295,7 +298,7 @@ func NewAdaptiveLimiter(opts AdaptiveLimiterOptions) (*AdaptiveLimiter, error) {
 		a.name = "AdaptiveLimiter"
 	}
 	if a.alg == nil {
-		a.alg, _ = NewGradient2(Gradient2Options{}) // defaults are valid
+		a.alg, _ = limit.NewGradient2(limit.Gradient2Options{}) // defaults are valid
 	}
 	if a.classify == nil {
 		a.classify = DefaultClassify
@@ -346,7 +349,7 @@ func validateAdaptiveOptions(o AdaptiveLimiterOptions) error {
 		return err
 	}
 	if _, err := ParseOverflowPolicy(string(o.Overflow)); err != nil {
-		return &ConfigError{Field: t + "Overflow", Problem: err.(*ConfigError).Problem}
+		return config.Rename(t+"Overflow", err)
 	}
 	if err := validateCoDel("AdaptiveLimiterOptions", o.CoDel); err != nil {
 		return err
@@ -393,7 +396,7 @@ type AdaptivePermit struct {
 // the zero AdaptivePermit, or a permit twice, is a bug in the caller and
 // panics when the limiter notices it (no permit held).
 //
-// The release that closes a sampling window runs the LimitAlgorithm. If
+// The release that closes a sampling window runs the limit.Algorithm. If
 // the algorithm panics, the panic stops there: the previous limit stands,
 // the permit is returned all the same, and Release returns a
 // *HookPanicError for the caller to report; otherwise it returns nil.
@@ -497,7 +500,7 @@ func (a *AdaptiveLimiter) now() int64 { return int64(time.Since(a.epoch)) }
 // queueing emits EventQueueAdmitted), runs next, classifies
 // the result and returns the permit. A panic in next, or in the
 // Classifier, releases the permit without a sample and propagates to this
-// execution's caller. A LimitAlgorithm that panics when this execution
+// execution's caller. A limit.Algorithm that panics when this execution
 // closes a window is contained (see AdaptivePermit.Release) and reported
 // as EventHookPanic.
 func (a *AdaptiveLimiter) Execute(ctx context.Context, tel Telemetry, next Next) error {
@@ -577,7 +580,7 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) *HookPanicEr
 		a.mu.Unlock()
 		return nil
 	}
-	s := LimitSample{
+	s := limit.Sample{
 		Limit:    a.estimate,
 		MinLimit: a.minLimit,
 		MaxLimit: a.maxLimit,
@@ -623,7 +626,7 @@ const minCPUWait = time.Millisecond
 // waited longer for a CPU than cpuBound (the limiter's normal latency, at
 // least minCPUWait) counts one drop: the service is queueing in the
 // scheduler, where no permit is visible.
-func (a *AdaptiveLimiter) update(s LimitSample, cpuBound time.Duration) (err *HookPanicError) {
+func (a *AdaptiveLimiter) update(s limit.Sample, cpuBound time.Duration) (err *HookPanicError) {
 	next := s.Limit
 	defer func() {
 		if v := recover(); v != nil {

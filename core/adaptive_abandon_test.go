@@ -68,7 +68,7 @@ func TestAdaptiveAbandonedLateIsOverloadEarlyIsNot(t *testing.T) {
 // many drops as the executions it stands for.
 func TestAdaptiveAbandonedCountsAsDropsPastBaseline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec := &windowRecorder{LimitAlgorithm: &countingAlg{}}
+		rec := &windowRecorder{Algorithm: &countingAlg{}}
 		lim, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{Algorithm: rec, InitialLimit: 1, MaxLimit: 1})
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/limit"
 )
 
 // simService is the synthetic service of the simulations: its latency is
@@ -122,7 +124,7 @@ func (f simFigures) String() string {
 // simAdaptive runs the standard scenario for an algorithm: K = 100 for
 // 20 s, then 50 for 15 s, then 100 again for 15 s, with load offered at
 // 1.5 times the K = 100 capacity. Samples are every 100 ms.
-func simAdaptive(t *testing.T, alg LimitAlgorithm, initial int) simFigures {
+func simAdaptive(t *testing.T, alg limit.Algorithm, initial int) simFigures {
 	const base = 100 * time.Millisecond
 	var f simFigures
 	synctest.Test(t, func(t *testing.T) {
@@ -176,15 +178,18 @@ func minMax(xs []int) (int, int) {
 
 type simAlgorithm struct {
 	name      string
-	new       func() LimitAlgorithm
+	new       func() limit.Algorithm
 	isDefault bool
 }
 
 func simAlgorithms() []simAlgorithm {
 	return []simAlgorithm{
-		{"gradient2", func() LimitAlgorithm { a, _ := NewGradient2(Gradient2Options{}); return a }, true},
-		{"vegas", func() LimitAlgorithm { a, _ := NewVegas(VegasOptions{}); return a }, false},
-		{"aimd", func() LimitAlgorithm { a, _ := NewAIMD(AIMDOptions{Timeout: 110 * time.Millisecond}); return a }, false},
+		{"gradient2", func() limit.Algorithm { a, _ := limit.NewGradient2(limit.Gradient2Options{}); return a }, true},
+		{"vegas", func() limit.Algorithm { a, _ := limit.NewVegas(limit.VegasOptions{}); return a }, false},
+		{"aimd", func() limit.Algorithm {
+			a, _ := limit.NewAIMD(limit.AIMDOptions{Timeout: 110 * time.Millisecond})
+			return a
+		}, false},
 	}
 }
 
@@ -382,16 +387,16 @@ func TestAdaptiveMinLimitWhileDependencySlow(t *testing.T) {
 
 // windowRecorder wraps an algorithm and records each window's summary.
 type windowRecorder struct {
-	LimitAlgorithm
+	limit.Algorithm
 	mu      sync.Mutex
-	windows []LimitSample
+	windows []limit.Sample
 }
 
-func (r *windowRecorder) Update(s LimitSample) float64 {
+func (r *windowRecorder) Update(s limit.Sample) float64 {
 	r.mu.Lock()
 	r.windows = append(r.windows, s)
 	r.mu.Unlock()
-	return r.LimitAlgorithm.Update(s)
+	return r.Algorithm.Update(s)
 }
 
 // At high throughput the limiter times only some executions (every one
@@ -401,8 +406,8 @@ func (r *windowRecorder) Update(s LimitSample) float64 {
 // about one round-trip time), so most of them go untimed.
 func TestAdaptiveSimulationSampledTimingAtHighThroughput(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g, _ := NewGradient2(Gradient2Options{})
-		rec := &windowRecorder{LimitAlgorithm: g}
+		g, _ := limit.NewGradient2(limit.Gradient2Options{})
+		rec := &windowRecorder{Algorithm: g}
 		lim, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{Algorithm: rec})
 		if err != nil {
 			t.Fatal(err)

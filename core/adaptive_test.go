@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/limit"
 )
 
 func wantConfigField(t testing.TB, err error, field string) {
@@ -40,7 +42,6 @@ func TestAdaptiveLimiterOptionsValidation(t *testing.T) {
 		{AdaptiveLimiterOptions{QueueTimeout: -1}, "AdaptiveLimiterOptions.QueueTimeout"},
 		{AdaptiveLimiterOptions{Overflow: "nope"}, "AdaptiveLimiterOptions.Overflow"},
 		{AdaptiveLimiterOptions{CoDel: &CoDelOptions{Target: -1}}, "AdaptiveLimiterOptions.CoDel.Target"},
-		{AdaptiveLimiterOptions{Algorithm: &Gradient2{opts: Gradient2Options{Tolerance: 0.5}}}, "Gradient2Options.Tolerance"},
 	}
 	for _, c := range cases {
 		_, err := NewAdaptiveLimiter(c.opts)
@@ -55,19 +56,19 @@ func TestAdaptiveLimiterOptionsValidation(t *testing.T) {
 }
 
 func TestLimitAlgorithmOptionsValidation(t *testing.T) {
-	_, err := NewGradient2(Gradient2Options{Smoothing: 2})
+	_, err := limit.NewGradient2(limit.Gradient2Options{Smoothing: 2})
 	wantConfigField(t, err, "Gradient2Options.Smoothing")
-	_, err = NewGradient2(Gradient2Options{DropBackoff: 1})
+	_, err = limit.NewGradient2(limit.Gradient2Options{DropBackoff: 1})
 	wantConfigField(t, err, "Gradient2Options.DropBackoff")
-	_, err = NewGradient2(Gradient2Options{BaselineWindows: -1})
+	_, err = limit.NewGradient2(limit.Gradient2Options{BaselineWindows: -1})
 	wantConfigField(t, err, "Gradient2Options.BaselineWindows")
-	_, err = NewVegas(VegasOptions{Alpha: 10, Beta: 5})
+	_, err = limit.NewVegas(limit.VegasOptions{Alpha: 10, Beta: 5})
 	wantConfigField(t, err, "VegasOptions.Alpha")
-	_, err = NewVegas(VegasOptions{Threshold: -1})
+	_, err = limit.NewVegas(limit.VegasOptions{Threshold: -1})
 	wantConfigField(t, err, "VegasOptions.Threshold")
-	_, err = NewAIMD(AIMDOptions{BackoffRatio: 1.5})
+	_, err = limit.NewAIMD(limit.AIMDOptions{BackoffRatio: 1.5})
 	wantConfigField(t, err, "AIMDOptions.BackoffRatio")
-	_, err = NewAIMD(AIMDOptions{Timeout: -1})
+	_, err = limit.NewAIMD(limit.AIMDOptions{Timeout: -1})
 	wantConfigField(t, err, "AIMDOptions.Timeout")
 }
 
@@ -78,7 +79,7 @@ func FuzzAdaptiveLimiterOptions(f *testing.F) {
 	f.Add(20, 1, 1000, 10, int64(time.Second), 1.5, 0.2)
 	f.Add(-1, 5, 2, -3, int64(-1), 0.5, 3.0)
 	f.Fuzz(func(t *testing.T, initial, minL, maxL, queue int, qt int64, tol, smooth float64) {
-		_, gerr := NewGradient2(Gradient2Options{Tolerance: tol, Smoothing: smooth})
+		_, gerr := limit.NewGradient2(limit.Gradient2Options{Tolerance: tol, Smoothing: smooth})
 		if gerr != nil {
 			var ce *ConfigError
 			if !errors.As(gerr, &ce) {
@@ -108,7 +109,7 @@ func TestAdaptiveLimiterDefaults(t *testing.T) {
 	if a.minLimit != 1 || a.maxLimit != 1000 || a.StrategyName() != "AdaptiveLimiter" {
 		t.Fatalf("defaults: min %d max %d name %q", a.minLimit, a.maxLimit, a.StrategyName())
 	}
-	if _, ok := a.alg.(*Gradient2); !ok {
+	if _, ok := a.alg.(*limit.Gradient2); !ok {
 		t.Fatalf("default algorithm %T", a.alg)
 	}
 }
@@ -148,7 +149,7 @@ func TestDefaultClassify(t *testing.T) {
 func TestLimitAlgorithmsUseDrops(t *testing.T) {
 	for _, a := range simAlgorithms() {
 		alg := a.new()
-		s := LimitSample{Limit: 100, MinLimit: 1, MaxLimit: 1000, RTT: 10 * time.Millisecond, InFlight: 100, Samples: 50}
+		s := limit.Sample{Limit: 100, MinLimit: 1, MaxLimit: 1000, RTT: 10 * time.Millisecond, InFlight: 100, Samples: 50}
 		alg.Update(s) // a baseline
 		s.Drops = 1
 		if got := alg.Update(s); got >= 100 {
@@ -295,7 +296,7 @@ func TestAdaptiveLimitDecreaseDoesNotInterrupt(t *testing.T) {
 // fixedAlg always answers the same limit.
 type fixedAlg float64
 
-func (f fixedAlg) Update(LimitSample) float64 { return float64(f) }
+func (f fixedAlg) Update(limit.Sample) float64 { return float64(f) }
 
 // A user algorithm that panics or answers NaN leaves the limiter working.
 func TestAdaptiveLimiterSurvivesBadAlgorithm(t *testing.T) {
@@ -307,7 +308,7 @@ func TestAdaptiveLimiterSurvivesBadAlgorithm(t *testing.T) {
 	}
 }
 
-// A panicking LimitAlgorithm stays where it ran: the execution whose
+// A panicking limit.Algorithm stays where it ran: the execution whose
 // release closed the window is not failed by it (neither through Release
 // nor through Execute), the previous limit stands, the next window is
 // handed over as usual, and the panic is reported as EventHookPanic.
@@ -357,7 +358,7 @@ func TestAdaptiveAlgorithmPanicIsContained(t *testing.T) {
 // panicOnceAlg panics on its first update and answers 7 after.
 type panicOnceAlg struct{ n int }
 
-func (a *panicOnceAlg) Update(LimitSample) float64 {
+func (a *panicOnceAlg) Update(limit.Sample) float64 {
 	a.n++
 	if a.n == 1 {
 		panic("algorithm bug")
@@ -370,7 +371,7 @@ func nan() float64 { var z float64; return z / z }
 // countingAlg counts its updates and keeps the limit.
 type countingAlg struct{ n int }
 
-func (c *countingAlg) Update(s LimitSample) float64 { c.n++; return s.Limit }
+func (c *countingAlg) Update(s limit.Sample) float64 { c.n++; return s.Limit }
 
 // Sampled timing: the first denseTimed executions of a window are timed,
 // then one in sparseEvery (weighted by sparseEvery); untimed releases
@@ -441,7 +442,7 @@ func TestAdaptiveUntimedExecutionsNeverCloseAWindow(t *testing.T) {
 // sparseEvery, so it estimates the mean over all executions.
 func TestAdaptiveWeightedMean(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec := &windowRecorder{LimitAlgorithm: fixedAlg(100)}
+		rec := &windowRecorder{Algorithm: fixedAlg(100)}
 		a := newTestAdaptive(t, AdaptiveLimiterOptions{Algorithm: rec, InitialLimit: 100})
 		// Hand-made permits: nine timed in full with 10 ms, one sparsely
 		// timed with 40 ms. Mean = (9*10 + 16*40) / 25 ms.

@@ -49,7 +49,7 @@
 // # User hooks
 //
 // Functions you supply run inside executions: a limiter's Priority, a rate
-// limiter's Key, an adaptive limiter's Classifier and LimitAlgorithm, and
+// limiter's Key, an adaptive limiter's Classifier and limit.Algorithm, and
 // inbound's Options.Render. One rule covers them all: a hook's panic stays
 // in the execution it belongs to, every limiter stays valid, and the panic
 // is reported as EventHookPanic (Reason the hook's name, Err a
@@ -61,7 +61,7 @@
 //     value unchanged, to that execution's caller, after the limiter has
 //     taken back what it held: no permit or queue place is lost. (Through
 //     Acquire or Allow, which take no Telemetry, it only propagates.)
-//   - LimitAlgorithm.Update runs for everyone, on whichever execution
+//   - limit.Algorithm.Update runs for everyone, on whichever execution
 //     closes a sampling window. Its panic is recovered there, the previous
 //     limit stands, and it is reported (AdaptivePermit.Release returns the
 //     *HookPanicError for a caller outside Execute to report).
@@ -72,12 +72,12 @@
 // # Fixed or adaptive concurrency limit
 //
 // ConcurrencyLimiter holds a limit you choose; AdaptiveLimiter finds one
-// while the service runs (gradient2 by default, or vegas, aimd, or your
-// own LimitAlgorithm), raising it while latency stays flat and lowering it
-// as soon as latency climbs or executions time out. Both share one queue
-// engine, so priorities, the overflow policies, queue timeouts and CoDel
-// work the same; Stats reads the live limit, in-flight and queued counts
-// of either.
+// while the service runs (package limit: Gradient2 by default, or Vegas,
+// AIMD, or your own limit.Algorithm), raising it while latency stays flat
+// and lowering it as soon as latency climbs or executions time out. Both
+// share one queue engine, so priorities, the overflow policies, queue
+// timeouts and CoDel work the same; Stats reads the live limit, in-flight
+// and queued counts of either.
 //
 // Prefer the fixed limit when you have measured one under load: it is
 // simpler and fully predictable. Choose the adaptive one when the right

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
 // enumCase describes one string enum: its values, its default (what ""
@@ -23,8 +25,8 @@ func enumCases() []enumCase {
 			func(s string) (string, error) { v, err := ParseBackoffType(s); return string(v), err }},
 		{"OverflowPolicy", strs(OverflowRejectNew, OverflowDropOldest, OverflowDropLowestPriority), string(OverflowRejectNew), "ConcurrencyLimiterOptions.Overflow",
 			func(s string) (string, error) { v, err := ParseOverflowPolicy(s); return string(v), err }},
-		{"RateLimitAlgorithm", strs(RateLimitFixedWindow, RateLimitSlidingWindow, RateLimitTokenBucket), string(RateLimitFixedWindow), "RateLimiterOptions.Algorithm",
-			func(s string) (string, error) { v, err := ParseRateLimitAlgorithm(s); return string(v), err }},
+		{"ratelimit.Algorithm", strs(ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.TokenBucket), string(ratelimit.FixedWindow), "Policy.Algorithm",
+			func(s string) (string, error) { v, err := ratelimit.ParseAlgorithm(s); return string(v), err }},
 	}
 }
 

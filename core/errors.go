@@ -3,9 +3,9 @@ package resilience
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/internal/config"
 )
 
 // Sentinels to match with errors.Is. Every rejection error type below
@@ -22,7 +22,7 @@ var (
 	// ErrRateLimitRejected matches *RateLimitRejectedError.
 	ErrRateLimitRejected = errors.New("resilience: rate limit rejected")
 	// ErrInvalidOptions matches *ConfigError.
-	ErrInvalidOptions = errors.New("resilience: invalid options")
+	ErrInvalidOptions = config.ErrInvalid
 )
 
 // RejectReason says why a concurrency limiter (bulkhead) rejected an
@@ -106,9 +106,9 @@ func (e *RateLimitRejectedError) Is(target error) bool {
 
 // Hook names in HookPanicError.Hook and the Reason of EventHookPanic.
 const (
-	// HookLimitAlgorithm is LimitAlgorithm.Update, run by the release that
+	// HookLimitAlgorithm is limit.Algorithm.Update, run by the release that
 	// closes an adaptive limiter's sampling window.
-	HookLimitAlgorithm = "LimitAlgorithm.Update"
+	HookLimitAlgorithm = "limit.Algorithm.Update"
 	// HookRender is inbound.Options.Render.
 	HookRender = "Options.Render"
 	// HookPriority is a limiter's Priority function.
@@ -122,7 +122,7 @@ const (
 // HookPanicError reports a panic in a function supplied by the user (see
 // the package documentation, User hooks). It is the Err of an
 // EventHookPanic. Value is what the hook panicked with. A hook shared by
-// every execution (the LimitAlgorithm, inbound's Render) is contained
+// every execution (the limit.Algorithm, inbound's Render) is contained
 // where it ran; a hook run for one execution alone (Priority, Key,
 // Classifier) panics on in that execution, with Value unchanged. Never
 // sent to clients; safe to read from any goroutine once returned.
@@ -135,67 +135,36 @@ func (e *HookPanicError) Error() string {
 	return fmt.Sprintf("resilience: %s panicked: %v", e.Hook, e.Value)
 }
 
-// ConfigError reports an invalid option. Field names the option as
-// Type.Field (for example "ConcurrencyLimiterOptions.PermitLimit"); Problem
-// says what is wrong with it. Builders and constructors return it and
-// build nothing; nothing in this module panics on bad configuration.
-type ConfigError struct {
-	Field   string
-	Problem string
-}
+// ConfigError reports an invalid option. It is a struct of two strings:
+// Field names the option as Type.Field, as you write it
+// ("ConcurrencyLimiterOptions.PermitLimit"; "Gradient2Options.Smoothing"
+// from package limit, "Policy.Limit" from package ratelimit), and Problem
+// says what is wrong with it. Constructors, builders and Parse functions
+// here and in packages limit, ratelimit, inbound and outbound return it and
+// build nothing; nothing in this module panics on bad configuration. It
+// matches ErrInvalidOptions with errors.Is.
+type ConfigError = config.Error
 
-func (e *ConfigError) Error() string {
-	return "resilience: invalid option " + e.Field + ": " + e.Problem
-}
+// Validation helpers shared by option structs, from internal/config (the
+// leaf packages use the same). Each returns nil or a *ConfigError naming
+// field.
 
-// Is reports whether target is ErrInvalidOptions.
-func (e *ConfigError) Is(target error) bool { return target == ErrInvalidOptions }
-
-// configErrorf builds a *ConfigError for field.
 func configErrorf(field, format string, args ...any) error {
-	return &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)}
+	return config.Errorf(field, format, args...)
 }
 
-// Validation helpers shared by option structs. Each returns nil or a
-// *ConfigError naming field.
-
-func checkPositiveInt(field string, v int) error {
-	if v <= 0 {
-		return configErrorf(field, "must be greater than 0, got %s", strconv.Itoa(v))
-	}
-	return nil
+func checkPositiveInt(field string, v int) error    { return config.PositiveInt(field, v) }
+func checkNonNegativeInt(field string, v int) error { return config.NonNegativeInt(field, v) }
+func checkPositiveDuration(field string, d time.Duration) error {
+	return config.PositiveDuration(field, d)
 }
-
-func checkNonNegativeInt(field string, v int) error {
-	if v < 0 {
-		return configErrorf(field, "must not be negative, got %s", strconv.Itoa(v))
-	}
-	return nil
+func checkNonNegativeDuration(field string, d time.Duration) error {
+	return config.NonNegativeDuration(field, d)
 }
 
 // maxDuration bounds durations so that adding one to time.Now never
-// overflows: about 292 years is the int64 limit; we allow 100 years.
-const maxDuration = 100 * 365 * 24 * time.Hour
-
-func checkPositiveDuration(field string, d time.Duration) error {
-	if d <= 0 {
-		return configErrorf(field, "must be greater than 0, got %v", d)
-	}
-	if d > maxDuration {
-		return configErrorf(field, "is too large (%v); the maximum is %v", d, maxDuration)
-	}
-	return nil
-}
-
-func checkNonNegativeDuration(field string, d time.Duration) error {
-	if d < 0 {
-		return configErrorf(field, "must not be negative, got %v", d)
-	}
-	if d > maxDuration {
-		return configErrorf(field, "is too large (%v); the maximum is %v", d, maxDuration)
-	}
-	return nil
-}
+// overflows (100 years).
+const maxDuration = config.MaxDuration
 
 // ErrBrokenCircuit matches *BrokenCircuitError: a circuit breaker refused
 // the execution.
@@ -226,27 +195,12 @@ func (e *BrokenCircuitError) Is(target error) bool {
 	return target == ErrBrokenCircuit || target == ErrRejected
 }
 
-// parseEnum is the one parsing rule of every Parse function: case and
-// surrounding space are ignored, '_' stands for '-', and "" is def.
+// parseEnum and unknownEnum are the one parsing rule of every Parse
+// function and its error (see internal/config).
 func parseEnum[E ~string](s string, def E, values ...E) (E, bool) {
-	n := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), "_", "-")
-	if n == "" {
-		return def, true
-	}
-	for _, v := range values {
-		if string(v) == n {
-			return v, true
-		}
-	}
-	return "", false
+	return config.ParseEnum(s, def, values...)
 }
 
-// unknownEnum is the *ConfigError of a Parse function: it quotes the input
-// and lists the accepted names.
 func unknownEnum[E ~string](field, what, s string, values ...E) error {
-	names := make([]string, len(values))
-	for i, v := range values {
-		names[i] = strconv.Quote(string(v))
-	}
-	return configErrorf(field, "unknown %s %q; want one of %s", what, s, strings.Join(names, ", "))
+	return config.UnknownEnum(field, what, s, values...)
 }

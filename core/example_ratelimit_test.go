@@ -7,6 +7,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
 // A per-client limit of two calls a minute. The client's identity rides in
@@ -17,7 +18,7 @@ func ExampleRateLimiter() {
 	p, err := resilience.NewBuilder[string](resilience.WithName("search")).
 		AddRateLimiter(resilience.RateLimiterOptions{
 			Name:        "per-client",
-			Algorithm:   resilience.RateLimitFixedWindow,
+			Algorithm:   ratelimit.FixedWindow,
 			PermitLimit: 2,
 			Window:      time.Minute,
 			Key: func(ctx context.Context) string {
@@ -56,7 +57,7 @@ func ExampleRateLimiter() {
 // anything, as an HTTP middleware needs on admitted responses too.
 func ExampleRateLimiter_Allow() {
 	l, err := resilience.NewRateLimiter(resilience.RateLimiterOptions{
-		Algorithm:   resilience.RateLimitTokenBucket,
+		Algorithm:   ratelimit.TokenBucket,
 		PermitLimit: 10,
 		Window:      time.Second,
 	})
@@ -69,15 +70,4 @@ func ExampleRateLimiter_Allow() {
 		d.Allowed, d.Limit, d.Remaining, d.Policy.Name, d.Policy.Algorithm)
 	// Output:
 	// allowed=true limit=10 remaining=9 policy=default/token-bucket
-}
-
-// Options read from configuration are validated by name.
-func ExampleParseRateLimitAlgorithm() {
-	alg, err := resilience.ParseRateLimitAlgorithm("Sliding_Window")
-	fmt.Println(alg, err)
-	_, err = resilience.ParseRateLimitAlgorithm("leaky-bucket")
-	fmt.Println(errors.Is(err, resilience.ErrInvalidOptions))
-	// Output:
-	// sliding-window <nil>
-	// true
 }

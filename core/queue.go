@@ -204,7 +204,7 @@ func (q *waitQueue) remove(w *waiter) {
 // AdaptiveLimiter: a permit count, a limit and a waitQueue under one mutex,
 // with the overflow policies, queue timeouts and the optional CoDel
 // discipline. The limiters differ only in who sets the limit (the user
-// through SetLimit, or a LimitAlgorithm) and in what a release records.
+// through SetLimit, or a limit.Algorithm) and in what a release records.
 //
 // The zero value has a limit of 0 and no queue: it rejects everything.
 // Not copyable after first use.

@@ -5,106 +5,15 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"math"
 	"strings"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/internal/config"
+	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
-// RateLimitAlgorithm names how a rate limiter counts permits. Its values
-// are stable strings for configuration files; the empty string means
-// RateLimitFixedWindow.
-type RateLimitAlgorithm string
-
-const (
-	// RateLimitFixedWindow allows PermitLimit permits in each window. A
-	// key's windows start at its first request and follow back to back. Up
-	// to 2×PermitLimit permits can pass around a window boundary (the end of
-	// one window, the start of the next).
-	RateLimitFixedWindow RateLimitAlgorithm = "fixed-window"
-	// RateLimitSlidingWindow approximates a window that slides with time:
-	// the count of the previous fixed window, weighted by the share of it
-	// the sliding window still covers, plus the count of the current one
-	// must stay below PermitLimit. The approximation assumes the previous
-	// window's permits were spread evenly over it. It never admits more than
-	// PermitLimit in one of the key's fixed windows and damps the boundary
-	// burst.
-	RateLimitSlidingWindow RateLimitAlgorithm = "sliding-window"
-	// RateLimitTokenBucket keeps a bucket of PermitLimit tokens that
-	// refills PermitLimit tokens per Window, evenly (one every
-	// Window/PermitLimit). A full bucket absorbs a burst of PermitLimit; the
-	// sustained rate is PermitLimit per Window.
-	RateLimitTokenBucket RateLimitAlgorithm = "token-bucket"
-)
-
-var rateLimitAlgorithms = []RateLimitAlgorithm{RateLimitFixedWindow, RateLimitSlidingWindow, RateLimitTokenBucket}
-
-// ParseRateLimitAlgorithm returns the algorithm named by s, ignoring case,
-// surrounding space and '_' for '-'; "" is RateLimitFixedWindow. Anything
-// else is a *ConfigError that lists the accepted names.
-func ParseRateLimitAlgorithm(s string) (RateLimitAlgorithm, error) {
-	v, ok := parseEnum(s, RateLimitFixedWindow, rateLimitAlgorithms...)
-	if !ok {
-		return "", unknownEnum("RateLimiterOptions.Algorithm", "algorithm", s, rateLimitAlgorithms...)
-	}
-	return v, nil
-}
-
-// RateLimitPolicy is what a RateLimitStore needs to decide: the limit of a
-// rate limiter, without its key function or store. Name identifies the
-// policy in a shared store and in the IETF RateLimit-Policy header. The
-// zero value is invalid (no Limit or Window): a store refuses it with a
-// *ConfigError.
-type RateLimitPolicy struct {
-	// Name is the limiter's name, or "default" when it has none.
-	Name string
-	// Algorithm is never empty in a policy made by a RateLimiter.
-	Algorithm RateLimitAlgorithm
-	// Limit is the number of permits per Window.
-	Limit int
-	// Window is the period the limit applies to.
-	Window time.Duration
-}
-
-// algorithm returns the policy's algorithm with the empty default resolved
-// (validate accepts only names ParseRateLimitAlgorithm knows).
-func (p RateLimitPolicy) algorithm() RateLimitAlgorithm {
-	a, _ := ParseRateLimitAlgorithm(string(p.Algorithm))
-	return a
-}
-
-// validate checks a policy handed to a store directly.
-func (p RateLimitPolicy) validate() error {
-	if _, err := ParseRateLimitAlgorithm(string(p.Algorithm)); err != nil {
-		return &ConfigError{Field: "RateLimitPolicy.Algorithm", Problem: err.(*ConfigError).Problem}
-	}
-	if err := checkPositiveInt("RateLimitPolicy.Limit", p.Limit); err != nil {
-		return err
-	}
-	return checkPositiveDuration("RateLimitPolicy.Window", p.Window)
-}
-
-// RateLimitDecision is the outcome of one take: whether the permit was
-// granted and the numbers for the RateLimit-* and Retry-After headers.
-type RateLimitDecision struct {
-	// Allowed reports whether a permit was granted.
-	Allowed bool
-	// Limit is the number of permits per window.
-	Limit int
-	// Remaining is how many more permits the key would be granted right now.
-	Remaining int
-	// Reset is the time until the key's quota is whole again: the end of the
-	// fixed window; for a sliding window, until the current window's permits
-	// no longer weigh (the end of the next window); for a token bucket,
-	// until the bucket is full.
-	Reset time.Duration
-	// RetryAfter is the least wait before a take could succeed; 0 when
-	// allowed. Fixed window: the end of the window; sliding window: until
-	// the weighted count drops below the limit; token bucket: the next token.
-	RetryAfter time.Duration
-	// Policy is the policy the decision was made under.
-	Policy RateLimitPolicy
-}
-
-// RateLimitStoreError reports that a RateLimitStore failed, so no decision
+// RateLimitStoreError reports that a rate limiter's ratelimit.Store failed, so no decision
 // was made. Match with errors.As, or errors.Is against ErrRateLimitStore; it
 // unwraps to the store's error. It is not a rejection (it does not match
 // ErrRejected): the limiter could not decide.
@@ -139,6 +48,9 @@ const EventRateLimiterStoreError EventName = "OnRateLimiterStoreError"
 
 const (
 	defaultRateLimitMaxKeyLength = 256
+	// maxRateLimitMaxKeys bounds RateLimiterOptions.MaxKeys, as
+	// ratelimit.NewMemoryStore does.
+	maxRateLimitMaxKeys = math.MaxInt32
 	// rateLimitKeyHashLen is the length of the hash that replaces the tail
 	// of an over-long key: 16 bytes of SHA-256, base64url without padding.
 	rateLimitKeyHashLen = 22
@@ -151,11 +63,12 @@ const (
 // called concurrently and must be safe for that.
 type RateLimiterOptions struct {
 	// Name labels telemetry (default "RateLimiter") and names the policy
-	// (default "default"; see RateLimitPolicy.Name).
+	// (default "default"; see ratelimit.Policy.Name).
 	Name string
-	// Algorithm is RateLimitFixedWindow (the default when empty), RateLimitSlidingWindow or
-	// RateLimitTokenBucket. Use ParseRateLimitAlgorithm for names from configuration.
-	Algorithm RateLimitAlgorithm
+	// Algorithm counts the permits; "" means ratelimit.FixedWindow, the
+	// others are ratelimit.SlidingWindow and ratelimit.TokenBucket. Use
+	// ratelimit.ParseAlgorithm for names from configuration.
+	Algorithm ratelimit.Algorithm
 	// PermitLimit is the number of permits per Window (> 0).
 	PermitLimit int
 	// Window is the period PermitLimit applies to (> 0).
@@ -166,7 +79,7 @@ type RateLimiterOptions struct {
 	Key func(ctx context.Context) string
 	// MaxKeys caps the keys of the default in-memory store, so memory is
 	// bounded whatever traffic arrives; idle keys are evicted first (see
-	// MemoryRateLimitStore). 0 means 10 000. Ignored when Store is set.
+	// ratelimit.MemoryStore). 0 means 10 000. Ignored when Store is set.
 	MaxKeys int
 	// MaxKeyLength caps the length in bytes of a key. A longer key is
 	// replaced by its first MaxKeyLength−22 bytes followed by 22 characters
@@ -176,9 +89,9 @@ type RateLimiterOptions struct {
 	// stored key is longer than MaxKeyLength. 0 means 256; otherwise at
 	// least 32.
 	MaxKeyLength int
-	// Store keeps the counters. Nil means a new MemoryRateLimitStore with
+	// Store keeps the counters; nil means a new ratelimit.MemoryStore with
 	// MaxKeys, private to this limiter.
-	Store RateLimitStore
+	Store ratelimit.Store
 	// FailClosed decides what happens when Store returns an error. By
 	// default (false) the limiter fails open: the execution runs, because a
 	// shared store's outage would otherwise turn into an outage of the whole
@@ -205,8 +118,8 @@ type RateLimiterOptions struct {
 // limiter inside the bubble.
 type RateLimiter struct {
 	opts   RateLimiterOptions
-	policy RateLimitPolicy
-	store  RateLimitStore
+	policy ratelimit.Policy
+	store  ratelimit.Store
 	maxLen int
 }
 
@@ -217,7 +130,7 @@ func NewRateLimiter(opts RateLimiterOptions) (*RateLimiter, error) {
 	if err := l.validate(); err != nil {
 		return nil, err
 	}
-	l.opts.Algorithm, _ = ParseRateLimitAlgorithm(string(l.opts.Algorithm)) // validated
+	l.opts.Algorithm, _ = ratelimit.ParseAlgorithm(string(l.opts.Algorithm)) // validated
 	if l.opts.MaxKeyLength == 0 {
 		l.opts.MaxKeyLength = defaultRateLimitMaxKeyLength
 	}
@@ -226,10 +139,10 @@ func NewRateLimiter(opts RateLimiterOptions) (*RateLimiter, error) {
 	if name == "" {
 		name = "default"
 	}
-	l.policy = RateLimitPolicy{Name: name, Algorithm: l.opts.Algorithm, Limit: opts.PermitLimit, Window: opts.Window}
+	l.policy = ratelimit.Policy{Name: name, Algorithm: l.opts.Algorithm, Limit: opts.PermitLimit, Window: opts.Window}
 	l.store = opts.Store
 	if l.store == nil {
-		l.store = NewMemoryRateLimitStore(opts.MaxKeys)
+		l.store = ratelimit.NewMemoryStore(opts.MaxKeys)
 	}
 	return l, nil
 }
@@ -243,8 +156,8 @@ func (b *Builder[T]) AddRateLimiter(opts RateLimiterOptions) *Builder[T] {
 // validate reports the first invalid option as a *ConfigError.
 func (l *RateLimiter) validate() error {
 	o := &l.opts
-	if _, err := ParseRateLimitAlgorithm(string(o.Algorithm)); err != nil {
-		return err
+	if _, err := ratelimit.ParseAlgorithm(string(o.Algorithm)); err != nil {
+		return config.Rename("RateLimiterOptions.Algorithm", err)
 	}
 	if err := checkPositiveInt("RateLimiterOptions.PermitLimit", o.PermitLimit); err != nil {
 		return err
@@ -277,13 +190,13 @@ func (l *RateLimiter) StrategyName() string {
 }
 
 // Policy returns the limiter's policy.
-func (l *RateLimiter) Policy() RateLimitPolicy { return l.policy }
+func (l *RateLimiter) Policy() ratelimit.Policy { return l.policy }
 
 // Allow takes one permit for the key opts.Key returns for ctx. A nil error
 // comes with the store's decision. On a store failure the error is a
 // *RateLimitStoreError and the decision is what the limiter applies:
 // Allowed unless FailClosed, with the policy's Limit and Remaining 0.
-func (l *RateLimiter) Allow(ctx context.Context) (RateLimitDecision, error) {
+func (l *RateLimiter) Allow(ctx context.Context) (ratelimit.Decision, error) {
 	var key string
 	if l.opts.Key != nil {
 		key = l.opts.Key(ctx)
@@ -293,16 +206,16 @@ func (l *RateLimiter) Allow(ctx context.Context) (RateLimitDecision, error) {
 
 // AllowKey is Allow for an explicit key. Keys longer than MaxKeyLength are
 // shortened as documented there.
-func (l *RateLimiter) AllowKey(ctx context.Context, key string) (RateLimitDecision, error) {
+func (l *RateLimiter) AllowKey(ctx context.Context, key string) (ratelimit.Decision, error) {
 	if l.store == nil {
-		return RateLimitDecision{}, l.unusable()
+		return ratelimit.Decision{}, l.unusable()
 	}
 	if len(key) > l.maxLen {
 		key = shortenRateLimitKey(key, l.maxLen)
 	}
 	d, err := l.store.Take(ctx, key, l.policy)
 	if err != nil {
-		return RateLimitDecision{
+		return ratelimit.Decision{
 			Allowed: !l.opts.FailClosed,
 			Limit:   l.policy.Limit,
 			Policy:  l.policy,
@@ -338,7 +251,7 @@ func (l *RateLimiter) Execute(ctx context.Context, tel Telemetry, next Next) err
 // comes with the *RateLimitStoreError and emits EventRateLimiterStoreError
 // (Reason "fail-open" or "fail-closed"), d then being what FailClosed
 // decides. A limiter not made by NewRateLimiter returns a *ConfigError.
-func (l *RateLimiter) Take(ctx context.Context, tel Telemetry) (d RateLimitDecision, err error) {
+func (l *RateLimiter) Take(ctx context.Context, tel Telemetry) (d ratelimit.Decision, err error) {
 	d, err = l.AllowKey(ctx, callKey(ctx, tel, l.opts.Key))
 	if err != nil {
 		var se *RateLimitStoreError

@@ -10,7 +10,21 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
+
+func rlNew(t interface {
+	Helper()
+	Fatal(...any)
+}, opts RateLimiterOptions) *RateLimiter {
+	t.Helper()
+	l, err := NewRateLimiter(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
 
 // Invariant: every invalid option is a *ConfigError naming the field as
 // RateLimiterOptions.Field, from NewRateLimiter and from Builder.Build.
@@ -49,9 +63,9 @@ func TestRateLimiterOptionsValidation(t *testing.T) {
 	}
 	for _, o := range []RateLimiterOptions{
 		ok,
-		with(func(o *RateLimiterOptions) { o.Algorithm = RateLimitSlidingWindow; o.MaxKeys = 1; o.MaxKeyLength = 32 }),
+		with(func(o *RateLimiterOptions) { o.Algorithm = ratelimit.SlidingWindow; o.MaxKeys = 1; o.MaxKeyLength = 32 }),
 		with(func(o *RateLimiterOptions) {
-			o.Algorithm = RateLimitTokenBucket
+			o.Algorithm = ratelimit.TokenBucket
 			o.Window = maxDuration
 			o.MaxKeys = maxRateLimitMaxKeys
 		}),
@@ -73,7 +87,7 @@ func FuzzRateLimiterOptions(f *testing.F) {
 	f.Add("x", "fixed-window", 5, int64(maxDuration)+1, 0, 31, "k")
 	f.Fuzz(func(t *testing.T, name, alg string, limit int, window int64, maxKeys, maxKeyLen int, key string) {
 		opts := RateLimiterOptions{
-			Name: name, Algorithm: RateLimitAlgorithm(alg), PermitLimit: limit,
+			Name: name, Algorithm: ratelimit.Algorithm(alg), PermitLimit: limit,
 			Window: time.Duration(window), MaxKeys: maxKeys, MaxKeyLength: maxKeyLen,
 		}
 		l, err := NewRateLimiter(opts)
@@ -95,12 +109,12 @@ func FuzzRateLimiterOptions(f *testing.F) {
 // fixed window; a named limiter uses its name for both.
 func TestRateLimiterDefaults(t *testing.T) {
 	l := rlNew(t, RateLimiterOptions{PermitLimit: 5, Window: time.Minute})
-	want := RateLimitPolicy{Name: "default", Algorithm: RateLimitFixedWindow, Limit: 5, Window: time.Minute}
+	want := ratelimit.Policy{Name: "default", Algorithm: ratelimit.FixedWindow, Limit: 5, Window: time.Minute}
 	if l.Policy() != want || l.StrategyName() != "RateLimiter" || l.validate() != nil {
 		t.Fatalf("policy %+v name %q", l.Policy(), l.StrategyName())
 	}
-	l = rlNew(t, RateLimiterOptions{Name: "api", Algorithm: RateLimitTokenBucket, PermitLimit: 5, Window: time.Minute})
-	if l.Policy().Name != "api" || l.StrategyName() != "api" || l.Policy().Algorithm != RateLimitTokenBucket {
+	l = rlNew(t, RateLimiterOptions{Name: "api", Algorithm: ratelimit.TokenBucket, PermitLimit: 5, Window: time.Minute})
+	if l.Policy().Name != "api" || l.StrategyName() != "api" || l.Policy().Algorithm != ratelimit.TokenBucket {
 		t.Fatalf("policy %+v name %q", l.Policy(), l.StrategyName())
 	}
 	d, err := l.Allow(context.Background())
@@ -139,7 +153,7 @@ func rlClientKey(ctx context.Context) string { v, _ := rlClient.Value(ctx); retu
 // other key's untouched.
 func TestRateLimiterPerKeyIsolation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		for _, alg := range []RateLimitAlgorithm{RateLimitFixedWindow, RateLimitSlidingWindow, RateLimitTokenBucket} {
+		for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.TokenBucket} {
 			l := rlNew(t, RateLimiterOptions{Algorithm: alg, PermitLimit: 2, Window: time.Minute, Key: rlClientKey})
 			for range 2 {
 				if d, _ := l.Allow(rlClientCtx("alice")); !d.Allowed {
@@ -177,15 +191,15 @@ func TestRateLimiterNilKeySinglePartition(t *testing.T) {
 
 // rlRecordingStore records the keys it is asked about and can fail.
 type rlRecordingStore struct {
-	inner MemoryRateLimitStore
+	inner ratelimit.MemoryStore
 	keys  []string
 	err   error
 }
 
-func (s *rlRecordingStore) Take(ctx context.Context, key string, p RateLimitPolicy) (RateLimitDecision, error) {
+func (s *rlRecordingStore) Take(ctx context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
 	s.keys = append(s.keys, key)
 	if s.err != nil {
-		return RateLimitDecision{}, s.err
+		return ratelimit.Decision{}, s.err
 	}
 	return s.inner.Take(ctx, key, p)
 }
@@ -390,12 +404,12 @@ func TestRateLimiterTakeEmitsAsExecute(t *testing.T) {
 
 // Invariant: a custom Store replaces the in-memory one and gets the policy.
 func TestRateLimiterUsesCustomStore(t *testing.T) {
-	var got RateLimitPolicy
-	store := rlStoreFunc(func(_ context.Context, key string, p RateLimitPolicy) (RateLimitDecision, error) {
+	var got ratelimit.Policy
+	store := rlStoreFunc(func(_ context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
 		got = p
-		return RateLimitDecision{Allowed: false, Limit: p.Limit, RetryAfter: time.Second}, nil
+		return ratelimit.Decision{Allowed: false, Limit: p.Limit, RetryAfter: time.Second}, nil
 	})
-	l := rlNew(t, RateLimiterOptions{Name: "shared", Algorithm: RateLimitSlidingWindow, PermitLimit: 9, Window: time.Minute, Store: store})
+	l := rlNew(t, RateLimiterOptions{Name: "shared", Algorithm: ratelimit.SlidingWindow, PermitLimit: 9, Window: time.Minute, Store: store})
 	err := l.Execute(context.Background(), Telemetry{}, func(context.Context) error { return nil })
 	var rej *RateLimitRejectedError
 	if !errors.As(err, &rej) || rej.RetryAfter != time.Second || got != l.Policy() {
@@ -403,9 +417,9 @@ func TestRateLimiterUsesCustomStore(t *testing.T) {
 	}
 }
 
-type rlStoreFunc func(ctx context.Context, key string, p RateLimitPolicy) (RateLimitDecision, error)
+type rlStoreFunc func(ctx context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error)
 
-func (f rlStoreFunc) Take(ctx context.Context, key string, p RateLimitPolicy) (RateLimitDecision, error) {
+func (f rlStoreFunc) Take(ctx context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
 	return f(ctx, key, p)
 }
 
@@ -429,7 +443,7 @@ func TestRateLimiterSharedAcrossPipelines(t *testing.T) {
 // BenchmarkRateLimiterAllow measures the hot path: an existing key, one
 // shard lock, no allocation.
 func BenchmarkRateLimiterAllow(b *testing.B) {
-	for _, alg := range []RateLimitAlgorithm{RateLimitFixedWindow, RateLimitSlidingWindow, RateLimitTokenBucket} {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.TokenBucket} {
 		b.Run(string(alg), func(b *testing.B) {
 			l := rlNew(b, RateLimiterOptions{Algorithm: alg, PermitLimit: 1 << 40, Window: time.Hour, Key: rlClientKey})
 			ctx := rlClientCtx("203.0.113.7")

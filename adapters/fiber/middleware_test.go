@@ -20,6 +20,7 @@ import (
 	resiliencefiber "github.com/ylcnfrht/resilience/adapters/fiber"
 	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/inbound"
+	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
 // serve starts app on loopback with fiber's own server and returns its
@@ -70,22 +71,22 @@ func (rc *rawConn) rawGet(headerLines string) int {
 }
 
 // keepingStore is a rate-limit store that keeps the keys it is given as
-// they are, as a store may: the RateLimitStore contract does not ask for a
+// they are, as a store may: the ratelimit.Store contract does not ask for a
 // copy.
 type keepingStore struct {
 	mu     sync.Mutex
 	counts map[string]int
 }
 
-func (s *keepingStore) Take(_ context.Context, key string, p resilience.RateLimitPolicy) (resilience.RateLimitDecision, error) {
+func (s *keepingStore) Take(_ context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.counts[key]
 	if n >= p.Limit {
-		return resilience.RateLimitDecision{Limit: p.Limit, Reset: p.Window, RetryAfter: p.Window, Policy: p}, nil
+		return ratelimit.Decision{Limit: p.Limit, Reset: p.Window, RetryAfter: p.Window, Policy: p}, nil
 	}
 	s.counts[key] = n + 1
-	return resilience.RateLimitDecision{Allowed: true, Limit: p.Limit, Remaining: p.Limit - n - 1, Reset: p.Window, Policy: p}, nil
+	return ratelimit.Decision{Allowed: true, Limit: p.Limit, Remaining: p.Limit - n - 1, Reset: p.Window, Policy: p}, nil
 }
 
 // TestRateLimitKeyCopied: a key function may return a string backed by

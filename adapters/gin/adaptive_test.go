@@ -13,6 +13,7 @@ import (
 	"github.com/ylcnfrht/resilience/adapters/gin"
 	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/inbound"
+	"github.com/ylcnfrht/resilience/core/limit"
 )
 
 // windows records the sampling windows an adaptive limiter hands its
@@ -23,7 +24,7 @@ type windows struct {
 	updates int
 }
 
-func (w *windows) Update(s resilience.LimitSample) float64 {
+func (w *windows) Update(s limit.Sample) float64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.samples += s.Samples

@@ -12,17 +12,18 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/limit"
 )
 
-// outcomeRecorder is a LimitAlgorithm that keeps the limit and records the
+// outcomeRecorder is a limit.Algorithm that keeps the limit and records the
 // windows it is given. With InitialLimit 1 every counted release closes a
 // window (the first one at once), so each window is one request's outcome.
 type outcomeRecorder struct {
 	mu      sync.Mutex
-	windows []resilience.LimitSample
+	windows []limit.Sample
 }
 
-func (o *outcomeRecorder) Update(s resilience.LimitSample) float64 {
+func (o *outcomeRecorder) Update(s limit.Sample) float64 {
 	o.mu.Lock()
 	o.windows = append(o.windows, s)
 	o.mu.Unlock()

@@ -38,7 +38,7 @@ func (p permit) release(o resilience.LimitOutcome) {
 		return
 	}
 	if err := p.adaptive.Release(o); err != nil {
-		// The LimitAlgorithm panicked as this release closed its window:
+		// The limit.Algorithm panicked as this release closed its window:
 		// contained by the limiter, reported here.
 		p.ag.tel.Emit(context.Background(), resilience.Event{Name: resilience.EventHookPanic, Reason: resilience.HookLimitAlgorithm, Err: err})
 	}

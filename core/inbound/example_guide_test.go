@@ -9,6 +9,7 @@ import (
 
 	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/inbound"
+	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
 // The configuration docs/guide.md recommends for a service that can do
@@ -29,7 +30,7 @@ func ExampleNew_recommended() {
 			},
 		},
 		RateLimit: &resilience.RateLimiterOptions{ // fairness: no client takes every permit
-			Algorithm:   resilience.RateLimitTokenBucket,
+			Algorithm:   ratelimit.TokenBucket,
 			PermitLimit: 100, // per second and client
 			Window:      time.Second,
 			Key:         inbound.KeyByClientIP,

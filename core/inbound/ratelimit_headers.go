@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
 // RateLimitHeaderStyle chooses the header fields that describe the rate
@@ -85,7 +85,7 @@ func structuredName(name string) string {
 }
 
 // policyField renders the RateLimit-Policy value, constant per middleware.
-func policyField(p resilience.RateLimitPolicy) string {
+func policyField(p ratelimit.Policy) string {
 	return structuredName(p.Name) + ";q=" + strconv.Itoa(p.Limit) +
 		";w=" + strconv.FormatInt(ceilSeconds(p.Window, 1), 10)
 }

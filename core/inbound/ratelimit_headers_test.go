@@ -11,6 +11,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
 func rateLimited(t *testing.T, style RateLimitHeaderStyle, name string) http.Handler {
@@ -179,8 +180,8 @@ func TestRateLimitHeadersForAdapters(t *testing.T) {
 
 type failingStore struct{}
 
-func (failingStore) Take(context.Context, string, resilience.RateLimitPolicy) (resilience.RateLimitDecision, error) {
-	return resilience.RateLimitDecision{}, errors.New("store down: secret-host:6379")
+func (failingStore) Take(context.Context, string, ratelimit.Policy) (ratelimit.Decision, error) {
+	return ratelimit.Decision{}, errors.New("store down: secret-host:6379")
 }
 
 // A failing store fails open by default (admitted, no numbers to report)

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"sync"
 
-	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
 // Headers is read access to a request's header fields. http.Header
@@ -61,7 +61,7 @@ type Request struct {
 
 	ipv6Prefix   int // from ClientIPOptions, for ClientKey
 	rateLimited  bool
-	rateDecision resilience.RateLimitDecision
+	rateDecision ratelimit.Decision
 
 	routeFn   RouteFunc // nil: no route
 	routeOnce sync.Once
@@ -92,9 +92,9 @@ func (r *Request) Route() string {
 // and false when the route is not rate limited (or the limiter's store
 // failed open and there are no numbers), or the decision is not made yet
 // (inside the rate-limit key function).
-func (r *Request) RateLimit() (resilience.RateLimitDecision, bool) {
+func (r *Request) RateLimit() (ratelimit.Decision, bool) {
 	if r == nil {
-		return resilience.RateLimitDecision{}, false
+		return ratelimit.Decision{}, false
 	}
 	return r.rateDecision, r.rateLimited
 }

@@ -168,7 +168,7 @@ func TestEachEventKind(t *testing.T) {
 		{resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: "shutting-down", Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonShuttingDown}},
 			"resilience.event.name=OnRateLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=shutting-down,resilience.strategy.name=s", "", ""},
 		{resilience.Event{Name: resilience.EventHookPanic, Reason: resilience.HookLimitAlgorithm, Err: &resilience.HookPanicError{Hook: resilience.HookLimitAlgorithm, Value: "boom"}},
-			"resilience.event.name=OnHookPanic,resilience.outcome=error,resilience.pipeline.name=p,resilience.reason=LimitAlgorithm.Update,resilience.strategy.name=s", "", ""},
+			"resilience.event.name=OnHookPanic,resilience.outcome=error,resilience.pipeline.name=p,resilience.reason=limit.Algorithm.Update,resilience.strategy.name=s", "", ""},
 		{resilience.Event{Name: resilience.EventExecutionAttempt, Reason: resilience.ReasonUnhandled, Duration: 20 * time.Millisecond},
 			"resilience.event.name=ExecutionAttempt,resilience.outcome=ok,resilience.pipeline.name=p,resilience.reason=unhandled,resilience.strategy.name=s",
 			MetricAttemptDuration, "resilience.attempt.handled=false,resilience.outcome=ok,resilience.pipeline.name=p,resilience.strategy.name=s"},

@@ -10,11 +10,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/inbound"
+	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
 // benchPolicy admits every take of a benchmark: a million a second.
-func benchPolicy(alg resilience.RateLimitAlgorithm) resilience.RateLimitPolicy {
-	return resilience.RateLimitPolicy{Name: "bench", Algorithm: alg, Limit: 1_000_000, Window: time.Second}
+func benchPolicy(alg ratelimit.Algorithm) ratelimit.Policy {
+	return ratelimit.Policy{Name: "bench", Algorithm: alg, Limit: 1_000_000, Window: time.Second}
 }
 
 // benchStore is a store on its own client of srv.
@@ -37,8 +38,8 @@ func BenchmarkTake(b *testing.B) {
 	spawning := benchStore(b, srv, false)
 	ctx := context.Background()
 	b.Run("memory", func(b *testing.B) {
-		mem := resilience.NewMemoryRateLimitStore(0)
-		p := benchPolicy(resilience.RateLimitFixedWindow)
+		mem := ratelimit.NewMemoryStore(0)
+		p := benchPolicy(ratelimit.FixedWindow)
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := mem.Take(ctx, "k", p); err != nil {
@@ -49,7 +50,7 @@ func BenchmarkTake(b *testing.B) {
 	b.Run("raw-script", func(b *testing.B) {
 		// The fixed-window script straight through go-redis, without the
 		// budget's goroutine and timer: what the store adds is the rest.
-		p := benchPolicy(resilience.RateLimitFixedWindow)
+		p := benchPolicy(ratelimit.FixedWindow)
 		keys := []string{store.key("k", p)}
 		b.ReportAllocs()
 		for b.Loop() {
@@ -58,7 +59,7 @@ func BenchmarkTake(b *testing.B) {
 			}
 		}
 	})
-	for _, alg := range []resilience.RateLimitAlgorithm{resilience.RateLimitFixedWindow, resilience.RateLimitSlidingWindow, resilience.RateLimitTokenBucket} {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.TokenBucket} {
 		b.Run(string(alg), func(b *testing.B) {
 			p := benchPolicy(alg)
 			b.ReportAllocs()
@@ -72,7 +73,7 @@ func BenchmarkTake(b *testing.B) {
 	b.Run("fixed-window-goroutine", func(b *testing.B) {
 		// A client without ContextTimeoutEnabled: the store holds the
 		// budget with a goroutine per call.
-		p := benchPolicy(resilience.RateLimitFixedWindow)
+		p := benchPolicy(ratelimit.FixedWindow)
 		b.ReportAllocs()
 		for b.Loop() {
 			if d, err := spawning.Take(ctx, "k", p); err != nil || !d.Allowed {
@@ -90,7 +91,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	srv := startRedis(b)
 	store := benchStore(b, srv, true)
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	rl := func(s resilience.RateLimitStore) *resilience.RateLimiterOptions {
+	rl := func(s ratelimit.Store) *resilience.RateLimiterOptions {
 		return &resilience.RateLimiterOptions{Name: "bench", PermitLimit: 1_000_000, Window: time.Second, Store: s}
 	}
 	for _, c := range []struct {

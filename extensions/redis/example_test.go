@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/inbound"
+	"github.com/ylcnfrht/resilience/core/ratelimit"
 	resilienceredis "github.com/ylcnfrht/resilience/extensions/redis"
 )
 
@@ -16,7 +17,7 @@ import (
 func Example() {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	defer client.Close()
-	breaker, err := resilience.NewCircuitBreaker(resilience.CircuitBreakerOptions[resilience.RateLimitDecision]{
+	breaker, err := resilience.NewCircuitBreaker(resilience.CircuitBreakerOptions[ratelimit.Decision]{
 		Name: "redis", MinimumThroughput: 20, BreakDuration: 2 * time.Second,
 	})
 	if err != nil {
@@ -32,7 +33,7 @@ func Example() {
 		panic(err)
 	}
 	mw, err := inbound.New(inbound.Options{RateLimit: &resilience.RateLimiterOptions{
-		Name: "api", Algorithm: resilience.RateLimitSlidingWindow, PermitLimit: 600, Window: time.Minute,
+		Name: "api", Algorithm: ratelimit.SlidingWindow, PermitLimit: 600, Window: time.Minute,
 		Key: inbound.KeyByHeader("X-API-Key"), Store: store,
 	}})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/inbound"
+	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
 // instance is one service instance: an inbound middleware whose rate
@@ -140,7 +141,7 @@ func (in *instance) do(client string) (reply, error) {
 // gets more than the limit through (the scripts are atomic).
 func TestTwoInstancesShareOneLimitPerKey(t *testing.T) {
 	srv := startRedis(t)
-	for _, alg := range []resilience.RateLimitAlgorithm{resilience.RateLimitFixedWindow, resilience.RateLimitSlidingWindow, resilience.RateLimitTokenBucket} {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.TokenBucket} {
 		t.Run(string(alg), func(t *testing.T) {
 			// A long window: no permit comes back while the test runs.
 			rl := resilience.RateLimiterOptions{Name: "api-" + string(alg), Algorithm: alg, PermitLimit: 5, Window: time.Hour}
@@ -423,7 +424,7 @@ func raiseTo(a *atomic.Int64, v int64) {
 // the listener; and a probe closes it again when Redis is back.
 func TestBreakerMakesOutageCheap(t *testing.T) {
 	srv := startRedis(t)
-	cb, err := resilience.NewCircuitBreaker(resilience.CircuitBreakerOptions[resilience.RateLimitDecision]{
+	cb, err := resilience.NewCircuitBreaker(resilience.CircuitBreakerOptions[ratelimit.Decision]{
 		Name: "redis", FailureRatio: 0.5, MinimumThroughput: 2,
 		SamplingDuration: 10 * time.Second, BreakDuration: 500 * time.Millisecond,
 	})
@@ -445,7 +446,7 @@ func TestBreakerMakesOutageCheap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := resilience.RateLimitPolicy{Name: "cb", Algorithm: resilience.RateLimitFixedWindow, Limit: 10, Window: time.Hour}
+	p := ratelimit.Policy{Name: "cb", Algorithm: ratelimit.FixedWindow, Limit: 10, Window: time.Hour}
 	ctx := context.Background()
 	if _, err := store.Take(ctx, "k", p); err != nil {
 		t.Fatal(err)
@@ -500,10 +501,10 @@ func TestManyKeysBoundedByExpiry(t *testing.T) {
 	}
 	before := usedMemory(t, client)
 	const keys = 100_000
-	policies := []resilience.RateLimitPolicy{
-		{Name: "fw", Algorithm: resilience.RateLimitFixedWindow, Limit: 10, Window: 2 * time.Second},
-		{Name: "sw", Algorithm: resilience.RateLimitSlidingWindow, Limit: 10, Window: time.Second}, // idle span 2 s
-		{Name: "tb", Algorithm: resilience.RateLimitTokenBucket, Limit: 10, Window: 2 * time.Second},
+	policies := []ratelimit.Policy{
+		{Name: "fw", Algorithm: ratelimit.FixedWindow, Limit: 10, Window: 2 * time.Second},
+		{Name: "sw", Algorithm: ratelimit.SlidingWindow, Limit: 10, Window: time.Second}, // idle span 2 s
+		{Name: "tb", Algorithm: ratelimit.TokenBucket, Limit: 10, Window: 2 * time.Second},
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -601,7 +602,7 @@ func usedMemory(t *testing.T, c *redis.Client) int64 {
 func TestSkewedInstanceClocksAgree(t *testing.T) {
 	srv := startRedis(t)
 	ctx := context.Background()
-	p := resilience.RateLimitPolicy{Name: "skew", Algorithm: resilience.RateLimitFixedWindow, Limit: 4, Window: time.Minute}
+	p := ratelimit.Policy{Name: "skew", Algorithm: ratelimit.FixedWindow, Limit: 4, Window: time.Minute}
 	real, err := New(Options{Client: srv.Client()})
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,9 @@
 package resilienceredis
 
 // The Lua scripts that make one decision each, atomically, inside Redis.
-// They repeat the arithmetic of the in-memory store (core's
-// ratelimit_algorithms.go) so both stores give the same numbers for the
-// same sequence of takes.
+// They repeat the arithmetic of the in-memory store (core/ratelimit's
+// algorithms.go) so both stores give the same numbers for the same
+// sequence of takes.
 //
 // Lua in Redis has only float64 numbers. Times are therefore kept in whole
 // microseconds (Redis TIME's resolution), which stay exact below 2⁵³; the

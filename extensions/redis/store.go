@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
 const (
@@ -52,19 +53,19 @@ type Options struct {
 	// fails at once with the breaker's *resilience.BrokenCircuitError
 	// instead of waiting out the budget, and its probes find Redis again
 	// when it is back. Its events go to Listener.
-	Breaker *resilience.CircuitBreaker[resilience.RateLimitDecision]
+	Breaker *resilience.CircuitBreaker[ratelimit.Decision]
 	// Listener receives the breaker's events (pipeline name
 	// "resilienceredis"). Nil drops them.
 	Listener resilience.Listener
 }
 
-// Store is a resilience.RateLimitStore that keeps counters in Redis, so
+// Store is a ratelimit.Store that keeps counters in Redis, so
 // the instances of a fleet enforce one limit per key together. Use it as
 // RateLimiterOptions.Store.
 //
 // Each decision is one Lua script, atomic in Redis, per algorithm: fixed
 // window, sliding window and token bucket, with the same limit, remaining,
-// reset and retry-after numbers as resilience.MemoryRateLimitStore for the
+// reset and retry-after numbers as ratelimit.MemoryStore for the
 // same sequence of takes, so the RateLimit-* headers do not depend on the
 // store. Redis's clock (TIME) decides windows and refills, never the
 // instance's, so instances whose clocks disagree still agree on decisions.
@@ -87,7 +88,7 @@ type Store struct {
 	client   redis.Scripter
 	prefix   string
 	budget   time.Duration
-	breaker  *resilience.CircuitBreaker[resilience.RateLimitDecision]
+	breaker  *resilience.CircuitBreaker[ratelimit.Decision]
 	tel      resilience.Telemetry
 	fixed    *redis.Script
 	sliding  *redis.Script
@@ -135,47 +136,47 @@ func New(opts Options) (*Store, error) {
 }
 
 // CheckPolicy reports whether the store can apply p, as a
-// *resilience.ConfigError naming the RateLimitPolicy field. Beyond what
+// *resilience.ConfigError naming the ratelimit.Policy field. Beyond what
 // every store requires (a known algorithm, a positive limit and window),
 // the window must be a whole number of microseconds and at most MaxWindow,
 // and Limit × Window in microseconds at most 2⁵³ (10⁵ permits a day,
 // 3 000 a month). Take checks it too; call it at startup to fail early.
-func (s *Store) CheckPolicy(p resilience.RateLimitPolicy) error {
+func (s *Store) CheckPolicy(p ratelimit.Policy) error {
 	switch p.Algorithm {
-	case "", resilience.RateLimitFixedWindow, resilience.RateLimitSlidingWindow, resilience.RateLimitTokenBucket:
+	case "", ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.TokenBucket:
 	default:
-		return &resilience.ConfigError{Field: "RateLimitPolicy.Algorithm", Problem: fmt.Sprintf("unknown algorithm %q", string(p.Algorithm))}
+		return &resilience.ConfigError{Field: "Policy.Algorithm", Problem: fmt.Sprintf("unknown algorithm %q", string(p.Algorithm))}
 	}
 	if p.Limit <= 0 {
-		return &resilience.ConfigError{Field: "RateLimitPolicy.Limit", Problem: fmt.Sprintf("must be greater than 0, got %d", p.Limit)}
+		return &resilience.ConfigError{Field: "Policy.Limit", Problem: fmt.Sprintf("must be greater than 0, got %d", p.Limit)}
 	}
 	if p.Window <= 0 || p.Window > MaxWindow {
-		return &resilience.ConfigError{Field: "RateLimitPolicy.Window", Problem: fmt.Sprintf("must be in (0, %v], got %v", MaxWindow, p.Window)}
+		return &resilience.ConfigError{Field: "Policy.Window", Problem: fmt.Sprintf("must be in (0, %v], got %v", MaxWindow, p.Window)}
 	}
 	if p.Window%time.Microsecond != 0 {
-		return &resilience.ConfigError{Field: "RateLimitPolicy.Window", Problem: fmt.Sprintf("must be a whole number of microseconds, got %v", p.Window)}
+		return &resilience.ConfigError{Field: "Policy.Window", Problem: fmt.Sprintf("must be a whole number of microseconds, got %v", p.Window)}
 	}
 	if w := int64(p.Window / time.Microsecond); int64(p.Limit) > maxLimitWindow/w {
-		return &resilience.ConfigError{Field: "RateLimitPolicy.Limit", Problem: fmt.Sprintf("times the window in µs exceeds 2⁵³ (%d per %v)", p.Limit, p.Window)}
+		return &resilience.ConfigError{Field: "Policy.Limit", Problem: fmt.Sprintf("times the window in µs exceeds 2⁵³ (%d per %v)", p.Limit, p.Window)}
 	}
 	return nil
 }
 
-// Take implements resilience.RateLimitStore. Its errors: a
+// Take implements ratelimit.Store. Its errors: a
 // *resilience.ConfigError for a policy CheckPolicy refuses;
 // ErrBudgetExceeded; the breaker's rejection; ctx's error when ctx ends
 // first; otherwise Redis's error, wrapped.
-func (s *Store) Take(ctx context.Context, key string, policy resilience.RateLimitPolicy) (resilience.RateLimitDecision, error) {
+func (s *Store) Take(ctx context.Context, key string, policy ratelimit.Policy) (ratelimit.Decision, error) {
 	if s.client == nil {
-		return resilience.RateLimitDecision{}, &resilience.ConfigError{Field: "Store", Problem: "not made by New"}
+		return ratelimit.Decision{}, &resilience.ConfigError{Field: "Store", Problem: "not made by New"}
 	}
 	if err := s.CheckPolicy(policy); err != nil {
-		return resilience.RateLimitDecision{}, err
+		return ratelimit.Decision{}, err
 	}
 	if s.breaker == nil {
 		return s.take(ctx, key, policy)
 	}
-	return s.breaker.ExecuteResult(ctx, s.tel, func(ctx context.Context) (resilience.RateLimitDecision, error) {
+	return s.breaker.ExecuteResult(ctx, s.tel, func(ctx context.Context) (ratelimit.Decision, error) {
 		return s.take(ctx, key, policy)
 	})
 }
@@ -189,12 +190,12 @@ type evalResult struct {
 // context deadlines on sockets unless ContextTimeoutEnabled is set, so
 // without it the script runs on its own goroutine and a call that outlives
 // the budget is abandoned, to end by the client's own timeouts.
-func (s *Store) take(ctx context.Context, key string, p resilience.RateLimitPolicy) (resilience.RateLimitDecision, error) {
+func (s *Store) take(ctx context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
 	script, span := s.fixed, p.Window
 	switch p.Algorithm {
-	case resilience.RateLimitSlidingWindow:
+	case ratelimit.SlidingWindow:
 		script, span = s.sliding, 2*p.Window
-	case resilience.RateLimitTokenBucket:
+	case ratelimit.TokenBucket:
 		script = s.bucket
 	}
 	ttl := int64((span + time.Millisecond - 1) / time.Millisecond)
@@ -221,32 +222,32 @@ func (s *Store) take(ctx context.Context, key string, p resilience.RateLimitPoli
 	case r = <-done:
 	case <-bctx.Done():
 		if err := ctx.Err(); err != nil {
-			return resilience.RateLimitDecision{}, err
+			return ratelimit.Decision{}, err
 		}
-		return resilience.RateLimitDecision{}, ErrBudgetExceeded
+		return ratelimit.Decision{}, ErrBudgetExceeded
 	}
 	return decision(ctx, bctx, p, r)
 }
 
 // decision turns the script's reply into a decision, or classifies its
 // error: the caller's context first, then the budget, then Redis's.
-func decision(ctx, bctx context.Context, p resilience.RateLimitPolicy, r evalResult) (resilience.RateLimitDecision, error) {
+func decision(ctx, bctx context.Context, p ratelimit.Policy, r evalResult) (ratelimit.Decision, error) {
 	if r.err != nil {
 		if err := ctx.Err(); err != nil {
-			return resilience.RateLimitDecision{}, err
+			return ratelimit.Decision{}, err
 		}
 		if bctx.Err() != nil {
 			// Not wrapped: the client's error would match
 			// context.DeadlineExceeded, which reads as the request's own
 			// deadline (a 504) rather than the store's failure.
-			return resilience.RateLimitDecision{}, ErrBudgetExceeded
+			return ratelimit.Decision{}, ErrBudgetExceeded
 		}
-		return resilience.RateLimitDecision{}, fmt.Errorf("resilienceredis: %w", r.err)
+		return ratelimit.Decision{}, fmt.Errorf("resilienceredis: %w", r.err)
 	}
 	if len(r.v) != 4 {
-		return resilience.RateLimitDecision{}, fmt.Errorf("resilienceredis: script replied with %d values, want 4", len(r.v))
+		return ratelimit.Decision{}, fmt.Errorf("resilienceredis: script replied with %d values, want 4", len(r.v))
 	}
-	return resilience.RateLimitDecision{
+	return ratelimit.Decision{
 		Allowed:    r.v[0] == 1,
 		Limit:      p.Limit,
 		Remaining:  int(r.v[1]),
@@ -260,12 +261,12 @@ func decision(ctx, bctx context.Context, p resilience.RateLimitPolicy, r evalRes
 // or key can make two policies share a key; the algorithm is part of it
 // because a state means nothing to another algorithm (the in-memory store
 // resets it too).
-func (s *Store) key(key string, p resilience.RateLimitPolicy) string {
+func (s *Store) key(key string, p ratelimit.Policy) string {
 	alg := "fw"
 	switch p.Algorithm {
-	case resilience.RateLimitSlidingWindow:
+	case ratelimit.SlidingWindow:
 		alg = "sw"
-	case resilience.RateLimitTokenBucket:
+	case ratelimit.TokenBucket:
 		alg = "tb"
 	}
 	b := make([]byte, 0, len(s.prefix)+len(p.Name)+len(key)+10)

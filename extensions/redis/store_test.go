@@ -15,6 +15,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/ratelimit"
 	"pgregory.net/rapid"
 )
 
@@ -29,11 +30,11 @@ type step struct {
 // for its idle span (the in-memory store keeps such a key's window phase;
 // Redis expires it and starts afresh, as documented), except that a token
 // bucket may (its state is then full in both stores).
-func sequence(seed uint64, p resilience.RateLimitPolicy, keys, n int) []step {
+func sequence(seed uint64, p ratelimit.Policy, keys, n int) []step {
 	rng := rand.New(rand.NewPCG(seed, 14))
 	w := int64(p.Window / time.Microsecond)
 	span := w
-	if p.Algorithm == resilience.RateLimitSlidingWindow {
+	if p.Algorithm == ratelimit.SlidingWindow {
 		span = 2 * w
 	}
 	idle := make([]int64, keys)
@@ -54,7 +55,7 @@ func sequence(seed uint64, p resilience.RateLimitPolicy, keys, n int) []step {
 		default:
 			g = rng.Int64N(3 * w)
 		}
-		if p.Algorithm != resilience.RateLimitTokenBucket {
+		if p.Algorithm != ratelimit.TokenBucket {
 			for _, d := range idle {
 				if d+g >= span {
 					g = span - 1 - d
@@ -96,12 +97,12 @@ func TestSameNumbersAsMemoryStore(t *testing.T) {
 		{1000, 20 * time.Second},
 		{100_000, 24 * time.Hour}, // Limit × Window near 2⁵³ µs: the split arithmetic
 	}
-	algs := []resilience.RateLimitAlgorithm{resilience.RateLimitFixedWindow, resilience.RateLimitSlidingWindow, resilience.RateLimitTokenBucket}
+	algs := []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.TokenBucket}
 	var prefixes atomic.Int64
 	for _, alg := range algs {
 		for _, sh := range shapes {
 			for seed := uint64(1); seed <= 2; seed++ {
-				p := resilience.RateLimitPolicy{Name: "side", Algorithm: alg, Limit: sh.limit, Window: sh.window}
+				p := ratelimit.Policy{Name: "side", Algorithm: alg, Limit: sh.limit, Window: sh.window}
 				t.Run(fmt.Sprintf("%s/%d-per-%v/seed%d", alg, sh.limit, sh.window, seed), func(t *testing.T) {
 					n := 300
 					if sh.limit > 1000 {
@@ -109,9 +110,9 @@ func TestSameNumbersAsMemoryStore(t *testing.T) {
 					}
 					steps := sequence(seed, p, 3, n)
 
-					var want []resilience.RateLimitDecision
+					var want []ratelimit.Decision
 					synctest.Test(t, func(t *testing.T) {
-						mem := resilience.NewMemoryRateLimitStore(0)
+						mem := ratelimit.NewMemoryStore(0)
 						for _, st := range steps {
 							time.Sleep(st.gap)
 							d, err := mem.Take(context.Background(), st.key, p)
@@ -153,18 +154,18 @@ func TestCheckPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		p     resilience.RateLimitPolicy
+		p     ratelimit.Policy
 		field string
 	}{
-		{resilience.RateLimitPolicy{Name: "x", Limit: 1, Window: time.Second}, ""},
-		{resilience.RateLimitPolicy{Name: "x", Limit: 100_000, Window: 24 * time.Hour}, ""},
-		{resilience.RateLimitPolicy{Name: "x", Limit: 1, Window: MaxWindow - MaxWindow%time.Microsecond}, ""},
-		{resilience.RateLimitPolicy{Name: "x", Algorithm: "leaky", Limit: 1, Window: time.Second}, "RateLimitPolicy.Algorithm"},
-		{resilience.RateLimitPolicy{Name: "x", Limit: 0, Window: time.Second}, "RateLimitPolicy.Limit"},
-		{resilience.RateLimitPolicy{Name: "x", Limit: 1, Window: 0}, "RateLimitPolicy.Window"},
-		{resilience.RateLimitPolicy{Name: "x", Limit: 1, Window: time.Second + 1}, "RateLimitPolicy.Window"},
-		{resilience.RateLimitPolicy{Name: "x", Limit: 1, Window: MaxWindow + time.Microsecond}, "RateLimitPolicy.Window"},
-		{resilience.RateLimitPolicy{Name: "x", Limit: 1_000_000, Window: 24 * time.Hour}, "RateLimitPolicy.Limit"},
+		{ratelimit.Policy{Name: "x", Limit: 1, Window: time.Second}, ""},
+		{ratelimit.Policy{Name: "x", Limit: 100_000, Window: 24 * time.Hour}, ""},
+		{ratelimit.Policy{Name: "x", Limit: 1, Window: MaxWindow - MaxWindow%time.Microsecond}, ""},
+		{ratelimit.Policy{Name: "x", Algorithm: "leaky", Limit: 1, Window: time.Second}, "Policy.Algorithm"},
+		{ratelimit.Policy{Name: "x", Limit: 0, Window: time.Second}, "Policy.Limit"},
+		{ratelimit.Policy{Name: "x", Limit: 1, Window: 0}, "Policy.Window"},
+		{ratelimit.Policy{Name: "x", Limit: 1, Window: time.Second + 1}, "Policy.Window"},
+		{ratelimit.Policy{Name: "x", Limit: 1, Window: MaxWindow + time.Microsecond}, "Policy.Window"},
+		{ratelimit.Policy{Name: "x", Limit: 1_000_000, Window: 24 * time.Hour}, "Policy.Limit"},
 	}
 	for _, c := range cases {
 		err := s.CheckPolicy(c.p)
@@ -201,7 +202,7 @@ func TestNewOptions(t *testing.T) {
 		t.Errorf("defaults: prefix %q budget %v", s.prefix, s.budget)
 	}
 	var zero Store
-	if _, err := zero.Take(context.Background(), "k", resilience.RateLimitPolicy{Limit: 1, Window: time.Second}); !errors.As(err, &ce) {
+	if _, err := zero.Take(context.Background(), "k", ratelimit.Policy{Limit: 1, Window: time.Second}); !errors.As(err, &ce) {
 		t.Errorf("zero Store: %v", err)
 	}
 }
@@ -214,17 +215,17 @@ func TestKeysKeepPoliciesApart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := func(name string, alg resilience.RateLimitAlgorithm) resilience.RateLimitPolicy {
-		return resilience.RateLimitPolicy{Name: name, Algorithm: alg, Limit: 1, Window: time.Second}
+	p := func(name string, alg ratelimit.Algorithm) ratelimit.Policy {
+		return ratelimit.Policy{Name: name, Algorithm: alg, Limit: 1, Window: time.Second}
 	}
 	seen := map[string]bool{}
 	for _, k := range []string{
 		s.key("b:c", p("a", "")),
 		s.key("c", p("a:b", "")),
 		s.key("fw:c", p("a", "")),
-		s.key("c", p("a", resilience.RateLimitSlidingWindow)),
-		s.key("c", p("a", resilience.RateLimitTokenBucket)),
-		s.key("c", p("a", resilience.RateLimitFixedWindow)),
+		s.key("c", p("a", ratelimit.SlidingWindow)),
+		s.key("c", p("a", ratelimit.TokenBucket)),
+		s.key("c", p("a", ratelimit.FixedWindow)),
 	} {
 		if seen[k] {
 			t.Errorf("key %q made twice", k)
@@ -242,8 +243,8 @@ func TestSameNumbersAsMemoryStoreRapid(t *testing.T) {
 	client := srv.Client()
 	var run atomic.Int64
 	rapid.Check(t, func(rt *rapid.T) {
-		alg := rapid.SampledFrom([]resilience.RateLimitAlgorithm{resilience.RateLimitFixedWindow, resilience.RateLimitSlidingWindow, resilience.RateLimitTokenBucket}).Draw(rt, "alg")
-		p := resilience.RateLimitPolicy{
+		alg := rapid.SampledFrom([]ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.TokenBucket}).Draw(rt, "alg")
+		p := ratelimit.Policy{
 			Name: "rapid", Algorithm: alg,
 			Limit: rapid.IntRange(1, 50).Draw(rt, "limit"),
 			// At least 10 s: the keys' TTLs run on Redis's real clock and
@@ -252,9 +253,9 @@ func TestSameNumbersAsMemoryStoreRapid(t *testing.T) {
 		}
 		steps := sequence(rapid.Uint64().Draw(rt, "seed"), p, rapid.IntRange(1, 3).Draw(rt, "keys"), rapid.IntRange(1, 60).Draw(rt, "takes"))
 
-		var want []resilience.RateLimitDecision
+		var want []ratelimit.Decision
 		synctest.Test(t, func(t *testing.T) {
-			mem := resilience.NewMemoryRateLimitStore(0)
+			mem := ratelimit.NewMemoryStore(0)
 			for _, st := range steps {
 				time.Sleep(st.gap)
 				d, err := mem.Take(context.Background(), st.key, p)
@@ -301,13 +302,13 @@ func TestKeysCarryPrefixAndExpireWithTheirWindow(t *testing.T) {
 	}
 	a, b, def := mk("svc-a:"), mk("svc-b:"), mk("")
 	const window = 20 * time.Second
-	spans := map[resilience.RateLimitAlgorithm]time.Duration{
-		resilience.RateLimitFixedWindow:   window,
-		resilience.RateLimitSlidingWindow: 2 * window,
-		resilience.RateLimitTokenBucket:   window,
+	spans := map[ratelimit.Algorithm]time.Duration{
+		ratelimit.FixedWindow:   window,
+		ratelimit.SlidingWindow: 2 * window,
+		ratelimit.TokenBucket:   window,
 	}
 	for alg, span := range spans {
-		p := resilience.RateLimitPolicy{Name: "prefixed", Algorithm: alg, Limit: 1, Window: window}
+		p := ratelimit.Policy{Name: "prefixed", Algorithm: alg, Limit: 1, Window: window}
 		for _, s := range []*Store{a, b, def} {
 			if d, err := s.Take(ctx, "k", p); err != nil || !d.Allowed {
 				t.Fatalf("%s, prefix %q, first take: %+v, %v", alg, s.prefix, d, err)

@@ -1,4 +1,4 @@
-package resilience
+package ratelimit
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ylcnfrht/resilience/core/internal/config"
 	"pgregory.net/rapid"
 )
 
@@ -17,8 +18,20 @@ type rlWant struct {
 	retryAfter time.Duration
 }
 
+// rlLimiter takes permits from a memory store under one policy, as a
+// rate limiter does.
+type rlLimiter struct {
+	store  *MemoryStore
+	policy Policy
+}
+
+// AllowKey takes one permit for key.
+func (l rlLimiter) AllowKey(ctx context.Context, key string) (Decision, error) {
+	return l.store.Take(ctx, key, l.policy)
+}
+
 // rlExpect takes one permit for key and compares the decision with w.
-func rlExpect(t *testing.T, l *RateLimiter, key string, step string, w rlWant) {
+func rlExpect(t *testing.T, l rlLimiter, key string, step string, w rlWant) {
 	t.Helper()
 	d, err := l.AllowKey(context.Background(), key)
 	if err != nil {
@@ -28,28 +41,25 @@ func rlExpect(t *testing.T, l *RateLimiter, key string, step string, w rlWant) {
 	if got != w {
 		t.Fatalf("%s: got %+v, want %+v", step, got, w)
 	}
-	if d.Limit != l.Policy().Limit {
-		t.Fatalf("%s: Limit %d, want %d", step, d.Limit, l.Policy().Limit)
+	if d.Limit != l.policy.Limit || d.Policy != l.policy {
+		t.Fatalf("%s: Limit %d, policy %+v; want %+v", step, d.Limit, d.Policy, l.policy)
 	}
 }
 
-func rlNew(t interface {
-	Helper()
-	Fatal(...any)
-}, opts RateLimiterOptions) *RateLimiter {
-	t.Helper()
-	l, err := NewRateLimiter(opts)
-	if err != nil {
-		t.Fatal(err)
+// rlNew returns a limiter on a new memory store (made now, inside a
+// synctest bubble when called there).
+func rlNew(p Policy) rlLimiter {
+	if p.Name == "" {
+		p.Name = "default"
 	}
-	return l
+	return rlLimiter{store: NewMemoryStore(0), policy: p}
 }
 
 // Invariant: a fixed window grants exactly PermitLimit per window; reset and
 // retry-after are the time left in the window, to the nanosecond.
-func TestRateLimitFixedWindowExact(t *testing.T) {
+func TestFixedWindowExact(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := rlNew(t, RateLimiterOptions{PermitLimit: 3, Window: 10 * time.Second})
+		l := rlNew(Policy{Limit: 3, Window: 10 * time.Second})
 		s := 10 * time.Second
 		rlExpect(t, l, "k", "t=0 #1", rlWant{true, 2, s, 0})
 		rlExpect(t, l, "k", "t=0 #2", rlWant{true, 1, s, 0})
@@ -71,9 +81,9 @@ func TestRateLimitFixedWindowExact(t *testing.T) {
 // Invariant: the sliding window estimate prev·(W−e)/W + cur admits exactly
 // while it stays below the limit; retry-after is the least wait that
 // admits, reset the time until no permit weighs any more.
-func TestRateLimitSlidingWindowExact(t *testing.T) {
+func TestSlidingWindowExact(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := rlNew(t, RateLimiterOptions{Algorithm: RateLimitSlidingWindow, PermitLimit: 4, Window: 10 * time.Second})
+		l := rlNew(Policy{Algorithm: SlidingWindow, Limit: 4, Window: 10 * time.Second})
 		ms := time.Millisecond
 		for i, rem := range []int{3, 2, 1, 0} {
 			rlExpect(t, l, "k", "t=0 #"+string(rune('1'+i)), rlWant{true, rem, 20 * time.Second, 0})
@@ -103,9 +113,9 @@ func TestRateLimitSlidingWindowExact(t *testing.T) {
 
 // Invariant: a token bucket holds PermitLimit tokens and refills PermitLimit
 // per Window evenly; retry-after is the next token, reset the time to full.
-func TestRateLimitTokenBucketExact(t *testing.T) {
+func TestTokenBucketExact(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := rlNew(t, RateLimiterOptions{Algorithm: RateLimitTokenBucket, PermitLimit: 4, Window: 10 * time.Second})
+		l := rlNew(Policy{Algorithm: TokenBucket, Limit: 4, Window: 10 * time.Second})
 		ms := time.Millisecond
 		rlExpect(t, l, "k", "#1", rlWant{true, 3, 2500 * ms, 0})
 		rlExpect(t, l, "k", "#2", rlWant{true, 2, 5000 * ms, 0})
@@ -124,9 +134,9 @@ func TestRateLimitTokenBucketExact(t *testing.T) {
 // Invariant: tokens accrue exactly even when Window/PermitLimit is not a
 // whole number of nanoseconds: the first token after emptying arrives at
 // ⌈Window/PermitLimit⌉, never earlier.
-func TestRateLimitTokenBucketFractionalInterval(t *testing.T) {
+func TestTokenBucketFractionalInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := rlNew(t, RateLimiterOptions{Algorithm: RateLimitTokenBucket, PermitLimit: 3, Window: time.Second})
+		l := rlNew(Policy{Algorithm: TokenBucket, Limit: 3, Window: time.Second})
 		for range 3 {
 			if d, _ := l.AllowKey(context.Background(), "k"); !d.Allowed {
 				t.Fatal("a full bucket refused")
@@ -162,16 +172,16 @@ type rlBubbleTB struct{ *testing.T }
 func TestRateLimitPropertyAdmittedNeverExceedsLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rapid.Check(rlBubbleTB{t}, func(rt *rapid.T) {
-			alg := rapid.SampledFrom([]RateLimitAlgorithm{RateLimitFixedWindow, RateLimitSlidingWindow, RateLimitTokenBucket}).Draw(rt, "alg")
+			alg := rapid.SampledFrom([]Algorithm{FixedWindow, SlidingWindow, TokenBucket}).Draw(rt, "alg")
 			limit := rapid.IntRange(1, 6).Draw(rt, "limit")
 			window := time.Duration(rapid.Int64Range(1, 1000).Draw(rt, "window_ms")) * time.Millisecond
 			if rapid.Bool().Draw(rt, "odd_window") {
 				window += time.Duration(rapid.Int64Range(1, 999).Draw(rt, "window_extra_ns"))
 			}
-			l := rlNew(rt, RateLimiterOptions{Algorithm: alg, PermitLimit: limit, Window: window})
+			l := rlNew(Policy{Algorithm: alg, Limit: limit, Window: window})
 			start := time.Now()
 			var admitted []time.Duration
-			take := func() RateLimitDecision {
+			take := func() Decision {
 				d, err := l.AllowKey(context.Background(), "k")
 				if err != nil {
 					rt.Fatal(err)
@@ -209,7 +219,7 @@ func TestRateLimitPropertyAdmittedNeverExceedsLimit(t *testing.T) {
 					}
 				}
 			}
-			if alg == RateLimitTokenBucket {
+			if alg == TokenBucket {
 				for i := range admitted {
 					for j := i; j < len(admitted); j++ {
 						span := admitted[j] - admitted[i]
@@ -237,7 +247,7 @@ func TestRateLimitPropertyAdmittedNeverExceedsLimit(t *testing.T) {
 // Invariant: the 128-bit helpers give exact results where a 64-bit product
 // would overflow (a large limit over a 100-year window).
 func TestRateLimitMathLargeValues(t *testing.T) {
-	w := int64(maxDuration)
+	w := int64(config.MaxDuration)
 	limit := int64(1) << 40
 	if got := ceilMulDiv(limit, w, w); got != limit {
 		t.Fatalf("ceilMulDiv = %d, want %d", got, limit)
@@ -264,13 +274,13 @@ func TestRateLimitMathLargeValues(t *testing.T) {
 // goroutine advanced it) neither rewinds the state nor reports negative
 // durations.
 func TestRateLimitStaleClockRead(t *testing.T) {
-	for _, alg := range []RateLimitAlgorithm{RateLimitFixedWindow, RateLimitSlidingWindow, RateLimitTokenBucket} {
+	for _, alg := range []Algorithm{FixedWindow, SlidingWindow, TokenBucket} {
 		s := initialState(alg, 100, 2)
 		var r rlResult
 		switch alg {
-		case RateLimitTokenBucket:
+		case TokenBucket:
 			r = takeTokenBucket(&s, 50, 2, 10)
-		case RateLimitSlidingWindow:
+		case SlidingWindow:
 			r = takeSlidingWindow(&s, 50, 2, 10)
 		default:
 			r = takeFixedWindow(&s, 50, 2, 10)

@@ -1,4 +1,4 @@
-package resilience
+package ratelimit
 
 import (
 	"context"
@@ -10,14 +10,16 @@ import (
 	"testing/synctest"
 	"time"
 	"unsafe"
+
+	"github.com/ylcnfrht/resilience/core/internal/config"
 )
 
 // rlPolicy is a valid policy for direct store tests.
-var rlPolicy = RateLimitPolicy{Name: "p", Algorithm: RateLimitFixedWindow, Limit: 1000, Window: time.Minute}
+var rlPolicy = Policy{Name: "p", Algorithm: FixedWindow, Limit: 1000, Window: time.Minute}
 
 // rlStoreKeys lists every (policy, key) a store holds, checking the LRU
 // list against the index on the way.
-func rlStoreKeys(t *testing.T, s *MemoryRateLimitStore) []memKey {
+func rlStoreKeys(t *testing.T, s *MemoryStore) []memKey {
 	t.Helper()
 	var keys []memKey
 	for i := range s.shards {
@@ -45,7 +47,7 @@ func rlStoreKeys(t *testing.T, s *MemoryRateLimitStore) []memKey {
 // grow with the number of keys seen.
 func TestRateLimitStoreKeyCapBoundsMemory(t *testing.T) {
 	const n = 1000
-	s := NewMemoryRateLimitStore(n)
+	s := NewMemoryStore(n)
 	ctx := context.Background()
 	flood := func(from, to int) {
 		for i := from; i < to; i++ {
@@ -82,9 +84,9 @@ func TestRateLimitStoreKeyCapBoundsMemory(t *testing.T) {
 func TestRateLimitStoreHotKeySurvivesFlood(t *testing.T) {
 	for _, maxKeys := range []int{2, 8, 600, 5000} { // 1, 1, 2 and 16 shards
 		t.Run(strconv.Itoa(maxKeys), func(t *testing.T) {
-			s := NewMemoryRateLimitStore(maxKeys)
+			s := NewMemoryStore(maxKeys)
 			ctx := context.Background()
-			hot := func() RateLimitDecision {
+			hot := func() Decision {
 				d, err := s.Take(ctx, "hot", rlPolicy)
 				if err != nil {
 					t.Fatal(err)
@@ -118,10 +120,10 @@ func TestRateLimitStoreHotKeySurvivesFlood(t *testing.T) {
 // still holds a partial count — evicting it loses nothing.
 func TestRateLimitStoreEvictsFullStateFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := NewMemoryRateLimitStore(2)
+		s := NewMemoryStore(2)
 		ctx := context.Background()
-		long := RateLimitPolicy{Name: "long", Limit: 10, Window: time.Hour}
-		short := RateLimitPolicy{Name: "short", Limit: 10, Window: time.Second}
+		long := Policy{Name: "long", Limit: 10, Window: time.Hour}
+		short := Policy{Name: "short", Limit: 10, Window: time.Second}
 		if _, err := s.Take(ctx, "a", long); err != nil { // least recently used
 			t.Fatal(err)
 		}
@@ -156,7 +158,7 @@ func TestRateLimitStoreEvictsFullStateFirst(t *testing.T) {
 // shard count.
 func TestRateLimitStoreShardCapsSumToMaxKeys(t *testing.T) {
 	for _, n := range []int{1, 2, 255, 511, 512, 1000, 10_000, 16_385, 1 << 20} {
-		s := NewMemoryRateLimitStore(n)
+		s := NewMemoryStore(n)
 		sum := 0
 		for i := range s.shards {
 			if s.shards[i].limit < 1 {
@@ -168,40 +170,41 @@ func TestRateLimitStoreShardCapsSumToMaxKeys(t *testing.T) {
 			t.Fatalf("maxKeys %d: shard caps sum to %d, MaxKeys %d", n, sum, s.maxKeysCap())
 		}
 	}
-	if got := NewMemoryRateLimitStore(0).maxKeysCap(); got != defaultRateLimitMaxKeys {
+	if got := NewMemoryStore(0).maxKeysCap(); got != defaultMaxKeys {
 		t.Fatalf("default cap %d", got)
 	}
-	if got := NewMemoryRateLimitStore(-5).maxKeysCap(); got != defaultRateLimitMaxKeys {
+	if got := NewMemoryStore(-5).maxKeysCap(); got != defaultMaxKeys {
 		t.Fatalf("negative cap gave %d", got)
 	}
 }
 
-// Invariant: the zero MemoryRateLimitStore is usable, with the default cap.
+// Invariant: the zero MemoryStore is usable, with the default cap.
 func TestRateLimitStoreZeroValue(t *testing.T) {
-	var s MemoryRateLimitStore
+	var s MemoryStore
 	d, err := s.Take(context.Background(), "k", rlPolicy)
 	if err != nil || !d.Allowed || d.Remaining != rlPolicy.Limit-1 || d.Policy != rlPolicy {
 		t.Fatalf("zero store: %+v, %v", d, err)
 	}
-	if s.maxKeysCap() != defaultRateLimitMaxKeys || s.Len() != 1 {
+	if s.maxKeysCap() != defaultMaxKeys || s.Len() != 1 {
 		t.Fatalf("zero store: cap %d len %d", s.maxKeysCap(), s.Len())
 	}
 }
 
 // Invariant: an invalid policy handed to the store directly is a
-// *ConfigError naming the RateLimitPolicy field, and stores nothing.
+// *config.Error (resilience.ConfigError) naming the Policy field, and
+// stores nothing.
 func TestRateLimitStoreInvalidPolicy(t *testing.T) {
-	s := NewMemoryRateLimitStore(10)
+	s := NewMemoryStore(10)
 	for _, tc := range []struct {
-		p     RateLimitPolicy
+		p     Policy
 		field string
 	}{
-		{RateLimitPolicy{Limit: 0, Window: time.Second}, "RateLimitPolicy.Limit"},
-		{RateLimitPolicy{Limit: 1, Window: 0}, "RateLimitPolicy.Window"},
-		{RateLimitPolicy{Algorithm: "leaky", Limit: 1, Window: time.Second}, "RateLimitPolicy.Algorithm"},
+		{Policy{Limit: 0, Window: time.Second}, "Policy.Limit"},
+		{Policy{Limit: 1, Window: 0}, "Policy.Window"},
+		{Policy{Algorithm: "leaky", Limit: 1, Window: time.Second}, "Policy.Algorithm"},
 	} {
 		_, err := s.Take(context.Background(), "k", tc.p)
-		var ce *ConfigError
+		var ce *config.Error
 		if !errors.As(err, &ce) || ce.Field != tc.field {
 			t.Fatalf("policy %+v: err %v, want field %s", tc.p, err, tc.field)
 		}
@@ -215,10 +218,10 @@ func TestRateLimitStoreInvalidPolicy(t *testing.T) {
 // names count separately), and a key whose policy changes algorithm starts
 // afresh instead of misreading the old state.
 func TestRateLimitStorePoliciesAreSeparate(t *testing.T) {
-	s := NewMemoryRateLimitStore(10)
+	s := NewMemoryStore(10)
 	ctx := context.Background()
-	a := RateLimitPolicy{Name: "a", Limit: 1, Window: time.Hour}
-	b := RateLimitPolicy{Name: "b", Limit: 1, Window: time.Hour}
+	a := Policy{Name: "a", Limit: 1, Window: time.Hour}
+	b := Policy{Name: "b", Limit: 1, Window: time.Hour}
 	if d, _ := s.Take(ctx, "k", a); !d.Allowed {
 		t.Fatal("a refused")
 	}
@@ -228,7 +231,7 @@ func TestRateLimitStorePoliciesAreSeparate(t *testing.T) {
 	if d, _ := s.Take(ctx, "k", a); d.Allowed {
 		t.Fatal("a admitted twice")
 	}
-	a.Algorithm = RateLimitTokenBucket
+	a.Algorithm = TokenBucket
 	if d, _ := s.Take(ctx, "k", a); !d.Allowed || d.Remaining != 0 {
 		t.Fatalf("algorithm change: %+v", d)
 	}
@@ -236,7 +239,7 @@ func TestRateLimitStorePoliciesAreSeparate(t *testing.T) {
 
 // Invariant: the store never pins the string a key was cut from.
 func TestRateLimitStoreCopiesNewKeys(t *testing.T) {
-	s := NewMemoryRateLimitStore(10)
+	s := NewMemoryStore(10)
 	big := string(make([]byte, 1<<20))
 	if _, err := s.Take(context.Background(), big[:8], rlPolicy); err != nil {
 		t.Fatal(err)
@@ -252,7 +255,7 @@ func TestRateLimitStoreCopiesNewKeys(t *testing.T) {
 // get exactly PermitLimit (nothing lost either). Rounds run at fake-clock
 // instants one Window apart; goroutines run in parallel under -race.
 func TestRateLimitConcurrentAdmittedAtMostLimit(t *testing.T) {
-	for _, alg := range []RateLimitAlgorithm{RateLimitFixedWindow, RateLimitSlidingWindow, RateLimitTokenBucket} {
+	for _, alg := range []Algorithm{FixedWindow, SlidingWindow, TokenBucket} {
 		t.Run(string(alg), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const (
@@ -262,7 +265,7 @@ func TestRateLimitConcurrentAdmittedAtMostLimit(t *testing.T) {
 					rounds     = 4
 					attempts   = 20 // per goroutine per round: 80 per key per round > limit
 				)
-				l := rlNew(t, RateLimiterOptions{Algorithm: alg, PermitLimit: limit, Window: time.Second})
+				l := rlNew(Policy{Algorithm: alg, Limit: limit, Window: time.Second})
 				var mu sync.Mutex
 				admitted := make([][keys]int, rounds)
 				var wg sync.WaitGroup
@@ -295,7 +298,7 @@ func TestRateLimitConcurrentAdmittedAtMostLimit(t *testing.T) {
 						if got > limit {
 							t.Fatalf("round %d key %d: admitted %d > limit %d", r, k, got, limit)
 						}
-						if alg != RateLimitSlidingWindow && got != limit {
+						if alg != SlidingWindow && got != limit {
 							t.Fatalf("round %d key %d: admitted %d, want exactly %d", r, k, got, limit)
 						}
 					}

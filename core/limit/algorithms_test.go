@@ -1,4 +1,4 @@
-package resilience
+package limit
 
 import (
 	"math"
@@ -23,7 +23,7 @@ func gradient2Feed(t *testing.T, congestAt, windows int) []float64 {
 		if w >= congestAt {
 			rtt = 20 * time.Millisecond
 		}
-		limit = g.Update(LimitSample{Limit: limit, MinLimit: 1, MaxLimit: 1000, RTT: rtt, MinRTT: rtt,
+		limit = g.Update(Sample{Limit: limit, MinLimit: 1, MaxLimit: 1000, RTT: rtt, MinRTT: rtt,
 			InFlight: int(limit), Samples: 50})
 		out = append(out, limit)
 	}
@@ -73,7 +73,7 @@ func TestGradient2FullCorrectionAfterDropEndsSlowStart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := LimitSample{Limit: 20, MinLimit: 1, MaxLimit: 1000, RTT: 10 * time.Millisecond, Samples: 50}
+		s := Sample{Limit: 20, MinLimit: 1, MaxLimit: 1000, RTT: 10 * time.Millisecond, Samples: 50}
 		for range doublings + 1 {
 			s.InFlight = int(s.Limit)
 			s.Limit = g.Update(s)

@@ -1,4 +1,4 @@
-package resilience
+package ratelimit
 
 import (
 	"context"
@@ -9,29 +9,29 @@ import (
 	"time"
 )
 
-// RateLimitStore keeps the counters of rate limiters. The in-memory store
-// (MemoryRateLimitStore) is the default; a shared store (Redis, say) lets a
-// fleet of instances enforce one limit per key together.
+// Store keeps the counters of rate limiters. The in-memory store
+// (MemoryStore) is the default; a shared store (Redis, say) lets a fleet of
+// instances enforce one limit per key together.
 //
 // Implementations must be safe for concurrent use. Take must be atomic per
 // (policy name, key): concurrent takes for one key must never grant more
 // permits than the policy allows. A store keeps the state of different
 // policy names apart, so limiters that share a store need distinct policy
 // names. An error means no decision was made; the limiter then fails open
-// or closed as its options say (RateLimiterOptions.FailClosed). A nil
-// RateLimiterOptions.Store means a new MemoryRateLimitStore.
-type RateLimitStore interface {
+// or closed as its options say (resilience.RateLimiterOptions.FailClosed).
+// A nil RateLimiterOptions.Store means a new MemoryStore.
+type Store interface {
 	// Take consumes one permit for key under policy, atomically, and reports
 	// the decision. A refused take consumes nothing.
-	Take(ctx context.Context, key string, policy RateLimitPolicy) (RateLimitDecision, error)
+	Take(ctx context.Context, key string, policy Policy) (Decision, error)
 }
 
 const (
-	// defaultRateLimitMaxKeys is the key cap of the in-memory store when none
+	// defaultMaxKeys is the key cap of the in-memory store when none
 	// is configured.
-	defaultRateLimitMaxKeys = 10_000
-	// maxRateLimitMaxKeys bounds MaxKeys so entry indices fit in int32.
-	maxRateLimitMaxKeys = math.MaxInt32
+	defaultMaxKeys = 10_000
+	// maxKeyCap bounds the key cap so entry indices fit in int32.
+	maxKeyCap = math.MaxInt32
 	// memShardMinKeys is the least number of keys per shard: below it, one
 	// shard's LRU would be too short to protect a hot key from a flood.
 	memShardMinKeys = 256
@@ -42,8 +42,7 @@ const (
 	memEvictScan = 8
 )
 
-// MemoryRateLimitStore is a RateLimitStore that keeps counters in process
-// memory, bounded by a key cap however many distinct keys arrive.
+// MemoryStore is a Store that keeps counters in process memory, bounded by a key cap however many distinct keys arrive.
 //
 // Keys are spread over up to 64 shards, each with its own mutex, map and
 // least-recently-used list; a Take locks one shard and, for a key already
@@ -60,8 +59,8 @@ const (
 //
 // Memory is bounded by the key cap and by the key length: a new key is
 // copied (never retained as a slice of a larger string), and the
-// RateLimiter bounds key length (RateLimiterOptions.MaxKeyLength). Code that
-// calls Take directly must bound key length itself.
+// resilience.RateLimiter bounds key length (RateLimiterOptions.MaxKeyLength).
+// Code that calls Take directly must bound key length itself.
 //
 // Time comes from time.Now, monotonic, measured from the moment the store
 // was made (first used, for the zero value), so testing/synctest's fake
@@ -71,7 +70,7 @@ const (
 // Safe for concurrent use; must not be copied after first use. The zero
 // value is a store with the default cap of 10 000 keys. Take fails only for
 // an invalid policy, and then changes nothing.
-type MemoryRateLimitStore struct {
+type MemoryStore struct {
 	once    sync.Once
 	maxKeys int
 	epoch   time.Time
@@ -80,22 +79,22 @@ type MemoryRateLimitStore struct {
 	shards  []memShard
 }
 
-// NewMemoryRateLimitStore returns an in-memory store that holds at most
+// NewMemoryStore returns an in-memory store that holds at most
 // maxKeys keys (over all policies). maxKeys <= 0 means the default, 10 000;
 // values above math.MaxInt32 are capped there.
-func NewMemoryRateLimitStore(maxKeys int) *MemoryRateLimitStore {
-	s := &MemoryRateLimitStore{maxKeys: maxKeys}
+func NewMemoryStore(maxKeys int) *MemoryStore {
+	s := &MemoryStore{maxKeys: maxKeys}
 	s.once.Do(s.init)
 	return s
 }
 
-func (s *MemoryRateLimitStore) init() {
+func (s *MemoryStore) init() {
 	n := s.maxKeys
 	if n <= 0 {
-		n = defaultRateLimitMaxKeys
+		n = defaultMaxKeys
 	}
-	if n > maxRateLimitMaxKeys {
-		n = maxRateLimitMaxKeys
+	if n > maxKeyCap {
+		n = maxKeyCap
 	}
 	s.maxKeys = n
 	shards := 1
@@ -120,14 +119,14 @@ func (s *MemoryRateLimitStore) init() {
 	s.epoch = time.Now()
 }
 
-// MaxKeys returns the key cap.
-func (s *MemoryRateLimitStore) maxKeysCap() int {
+// maxKeysCap returns the key cap.
+func (s *MemoryStore) maxKeysCap() int {
 	s.once.Do(s.init)
 	return s.maxKeys
 }
 
-// Len returns the number of keys held now (never more than MaxKeys).
-func (s *MemoryRateLimitStore) Len() int {
+// Len returns the number of keys held now, never more than the key cap.
+func (s *MemoryStore) Len() int {
 	s.once.Do(s.init)
 	n := 0
 	for i := range s.shards {
@@ -139,12 +138,12 @@ func (s *MemoryRateLimitStore) Len() int {
 	return n
 }
 
-// Take implements RateLimitStore. It fails only when policy is invalid
-// (a *ConfigError naming the RateLimitPolicy field).
-func (s *MemoryRateLimitStore) Take(_ context.Context, key string, policy RateLimitPolicy) (RateLimitDecision, error) {
+// Take implements Store. It fails only when policy is invalid (a
+// *resilience.ConfigError naming the Policy field).
+func (s *MemoryStore) Take(_ context.Context, key string, policy Policy) (Decision, error) {
 	s.once.Do(s.init)
 	if err := policy.validate(); err != nil {
-		return RateLimitDecision{}, err
+		return Decision{}, err
 	}
 	alg := policy.algorithm()
 	limit, window := int64(policy.Limit), int64(policy.Window)
@@ -159,9 +158,9 @@ func (s *MemoryRateLimitStore) Take(_ context.Context, key string, policy RateLi
 	e := sh.entry(memKey{policy: policy.Name, key: key}, alg, now, limit)
 	var r rlResult
 	switch alg {
-	case RateLimitTokenBucket:
+	case TokenBucket:
 		r = takeTokenBucket(&e.st, now, limit, window)
-	case RateLimitSlidingWindow:
+	case SlidingWindow:
 		r = takeSlidingWindow(&e.st, now, limit, window)
 	default:
 		r = takeFixedWindow(&e.st, now, limit, window)
@@ -170,7 +169,7 @@ func (s *MemoryRateLimitStore) Take(_ context.Context, key string, policy RateLi
 	e.idle = rlIdleSpan(alg, policy.Window)
 	sh.mu.Unlock()
 
-	return RateLimitDecision{
+	return Decision{
 		Allowed:    r.allowed,
 		Limit:      policy.Limit,
 		Remaining:  int(r.remaining),
@@ -205,13 +204,13 @@ type memEntry struct {
 	touched    int64 // last take, ns on the store clock
 	idle       int64 // after this long untouched, the state is back to full
 	prev, next int32 // LRU neighbours, -1 at the ends
-	alg        RateLimitAlgorithm
+	alg        Algorithm
 }
 
 // entry returns the entry for k, moved to the front of the LRU list, or a
 // new one (evicting if the shard is full) in the initial state for alg.
 // Called with sh.mu held.
-func (sh *memShard) entry(k memKey, alg RateLimitAlgorithm, now, limit int64) *memEntry {
+func (sh *memShard) entry(k memKey, alg Algorithm, now, limit int64) *memEntry {
 	if i, ok := sh.index[k]; ok {
 		sh.moveToFront(i)
 		e := &sh.entries[i]
@@ -238,7 +237,7 @@ func (sh *memShard) entry(k memKey, alg RateLimitAlgorithm, now, limit int64) *m
 }
 
 // victim picks the entry to evict from a full shard (see
-// MemoryRateLimitStore for the policy).
+// MemoryStore for the policy).
 func (sh *memShard) victim(now int64) int32 {
 	j := sh.tail
 	for n := 0; j >= 0 && n < memEvictScan; n++ {
@@ -251,8 +250,8 @@ func (sh *memShard) victim(now int64) int32 {
 	return sh.tail
 }
 
-func initialState(alg RateLimitAlgorithm, now, limit int64) rlState {
-	if alg == RateLimitTokenBucket {
+func initialState(alg Algorithm, now, limit int64) rlState {
+	if alg == TokenBucket {
 		return newBucketState(now, limit)
 	}
 	return newWindowState(now)

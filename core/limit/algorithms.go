@@ -1,13 +1,15 @@
-package resilience
+package limit
 
 import (
 	"math"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/internal/config"
 )
 
-// LimitSample summarises the executions an adaptive limiter saw finish in
-// one sampling window: what a LimitAlgorithm decides on.
-type LimitSample struct {
+// Sample summarises the executions an adaptive limiter saw finish in one
+// sampling window: what an Algorithm decides on.
+type Sample struct {
 	// Limit is the limit in force, unrounded (the algorithm's last answer,
 	// clamped to [MinLimit, MaxLimit]).
 	Limit float64
@@ -25,7 +27,7 @@ type LimitSample struct {
 	// CPUWait is the mean time the process's goroutines waited for a CPU
 	// (Go's scheduler latency) during the window. A window where it
 	// exceeded the limiter's normal latency already counts one drop (see
-	// AdaptiveLimiterOptions.IgnoreCPUWait); 0 when ignored.
+	// resilience.AdaptiveLimiterOptions.IgnoreCPUWait); 0 when ignored.
 	CPUWait time.Duration
 	// Samples is the number of executions counted as samples, Drops the
 	// number counted as drops (timeouts, overload).
@@ -33,20 +35,21 @@ type LimitSample struct {
 	Drops   int
 }
 
-// LimitAlgorithm computes an adaptive limiter's limit. Update is called once
+// Algorithm computes an adaptive limiter's limit. Update is called once
 // per sampling window with its summary and returns the new limit; the
 // limiter clamps it to [MinLimit, MaxLimit] and ignores NaN and infinities.
 // The limiter never calls Update concurrently for one limiter and calls it
 // outside its lock, so an algorithm needs no locking of its own, but an
 // algorithm value holds per-limiter state and must not be shared by two
-// limiters. An algorithm may implement Validator; NewAdaptiveLimiter then
-// checks it. A nil Algorithm in AdaptiveLimiterOptions means a new
-// Gradient2. Update has no error result; if it panics, the limiter keeps
-// its previous limit, hands the next window over as usual, and reports the
-// panic as EventHookPanic (see the package documentation, User hooks); the
+// limiters. An algorithm may implement resilience.Validator;
+// resilience.NewAdaptiveLimiter then checks it. A nil
+// AdaptiveLimiterOptions.Algorithm means a new Gradient2. Update has no
+// error result; if it panics, the limiter keeps its previous limit, hands
+// the next window over as usual, and reports the panic as
+// resilience.EventHookPanic (see package resilience, User hooks); the
 // execution whose release closed the window goes on unharmed.
-type LimitAlgorithm interface {
-	Update(s LimitSample) float64
+type Algorithm interface {
+	Update(s Sample) float64
 }
 
 // baseline is the no-load round-trip time the delay-based algorithms
@@ -68,7 +71,7 @@ type baseline struct {
 	tolerance float64 // app-limited windows within it may raise it
 }
 
-func (b *baseline) observe(s LimitSample, rtt float64) {
+func (b *baseline) observe(s Sample, rtt float64) {
 	switch {
 	case b.rtt == 0:
 		b.rtt = rtt
@@ -103,7 +106,7 @@ func (ss *slowStart) end() {
 
 // grow reports the limit to use while in slow start, or false once slow
 // start is over (the caller then applies its algorithm).
-func (ss *slowStart) grow(s LimitSample, congested bool) (float64, bool) {
+func (ss *slowStart) grow(s Sample, congested bool) (float64, bool) {
 	if ss.done {
 		return 0, false
 	}
@@ -143,7 +146,7 @@ type Gradient2Options struct {
 	DisableSlowStart bool
 }
 
-// Gradient2 is the default LimitAlgorithm, after Netflix concurrency-limits'
+// Gradient2 is the default Algorithm, after Netflix concurrency-limits'
 // Gradient2Limit: it compares the window's mean RTT (the short RTT) with a
 // long-term baseline and sets
 //
@@ -169,9 +172,9 @@ type Gradient2Options struct {
 //     timeouts, whose latency is never seen, let the limit grow to the
 //     maximum.
 //   - The baseline is drift-protected (it rises only when the limit cannot
-//     be the cause, see AdaptiveLimiter's doc) instead of an average of
-//     every sample, which during a long incident learns the overloaded
-//     latency as normal.
+//     be the cause: at MinLimit, or with the service below half its limit)
+//     instead of an average of every sample, which during a long incident
+//     learns the overloaded latency as normal.
 //   - Smoothing defaults to 0.5, not 0.2: with 0.2 the limit grows by a
 //     fifth of QueueSize per window, so after a capacity step back up it
 //     took more than ten seconds to regrow (measured on loopback, 100 →
@@ -198,7 +201,8 @@ type Gradient2 struct {
 // defaultGradient2Smoothing is Gradient2Options.Smoothing's default.
 const defaultGradient2Smoothing = 0.5
 
-// NewGradient2 returns the algorithm, or a *ConfigError.
+// NewGradient2 returns the algorithm, or a *resilience.ConfigError naming the
+// first invalid field.
 func NewGradient2(opts Gradient2Options) (*Gradient2, error) {
 	g := &Gradient2{opts: opts}
 	if err := g.validate(); err != nil {
@@ -226,26 +230,26 @@ func NewGradient2(opts Gradient2Options) (*Gradient2, error) {
 	return g, nil
 }
 
-// validate reports invalid options as a *ConfigError.
+// validate reports invalid options as a *config.Error.
 func (g *Gradient2) validate() error {
 	o := g.opts
 	if o.Tolerance != 0 && !(o.Tolerance >= 1 && o.Tolerance <= 10) {
-		return configErrorf("Gradient2Options.Tolerance", "must be between 1 and 10, got %v", o.Tolerance)
+		return config.Errorf("Gradient2Options.Tolerance", "must be between 1 and 10, got %v", o.Tolerance)
 	}
 	if o.Smoothing != 0 && !(o.Smoothing > 0 && o.Smoothing <= 1) {
-		return configErrorf("Gradient2Options.Smoothing", "must be in (0, 1], got %v", o.Smoothing)
+		return config.Errorf("Gradient2Options.Smoothing", "must be in (0, 1], got %v", o.Smoothing)
 	}
-	if err := checkNonNegativeInt("Gradient2Options.BaselineWindows", o.BaselineWindows); err != nil {
+	if err := config.NonNegativeInt("Gradient2Options.BaselineWindows", o.BaselineWindows); err != nil {
 		return err
 	}
 	if o.DropBackoff != 0 && !(o.DropBackoff > 0 && o.DropBackoff < 1) {
-		return configErrorf("Gradient2Options.DropBackoff", "must be in (0, 1), got %v", o.DropBackoff)
+		return config.Errorf("Gradient2Options.DropBackoff", "must be in (0, 1), got %v", o.DropBackoff)
 	}
 	return nil
 }
 
-// Update implements LimitAlgorithm.
-func (g *Gradient2) Update(s LimitSample) float64 {
+// Update implements Algorithm.
+func (g *Gradient2) Update(s Sample) float64 {
 	if s.Drops > 0 {
 		g.ss.end()
 		return s.Limit * g.opts.DropBackoff
@@ -294,7 +298,7 @@ type VegasOptions struct {
 	DisableSlowStart bool
 }
 
-// Vegas is a LimitAlgorithm after Netflix concurrency-limits' VegasLimit
+// Vegas is an Algorithm after Netflix concurrency-limits' VegasLimit
 // (itself after TCP Vegas): it estimates the executions queued inside the
 // service as
 //
@@ -328,7 +332,8 @@ type Vegas struct {
 	ss   slowStart
 }
 
-// NewVegas returns the algorithm, or a *ConfigError.
+// NewVegas returns the algorithm, or a *resilience.ConfigError naming the
+// first invalid field.
 func NewVegas(opts VegasOptions) (*Vegas, error) {
 	v := &Vegas{opts: opts}
 	if err := v.validate(); err != nil {
@@ -355,7 +360,7 @@ func NewVegas(opts VegasOptions) (*Vegas, error) {
 	return v, nil
 }
 
-// validate reports invalid options as a *ConfigError.
+// validate reports invalid options as a *config.Error.
 func (v *Vegas) validate() error {
 	o := v.opts
 	for _, f := range []struct {
@@ -363,7 +368,7 @@ func (v *Vegas) validate() error {
 		v    float64
 	}{{"Alpha", o.Alpha}, {"Beta", o.Beta}, {"Threshold", o.Threshold}} {
 		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
-			return configErrorf("VegasOptions."+f.name, "must be a finite number not below 0, got %v", f.v)
+			return config.Errorf("VegasOptions."+f.name, "must be a finite number not below 0, got %v", f.v)
 		}
 	}
 	a, b := o.Alpha, o.Beta
@@ -374,19 +379,19 @@ func (v *Vegas) validate() error {
 		b = 6
 	}
 	if a > b {
-		return configErrorf("VegasOptions.Alpha", "must not exceed Beta (%v), got %v", b, a)
+		return config.Errorf("VegasOptions.Alpha", "must not exceed Beta (%v), got %v", b, a)
 	}
 	if o.Smoothing != 0 && !(o.Smoothing > 0 && o.Smoothing <= 1) {
-		return configErrorf("VegasOptions.Smoothing", "must be in (0, 1], got %v", o.Smoothing)
+		return config.Errorf("VegasOptions.Smoothing", "must be in (0, 1], got %v", o.Smoothing)
 	}
 	if o.DropBackoff != 0 && !(o.DropBackoff > 0 && o.DropBackoff < 1) {
-		return configErrorf("VegasOptions.DropBackoff", "must be in (0, 1), got %v", o.DropBackoff)
+		return config.Errorf("VegasOptions.DropBackoff", "must be in (0, 1), got %v", o.DropBackoff)
 	}
 	return nil
 }
 
-// Update implements LimitAlgorithm.
-func (v *Vegas) Update(s LimitSample) float64 {
+// Update implements Algorithm.
+func (v *Vegas) Update(s Sample) float64 {
 	if s.Drops > 0 {
 		v.ss.end()
 		return s.Limit * v.opts.DropBackoff
@@ -432,7 +437,7 @@ type AIMDOptions struct {
 	DisableSlowStart bool
 }
 
-// AIMD is a LimitAlgorithm after Netflix concurrency-limits' AIMDLimit: it
+// AIMD is an Algorithm after Netflix concurrency-limits' AIMDLimit: it
 // adds one to the limit per window while the service uses at least half
 // of it, and multiplies it by BackoffRatio after a window with drops or a
 // mean RTT above Timeout. It reacts to nothing else, so it suits services
@@ -451,7 +456,8 @@ type AIMD struct {
 	ss   slowStart
 }
 
-// NewAIMD returns the algorithm, or a *ConfigError.
+// NewAIMD returns the algorithm, or a *resilience.ConfigError naming the
+// first invalid field.
 func NewAIMD(opts AIMDOptions) (*AIMD, error) {
 	a := &AIMD{opts: opts}
 	if err := a.validate(); err != nil {
@@ -467,16 +473,16 @@ func NewAIMD(opts AIMDOptions) (*AIMD, error) {
 	return a, nil
 }
 
-// validate reports invalid options as a *ConfigError.
+// validate reports invalid options as a *config.Error.
 func (a *AIMD) validate() error {
 	if r := a.opts.BackoffRatio; r != 0 && !(r > 0 && r < 1) {
-		return configErrorf("AIMDOptions.BackoffRatio", "must be in (0, 1), got %v", r)
+		return config.Errorf("AIMDOptions.BackoffRatio", "must be in (0, 1), got %v", r)
 	}
-	return checkNonNegativeDuration("AIMDOptions.Timeout", a.opts.Timeout)
+	return config.NonNegativeDuration("AIMDOptions.Timeout", a.opts.Timeout)
 }
 
-// Update implements LimitAlgorithm.
-func (a *AIMD) Update(s LimitSample) float64 {
+// Update implements Algorithm.
+func (a *AIMD) Update(s Sample) float64 {
 	if s.Drops > 0 || (s.Samples > 0 && s.RTT > a.opts.Timeout) {
 		a.ss.end()
 		return s.Limit * a.opts.BackoffRatio

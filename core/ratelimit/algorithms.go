@@ -1,8 +1,10 @@
-package resilience
+package ratelimit
 
 import (
 	"math/bits"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/internal/config"
 )
 
 // This file holds the arithmetic of the three rate-limit algorithms. It is
@@ -255,9 +257,9 @@ func ceilDiv(a, b int64) int64 {
 // rlIdleSpan is how long a key must go untouched before its state is back
 // to "full" whatever it was: one window for fixed window and token bucket,
 // two for sliding window (the current window's permits weigh on the next).
-func rlIdleSpan(alg RateLimitAlgorithm, window time.Duration) int64 {
-	if alg == RateLimitSlidingWindow {
-		if window > maxDuration { // cannot happen after validation; keep 2·window in range
+func rlIdleSpan(alg Algorithm, window time.Duration) int64 {
+	if alg == SlidingWindow {
+		if window > config.MaxDuration { // cannot happen after validation; keep 2·window in range
 			return int64(window)
 		}
 		return 2 * int64(window)
