@@ -5,6 +5,10 @@
 // this module, turns the first ones into HTTP load shedding, and package
 // outbound wraps an http.RoundTripper in a pipeline; the adapters in this
 // repository put the inbound side behind chi and other frameworks.
+// Package limit holds the adaptive limiter's algorithms (Gradient2, Vegas,
+// AIMD, or your own), and package ratelimit the rate limiter's counting
+// algorithms and stores (the in-memory one, or a shared one such as the
+// Redis store in extensions/redis).
 //
 // # Pipelines
 //

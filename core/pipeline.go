@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/ylcnfrht/resilience/core/internal/config"
 )
 
 // Next runs the rest of a pipeline: the strategies inside the current one and
@@ -101,6 +103,24 @@ type stage[T any] struct {
 	plain  Strategy
 	result ResultStrategy[T]
 	tel    Telemetry
+}
+
+// hasTimeout reports whether one of the pipeline's own strategies is a
+// *Timeout (see config.PipelineHasTimeout).
+func (p *Pipeline[T]) hasTimeout() bool {
+	for _, s := range p.stages {
+		if _, ok := s.plain.(*Timeout); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func init() {
+	config.PipelineHasTimeout = func(pipeline any) bool {
+		p, ok := pipeline.(interface{ hasTimeout() bool })
+		return ok && p.hasTimeout()
+	}
 }
 
 // Name returns the pipeline's name.

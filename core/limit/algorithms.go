@@ -43,7 +43,7 @@ type Sample struct {
 // algorithm value holds per-limiter state and must not be shared by two
 // limiters. An algorithm may implement resilience.Validator;
 // resilience.NewAdaptiveLimiter then checks it. A nil
-// AdaptiveLimiterOptions.Algorithm means a new Gradient2. Update has no
+// resilience.AdaptiveLimiterOptions.Algorithm means a new Gradient2. Update has no
 // error result; if it panics, the limiter keeps its previous limit, hands
 // the next window over as usual, and reports the panic as
 // resilience.EventHookPanic (see package resilience, User hooks); the

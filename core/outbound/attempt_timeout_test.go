@@ -81,3 +81,28 @@ func TestTransportAttemptTimeoutValidation(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// Invariant: a pipeline holding a Timeout strategy is refused, naming
+// Options.Pipeline, since its end would cut off the response body; the
+// same pipeline without it is accepted.
+func TestTransportRefusesPipelineWithTimeout(t *testing.T) {
+	withTimeout, err := resilience.NewBuilder[*http.Response]().
+		AddRetry(RetryOptions()).
+		AddTimeout(resilience.TimeoutOptions{Timeout: time.Second}).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(Options{Pipeline: withTimeout})
+	var ce *resilience.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "Options.Pipeline" {
+		t.Fatalf("a pipeline with a Timeout: err = %v, want a *ConfigError naming Options.Pipeline", err)
+	}
+	without, err := resilience.NewBuilder[*http.Response]().AddRetry(RetryOptions()).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Options{Pipeline: without}); err != nil {
+		t.Fatalf("a pipeline without a Timeout: %v", err)
+	}
+}

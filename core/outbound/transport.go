@@ -9,6 +9,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/internal/config"
 )
 
 // Options configures a Transport. The zero Options is
@@ -22,10 +23,11 @@ type Options struct {
 	// Build it from RetryOptions, CircuitBreakerOptions, HedgingOptions
 	// and FallbackOptions, which know how to read and release responses.
 	//
-	// Do not put a Timeout strategy in it: a strategy's context ends when
-	// the pipeline returns, which would also abort reading the returned
-	// response's body. Bound each attempt with AttemptTimeout and the whole
-	// request with its context (or http.Client.Timeout).
+	// It must not hold a Timeout strategy (New refuses one): a strategy's
+	// context ends when the pipeline returns, which would also abort
+	// reading the returned response's body. Bound each attempt with
+	// AttemptTimeout and the whole request with its context (or
+	// http.Client.Timeout).
 	Pipeline *resilience.Pipeline[*http.Response]
 	// AttemptTimeout bounds each attempt until its response headers
 	// arrive; 0 means no bound. An attempt that runs out fails with a
@@ -82,6 +84,9 @@ var ErrBodyNotReplayable = errors.New("outbound: request body cannot be replayed
 func New(opts Options) (*Transport, error) {
 	if opts.AttemptTimeout < 0 {
 		return nil, &resilience.ConfigError{Field: "Options.AttemptTimeout", Problem: "must not be negative, got " + opts.AttemptTimeout.String()}
+	}
+	if opts.Pipeline != nil && config.PipelineHasTimeout(opts.Pipeline) {
+		return nil, &resilience.ConfigError{Field: "Options.Pipeline", Problem: "holds a Timeout strategy, whose end would also end reading the response body; bound each attempt with Options.AttemptTimeout and the whole request with its context"}
 	}
 	t := &Transport{base: opts.Base, pipeline: opts.Pipeline, anyMethodRetry: opts.RetryNonIdempotent,
 		attemptTimeout: opts.AttemptTimeout, attemptErr: &resilience.TimeoutRejectedError{Timeout: opts.AttemptTimeout}}

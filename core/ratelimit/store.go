@@ -19,7 +19,7 @@ import (
 // policy names apart, so limiters that share a store need distinct policy
 // names. An error means no decision was made; the limiter then fails open
 // or closed as its options say (resilience.RateLimiterOptions.FailClosed).
-// A nil RateLimiterOptions.Store means a new MemoryStore.
+// A nil resilience.RateLimiterOptions.Store means a new MemoryStore.
 type Store interface {
 	// Take consumes one permit for key under policy, atomically, and reports
 	// the decision. A refused take consumes nothing.
@@ -42,7 +42,8 @@ const (
 	memEvictScan = 8
 )
 
-// MemoryStore is a Store that keeps counters in process memory, bounded by a key cap however many distinct keys arrive.
+// MemoryStore is a Store that keeps counters in process memory, bounded
+// by a key cap however many distinct keys arrive.
 //
 // Keys are spread over up to 64 shards, each with its own mutex, map and
 // least-recently-used list; a Take locks one shard and, for a key already
@@ -59,7 +60,8 @@ const (
 //
 // Memory is bounded by the key cap and by the key length: a new key is
 // copied (never retained as a slice of a larger string), and the
-// resilience.RateLimiter bounds key length (RateLimiterOptions.MaxKeyLength).
+// resilience.RateLimiter bounds key length
+// (resilience.RateLimiterOptions.MaxKeyLength).
 // Code that calls Take directly must bound key length itself.
 //
 // Time comes from time.Now, monotonic, measured from the moment the store

@@ -47,7 +47,7 @@ type Options struct {
 	// Budget is the longest a Take waits for Redis, connection and retries
 	// included (default DefaultBudget). Past it Take returns
 	// ErrBudgetExceeded and the rate limiter fails open or closed as its
-	// RateLimiterOptions.FailClosed says.
+	// resilience.RateLimiterOptions.FailClosed says.
 	Budget time.Duration
 	// Breaker, when set, sits in front of Redis: once it opens, a Take
 	// fails at once with the breaker's *resilience.BrokenCircuitError
@@ -61,7 +61,7 @@ type Options struct {
 
 // Store is a ratelimit.Store that keeps counters in Redis, so
 // the instances of a fleet enforce one limit per key together. Use it as
-// RateLimiterOptions.Store.
+// resilience.RateLimiterOptions.Store.
 //
 // Each decision is one Lua script, atomic in Redis, per algorithm: fixed
 // window, sliding window and token bucket, with the same limit, remaining,

@@ -109,3 +109,10 @@ func UnknownEnum[E ~string](field, what, s string, values ...E) error {
 	}
 	return Errorf(field, "unknown %s %q; want one of %s", what, s, strings.Join(names, ", "))
 }
+
+// PipelineHasTimeout reports whether pipeline, a *resilience.Pipeline,
+// holds a Timeout strategy. Package resilience sets it when it is
+// initialised; core/outbound asks it to refuse a pipeline whose timeout
+// would end the response bodies it returns, without either package
+// exporting a way to list a pipeline's strategies.
+var PipelineHasTimeout func(pipeline any) bool
