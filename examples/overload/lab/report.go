@@ -16,17 +16,17 @@ type Report struct {
 	Config Config `json:"config"`
 	// Capacity is the service's capacity at the start, in requests per
 	// second: slots / service time, or the CPU service's measured rate.
-	Capacity  float64  `json:"capacity"`
-	CPURounds int      `json:"cpuRounds,omitempty"`
+	Capacity  float64 `json:"capacity"`
+	CPURounds int     `json:"cpuRounds,omitempty"`
 	// ServiceProcs is the CPU service process's GOMAXPROCS, as it
 	// reported it.
 	ServiceProcs int `json:"serviceProcs,omitempty"`
 	// Pinning says how the generator and the service shared the CPUs when
 	// Config.PinCPUs asked for pinning ("generator on CPU 0, service on
 	// CPU 1", or why it could not be done); empty when not asked.
-	Pinning string `json:"pinning,omitempty"`
-	Machine   Machine  `json:"machine"`
-	Results   []Result `json:"results"`
+	Pinning string   `json:"pinning,omitempty"`
+	Machine Machine  `json:"machine"`
+	Results []Result `json:"results"`
 }
 
 // Machine describes where a report was measured.
