@@ -13,6 +13,10 @@
 // running binary, started again), so that the load generator does not
 // share its scheduler: a program that uses the lab calls ServeChildIfAsked
 // first thing in main (and in TestMain), with every contender it may run.
+// With Config.PinCPUs (the cpu preset's default on two CPUs or more) they
+// do not share CPUs either: the generator runs on one, the child on the
+// others, so a CPU-bound service's capacity measured at start is the one
+// it has during the run.
 package lab
 
 import (
