@@ -748,7 +748,8 @@ func (a *AdaptiveLimiter) gateAfter(wait, bound time.Duration) uint32 {
 	switch {
 	case wait > bound:
 		// Keep 1 - wait/(20·bound) of the share, between 1/2 and 9/10.
-		keep := min(max(gateScale-uint64(wait)*gateScale/(20*uint64(bound)), gateScale/2), gateScale*9/10)
+		cut := min(uint64(wait)*gateScale/(20*uint64(bound)), gateScale/2)
+		keep := min(gateScale-cut, gateScale*9/10)
 		g = max(g*keep/gateScale, gateMin)
 	case wait > bound/2:
 		g = min(g+gateRecover/4, gateScale)

@@ -55,6 +55,33 @@ func TestDrainTime(t *testing.T) {
 	}
 }
 
+// The gate's share after one reading: over the bound it keeps
+// 1 - wait/(20·bound), at most 9/10 and at least 1/2 however long the
+// wait (a wait of 100 bounds halves it too), never below 1/16; within the
+// bound it grows back, by 1/32 within half of it and 1/128 above that.
+func TestCPUGateAfterAReading(t *testing.T) {
+	const b = 2 * time.Millisecond
+	for _, c := range []struct {
+		admit uint32
+		wait  time.Duration
+		want  uint32
+	}{
+		{gateScale, b + 1, gateScale * 9 / 10},
+		{gateScale, 4 * b, gateScale - gateScale/5},
+		{gateScale, 10 * b, gateScale / 2},
+		{gateScale, 100 * b, gateScale / 2},
+		{gateMin + 1, 100 * b, gateMin},
+		{gateScale / 2, b / 4, gateScale/2 + gateRecover},
+		{gateScale / 2, b * 3 / 4, gateScale/2 + gateRecover/4},
+		{gateScale - 1, 0, gateScale},
+	} {
+		a := &AdaptiveLimiter{admit: c.admit}
+		if got := a.gateAfter(c.wait, b); got != c.want {
+			t.Errorf("share %d after a wait of %v (bound %v) = %d, want %d", c.admit, c.wait, b, got, c.want)
+		}
+	}
+}
+
 // fakeCPU is a CPU-wait reading the test sets.
 type fakeCPU struct{ wait atomic.Int64 }
 
