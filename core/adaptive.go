@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -131,13 +132,13 @@ type AdaptiveLimiterOptions struct {
 	// Classify says how each finished execution counts. Default
 	// DefaultClassify.
 	Classify Classifier
-	// IgnoreCPUWait turns off the CPU-wait signal: by default a sampling
-	// window in which the process's goroutines waited longer for a CPU
-	// than the limiter's normal latency (and at least 1 ms) counts as
-	// overload, since a CPU-bound service queues its requests in Go's
-	// scheduler before any limiter sees them. Set it for a limiter in
-	// front of a remote dependency, whose overload this process's CPU
-	// says nothing about.
+	// IgnoreCPUWait turns off the CPU gate: by default, while the
+	// process's goroutines wait longer for a CPU than the limiter's normal
+	// latency (and at least 1 ms), the limiter refuses a share of new
+	// executions even with permits free, since a CPU-bound service queues
+	// its requests in Go's scheduler, where no permit shows them (see
+	// AdaptiveLimiter). Set it for a limiter in front of a remote
+	// dependency, whose overload this process's CPU says nothing about.
 	IgnoreCPUWait bool
 }
 
@@ -164,11 +165,21 @@ type AdaptiveLimiterOptions struct {
 //     timeouts are the client's short budget rather than the server's
 //     trouble needs its own classifier.
 //   - A CPU-bound service queues its requests in Go's scheduler before
-//     they reach any limiter, so the latency the limiter times stays low
-//     while every client waits. The limiter therefore also reads the
-//     process's scheduler latency once per sampling window and counts a
-//     window in which goroutines waited longer for a CPU than its normal
-//     latency as overload (see AdaptiveLimiterOptions.IgnoreCPUWait).
+//     they reach any limiter: a handler that computes runs until it is
+//     done, so no more of them are in flight than there are Ps
+//     (GOMAXPROCS), however many requests wait in the run queue, and the
+//     latency the limiter times stays flat while every client waits. No
+//     limit can shed that queue, so the limiter also has a CPU gate: at
+//     most every 10 ms it reads from the runtime how long a goroutine
+//     made runnable waits for a CPU (the mean scheduler latency since the
+//     last reading, or the run queue's drain time if longer), and while
+//     that exceeds its normal latency (at least 1 ms) it admits only a
+//     share of the executions that find a permit free, rejecting the
+//     others at once (ErrRejected, ReasonFull; a rejection costs the CPU
+//     little). The share falls by a tenth per reading over the bound (up
+//     to a half, far over it) and grows back by 1/32 per reading within
+//     it, never below 1/16, so it settles where the CPU just keeps up.
+//     See AdaptiveLimiterOptions.IgnoreCPUWait.
 //   - Latency that rises for reasons concurrency cannot fix (a slow
 //     dependency) still lowers the limit; MinLimit is the floor that keeps
 //     the service admitting work meanwhile. The baseline follows such a
@@ -226,10 +237,26 @@ type AdaptiveLimiter struct {
 	// first window with samples.
 	baseRTT  int64
 	win      sampleWindow
-	updating bool     // a window is with the algorithm; the next one waits
-	pick     uint64   // xorshift state choosing the sparsely timed executions
-	cpu      *cpuWait // nil with IgnoreCPUWait; read by one update at a time
+	updating bool          // a window is with the algorithm, or the gate reads the CPU; the next waits
+	pick     uint64        // xorshift state choosing the sparsely timed executions
+	cpu      cpuReader     // nil with IgnoreCPUWait; read by one update at a time
+	cpuRead  int64         // clock offset of the last CPU-wait reading
+	cpuWait  time.Duration // the last reading, for limit.Sample.CPUWait
+	// admit is the CPU gate's share of executions admitted with a permit
+	// free, in 1/gateScale (gateScale: all); credit accumulates it, so
+	// the refused ones are spread evenly.
+	admit, credit uint32
 }
+
+// gateScale is the CPU gate's unit: admit = gateScale lets every
+// execution in.
+const gateScale = 1 << 16
+
+const (
+	gateMin      = gateScale / 16 // the gate never admits less than this share
+	gateRecover  = gateScale / 32 // growth per reading within the bound
+	cpuReadEvery = int64(10 * time.Millisecond)
+)
 
 // denseTimed is the number of executions a window times in full before
 // timing only one in sparseEvery.
@@ -282,6 +309,7 @@ func NewAdaptiveLimiter(opts AdaptiveLimiterOptions) (*AdaptiveLimiter, error) {
 		return nil, err
 	}
 	a := &AdaptiveLimiter{
+		admit:    gateScale,
 		name:     opts.Name,
 		opts:     opts,
 		alg:      opts.Algorithm,
@@ -292,7 +320,9 @@ func NewAdaptiveLimiter(opts AdaptiveLimiterOptions) (*AdaptiveLimiter, error) {
 		pick:     0x9e3779b97f4a7c15, // any non-zero seed
 	}
 	if !opts.IgnoreCPUWait {
-		a.cpu = newCPUWait()
+		if w := newCPUWait(); w != nil { // nil: a runtime without the metrics
+			a.cpu = w
+		}
 	}
 	if a.name == "" {
 		a.name = "AdaptiveLimiter"
@@ -429,7 +459,7 @@ func (a *AdaptiveLimiter) Close() { a.close() }
 func (a *AdaptiveLimiter) TryAcquire() (AdaptivePermit, bool) {
 	a.mu.Lock()
 	// inFlight < limit implies an empty queue (see permitEngine.tryAcquire).
-	if a.inFlight >= a.limit || a.closed {
+	if a.inFlight >= a.limit || a.closed || !a.gateLocked() {
 		a.mu.Unlock()
 		return AdaptivePermit{}, false
 	}
@@ -448,6 +478,10 @@ func (a *AdaptiveLimiter) begin(ctx context.Context, tel *Telemetry) (AdaptivePe
 	}
 	a.mu.Lock()
 	if a.inFlight < a.limit && !a.closed {
+		if !a.gateLocked() {
+			a.mu.Unlock()
+			return AdaptivePermit{}, 0, errBulkheadFull
+		}
 		a.inFlight++
 		weight := a.timingLocked()
 		a.mu.Unlock()
@@ -460,6 +494,21 @@ func (a *AdaptiveLimiter) begin(ctx context.Context, tel *Telemetry) (AdaptivePe
 	// A queued execution is already slow; timing it costs nothing that
 	// matters, and weight 1 keeps the window's mean unbiased.
 	return a.permit(1), waited, nil
+}
+
+// gateLocked reports whether the CPU gate lets in an execution that
+// found a permit free: always while the CPU keeps up, otherwise the
+// gate's share of them, evenly spread. a.mu must be held.
+func (a *AdaptiveLimiter) gateLocked() bool {
+	if a.admit >= gateScale {
+		return true
+	}
+	a.credit += a.admit
+	if a.credit < gateScale {
+		return false
+	}
+	a.credit -= gateScale
+	return true
 }
 
 // timingLocked decides whether the execution being admitted is timed and
@@ -570,13 +619,28 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) *HookPanicEr
 	// Only a timed release knows the time, so only it may close the
 	// window; and a window with samples needs timed ones for its mean
 	// (when every execution is timed, both always hold).
-	if p.weight == 0 || a.updating || (w.samples > 0 && w.timed == 0) {
+	// The CPU gate reads the scheduler at most every cpuReadEvery, on a
+	// timed release, whether or not a window closes: windows of a slow or
+	// throttled service are long, and the gate must close within tens of
+	// milliseconds of the run queue growing.
+	if p.weight == 0 || a.updating {
 		a.mu.Unlock()
 		return nil
 	}
+	readCPU := a.cpu != nil && now-a.cpuRead >= cpuReadEvery
+	if readCPU {
+		a.cpuRead = now
+	}
+	cpuBound := time.Duration(max(a.baseRTT, int64(minCPUWait)))
 	elapsed := now - w.start
 	n := w.samples + w.drops
-	if !(elapsed >= maxWindow || (n >= min(windowMinSamples, a.limit) && w.timed >= min(windowMinSamples, w.samples) && elapsed >= w.length)) {
+	if (w.samples > 0 && w.timed == 0) || !(elapsed >= maxWindow || (n >= min(windowMinSamples, a.limit) && w.timed >= min(windowMinSamples, w.samples) && elapsed >= w.length)) {
+		if readCPU {
+			a.updating = true
+			a.mu.Unlock()
+			a.gateUpdate(cpuBound)
+			return nil
+		}
 		a.mu.Unlock()
 		return nil
 	}
@@ -588,6 +652,7 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) *HookPanicEr
 		Samples:  w.samples,
 		Drops:    w.drops,
 		MinRTT:   time.Duration(w.minRTT),
+		CPUWait:  a.cpuWait,
 	}
 	if w.samples > 0 {
 		s.RTT = time.Duration(w.rttSum / w.rttWeight)
@@ -604,14 +669,13 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) *HookPanicEr
 	}
 	*w = sampleWindow{start: now, length: max(length, minWindow)}
 	a.updating = true
-	cpuBound := time.Duration(max(a.baseRTT, int64(minCPUWait)))
 	a.mu.Unlock()
-	return a.update(s, cpuBound)
+	return a.update(s, readCPU, cpuBound)
 }
 
-// minCPUWait is the CPU wait below which a window never counts as CPU
-// overload: Go's scheduler lets a goroutine run 10 ms before preempting
-// it, so waits of a millisecond are ordinary on a busy process.
+// minCPUWait is the CPU wait below which the CPU gate never closes: Go's
+// scheduler lets a goroutine run 10 ms before preempting it, so waits of
+// a millisecond are ordinary on a busy process.
 const minCPUWait = time.Millisecond
 
 // update runs the algorithm outside the lock and applies its limit. The
@@ -621,12 +685,9 @@ const minCPUWait = time.Millisecond
 // otherwise fail that unrelated execution: the previous limit stands and
 // the panic comes back as a *HookPanicError.
 //
-// Reading the CPU wait (a runtime metric, a few microseconds) happens here,
-// once per window, off every request's path. A window whose goroutines
-// waited longer for a CPU than cpuBound (the limiter's normal latency, at
-// least minCPUWait) counts one drop: the service is queueing in the
-// scheduler, where no permit is visible.
-func (a *AdaptiveLimiter) update(s limit.Sample, cpuBound time.Duration) (err *HookPanicError) {
+// With readCPU it also reads the CPU wait first (see readGate), so that
+// the window reports it.
+func (a *AdaptiveLimiter) update(s limit.Sample, readCPU bool, cpuBound time.Duration) (err *HookPanicError) {
 	next := s.Limit
 	defer func() {
 		if v := recover(); v != nil {
@@ -645,14 +706,60 @@ func (a *AdaptiveLimiter) update(s limit.Sample, cpuBound time.Duration) (err *H
 		}
 		a.mu.Unlock()
 	}()
-	if a.cpu != nil {
-		s.CPUWait = a.cpu.read()
-		if s.CPUWait > cpuBound {
-			s.Drops++
-		}
+	if readCPU {
+		s.CPUWait = a.readGate(cpuBound)
 	}
 	next = a.alg.Update(s)
 	return nil
+}
+
+// gateUpdate reads the CPU wait between two windows (see readGate) and
+// hands the next update over.
+func (a *AdaptiveLimiter) gateUpdate(cpuBound time.Duration) {
+	a.readGate(cpuBound)
+	a.mu.Lock()
+	a.updating = false
+	a.mu.Unlock()
+}
+
+// readGate reads the CPU wait (runtime metrics, a few microseconds), off
+// every request's path and at most every cpuReadEvery: how long a
+// goroutine made runnable now can expect to wait for a CPU, from the
+// scheduling since the last reading and the run queue now (see
+// cpuWait.read). A reading over cpuBound (the limiter's normal
+// latency, at least minCPUWait) narrows the CPU gate, one within it widens
+// it (see gateAfter). It returns the reading. Called with the updating
+// flag set, so one at a time.
+func (a *AdaptiveLimiter) readGate(cpuBound time.Duration) time.Duration {
+	wait := a.cpu.read(runtime.GOMAXPROCS(0))
+	admit := a.gateAfter(wait, cpuBound)
+	a.mu.Lock()
+	a.admit, a.cpuWait = admit, wait
+	a.mu.Unlock()
+	return wait
+}
+
+// gateAfter returns the CPU gate's next share after a reading of wait
+// against bound, within [gateMin, gateScale]: over the bound it falls by a
+// tenth, and by up to a half as the wait reaches ten times the bound (a
+// long run queue drains fast, since a refused request costs little);
+// within half the bound it grows by gateRecover, and by a quarter of that
+// between half the bound and the bound, so that it settles just below the
+// share the CPU can serve. Only readGate calls it, one at a time.
+func (a *AdaptiveLimiter) gateAfter(wait, bound time.Duration) uint32 {
+	g := uint64(a.admit) // no lock: only readGate writes it, under the lock
+	switch {
+	case wait > bound:
+		// Keep 1 - wait/(20·bound) of the share, between 1/2 and 9/10.
+		cut := min(uint64(wait)*gateScale/(20*uint64(bound)), gateScale/2)
+		keep := min(gateScale-cut, gateScale*9/10)
+		g = max(g*keep/gateScale, gateMin)
+	case wait > bound/2:
+		g = min(g+gateRecover/4, gateScale)
+	default:
+		g = min(g+gateRecover, gateScale)
+	}
+	return uint32(g)
 }
 
 // callClassifier runs classify for one execution: a panic of the

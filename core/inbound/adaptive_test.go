@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -405,4 +406,60 @@ func TestOutcomeSignalCarriesEveryOutcome(t *testing.T) {
 			t.Errorf("%v arrived as %v", o, got)
 		}
 	}
+}
+
+// Invariant, through the HTTP middleware: clients that leave before twice
+// the latency the adaptive limiter has learnt (users navigating away) do
+// not lower its limit, however many there are; clients that leave after
+// waiting far longer (the CPU-bound collapse, where every client times
+// out) do. The core package checks the same of the limiter alone.
+func TestAdaptiveLimitHoldsForClientsThatLeaveEarly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The CPU gate reads the real scheduler, not the bubble's clock:
+		// left out, so that only the clients decide.
+		m := mustNew(t, Options{Adaptive: &resilience.AdaptiveLimiterOptions{InitialLimit: 50, MinLimit: 2, IgnoreCPUWait: true}})
+		var work atomic.Int64
+		h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-time.After(time.Duration(work.Load())):
+				w.Write([]byte("ok")) //nolint:errcheck
+			case <-r.Context().Done():
+			}
+		}))
+		// 200 requests a second for d, each served in service unless its
+		// client leaves after leave (0: never); the limit at the end.
+		load := func(d, service, leave time.Duration) int {
+			work.Store(int64(service))
+			var wg sync.WaitGroup
+			for el := time.Duration(0); el < d; el += 5 * time.Millisecond {
+				ctx, cancel := context.WithCancel(context.Background())
+				if leave > 0 {
+					time.AfterFunc(leave, cancel)
+				}
+				r := httptest.NewRequest("GET", "/", nil).WithContext(ctx)
+				wg.Go(func() {
+					defer cancel()
+					defer func() {
+						// A handler that returns without a word once its
+						// client left has its connection aborted.
+						if v := recover(); v != nil && v != http.ErrAbortHandler {
+							panic(v)
+						}
+					}()
+					h.ServeHTTP(httptest.NewRecorder(), r)
+				})
+				time.Sleep(5 * time.Millisecond)
+			}
+			wg.Wait()
+			return m.Stats().Limit
+		}
+		// 200/s × 100 ms: 20 in flight, well under the limit.
+		learnt := load(5*time.Second, 100*time.Millisecond, 0)
+		if early := load(10*time.Second, 100*time.Millisecond, 50*time.Millisecond); early < learnt {
+			t.Fatalf("limit fell from %d to %d for clients that left after 50 ms of a 100 ms service", learnt, early)
+		}
+		if late := load(10*time.Second, 5*time.Second, time.Second); late > learnt/2 {
+			t.Fatalf("limit %d after 10 s of clients leaving after 1 s (learnt latency 100 ms), want at most %d", late, learnt/2)
+		}
+	})
 }

@@ -24,10 +24,11 @@ type Sample struct {
 	// Well below Limit means the service was not using its limit (it was
 	// app-limited), so the window says nothing about a higher one.
 	InFlight int
-	// CPUWait is the mean time the process's goroutines waited for a CPU
-	// (Go's scheduler latency) during the window. A window where it
-	// exceeded the limiter's normal latency already counts one drop (see
-	// resilience.AdaptiveLimiterOptions.IgnoreCPUWait); 0 when ignored.
+	// CPUWait is the limiter's latest reading of how long a goroutine of
+	// the process waits for a CPU (Go's scheduler; read at most every
+	// 10 ms), which drives its CPU gate, not the limit (see
+	// resilience.AdaptiveLimiter); 0 with
+	// resilience.AdaptiveLimiterOptions.IgnoreCPUWait.
 	CPUWait time.Duration
 	// Samples is the number of executions counted as samples, Drops the
 	// number counted as drops (timeouts, overload).

@@ -17,8 +17,11 @@
 // (500 req/s) for 20 s; priority, 1000 req/s with 30 % high priority;
 // step, 600 req/s while the slots go 100 → 50 at 10 s → 100 at 20 s;
 // cpu, 1.6 × the measured capacity of CPU-bound work (about 2 ms of
-// SHA-256 per request) served by a child process. Every other flag
-// overrides the scenario's value; -h lists them.
+// SHA-256 per request) served by a child process, which on Linux with two
+// CPUs or more runs (and measures its capacity) on CPUs of its own while
+// the generator keeps the first (-pin=false shares them; the header line
+// says which). Every other flag overrides the scenario's value; -h lists
+// them.
 //
 // Modes (-modes, comma-separated, or all): none, fixed, fixed-codel,
 // fixed-droplow, adaptive, adaptive-codel; see the lab package's Ours.

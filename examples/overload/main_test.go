@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -109,14 +110,16 @@ func TestShortRunPrintsTableAndChart(t *testing.T) {
 }
 
 // The cpu scenario runs its service in a child process (this test binary
-// again, through TestMain) and reports the measured capacity.
+// again, through TestMain) and reports the measured capacity; on Linux
+// with two CPUs or more the generator and the service are pinned apart,
+// and the header says so.
 func TestCPUScenarioUsesChildProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("calibrates for a few seconds")
 	}
 	dir := t.TempDir()
 	jsonPath := filepath.Join(dir, "r.json")
-	runLab(t, "-scenario", "cpu", "-duration", "1s", "-modes", "fixed", "-quiet", "-svg", filepath.Join(dir, "c.svg"), "-json", jsonPath)
+	out := runLab(t, "-scenario", "cpu", "-duration", "1s", "-modes", "fixed", "-quiet", "-svg", filepath.Join(dir, "c.svg"), "-json", jsonPath)
 	b, err := os.ReadFile(jsonPath)
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +136,36 @@ func TestCPUScenarioUsesChildProcess(t *testing.T) {
 	}
 	if r := rep.Results[0]; r.OK == 0 {
 		t.Errorf("the cpu service answered nothing in time: %+v", r)
+	}
+	if rep.ServiceProcs < 1 {
+		t.Errorf("service GOMAXPROCS %d: the child did not report it", rep.ServiceProcs)
+	}
+	if runtime.GOOS == "linux" && runtime.NumCPU() >= 2 {
+		if !strings.HasPrefix(rep.Pinning, "generator on CPU ") || !strings.Contains(out, "("+rep.Pinning+")") {
+			t.Errorf("pinning %q, header:\n%s\nwant the generator and the service pinned apart, in the header", rep.Pinning, out)
+		}
+	}
+}
+
+// The cpu preset pins on machines with two CPUs or more, -pin=false turns
+// it off, and -pin turns it on for any scenario.
+func TestPinFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"-scenario", "cpu"}, runtime.NumCPU() >= 2},
+		{[]string{"-scenario", "cpu", "-pin=false"}, false},
+		{[]string{"-scenario", "overload"}, false},
+		{[]string{"-scenario", "overload", "-pin"}, true},
+	} {
+		o, err := parse(tc.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if o.cfg.PinCPUs != tc.want {
+			t.Errorf("%v: PinCPUs %v, want %v", tc.args, o.cfg.PinCPUs, tc.want)
+		}
 	}
 }
 

@@ -55,6 +55,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		steps    = fs.String("steps", "", "slot-pool capacity changes, e.g. 10s:50,20s:100 (step: that)")
 		cpuWork  = fs.Duration("cpu-work", def.CPUWork, "CPU time of one request of the cpu service, calibrated at start")
 		procs    = fs.Int("service-procs", 0, "GOMAXPROCS of the service process, 0 for every core (fewer leaves the generator a core)")
+		pin      = fs.Bool("pin", def.PinCPUs, "pin the generator to one CPU and the service process to the others (Linux; cpu: on with 2 CPUs or more)")
 		window   = fs.Duration("window", 0, "width of the per-window table, 0 for none (step: 5s)")
 		limit    = fs.Int("limit", def.Knobs.Limit, "permit limit of the fixed limiters (cpu: 4)")
 		queue    = fs.Int("queue", def.Knobs.Queue, "queue limit (cpu: 4)")
@@ -111,6 +112,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 			cfg.Window = *window
 		case "service-procs":
 			cfg.ServiceProcs = *procs
+		case "pin":
+			cfg.PinCPUs = *pin
 		case "limit":
 			cfg.Knobs.Limit = *limit
 		case "queue":

@@ -16,10 +16,17 @@ type Report struct {
 	Config Config `json:"config"`
 	// Capacity is the service's capacity at the start, in requests per
 	// second: slots / service time, or the CPU service's measured rate.
-	Capacity  float64  `json:"capacity"`
-	CPURounds int      `json:"cpuRounds,omitempty"`
-	Machine   Machine  `json:"machine"`
-	Results   []Result `json:"results"`
+	Capacity  float64 `json:"capacity"`
+	CPURounds int     `json:"cpuRounds,omitempty"`
+	// ServiceProcs is the CPU service process's GOMAXPROCS, as it
+	// reported it.
+	ServiceProcs int `json:"serviceProcs,omitempty"`
+	// Pinning says how the generator and the service shared the CPUs when
+	// Config.PinCPUs asked for pinning ("generator on CPU 0, service on
+	// CPU 1", or why it could not be done); empty when not asked.
+	Pinning string   `json:"pinning,omitempty"`
+	Machine Machine  `json:"machine"`
+	Results []Result `json:"results"`
 }
 
 // Machine describes where a report was measured.
@@ -192,8 +199,8 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	c := rep.Config
 	fmt.Fprintf(w, "scenario %s: %.0f req/s offered (%s arrivals) for %v against capacity %.0f req/s (%s); client timeout %v%s\n",
 		c.Scenario, c.Rate, c.Arrivals, c.Duration, rep.Capacity, serviceLine(rep), c.ClientTimeout, retryLine(c))
-	fmt.Fprintf(w, "knobs: limit %d, queue %d, queue timeout %v, timeout %v; %s, %s, %d CPUs, load %s\n",
-		c.Knobs.Limit, c.Knobs.Queue, c.Knobs.QueueTimeout, c.Knobs.Timeout, rep.Machine.GoVersion, rep.Machine.OS, rep.Machine.CPUs, rep.Machine.Load)
+	fmt.Fprintf(w, "knobs: limit %d, queue %d, queue timeout %v, timeout %v; %s, %s, %d CPUs%s, load %s\n",
+		c.Knobs.Limit, c.Knobs.Queue, c.Knobs.QueueTimeout, c.Knobs.Timeout, rep.Machine.GoVersion, rep.Machine.OS, rep.Machine.CPUs, pinLine(rep), rep.Machine.Load)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tgoodput/s\tlast 10 s\tp50 ms\tp99 ms\tshed\tshed p99 ms\ttimeouts\tfailed\twasted\tpending\tlag p99 ms\tload\t")
 	for _, r := range rep.Results {
@@ -246,13 +253,27 @@ func (rep *Report) WriteTable(w io.Writer) error {
 func serviceLine(rep *Report) string {
 	c := rep.Config
 	if c.Service == ServiceCPU {
-		return fmt.Sprintf("cpu: %d SHA-256 rounds ≈ %v per request, measured", rep.CPURounds, c.CPUWork)
+		return fmt.Sprintf("cpu: %d SHA-256 rounds ≈ %v per request, measured with GOMAXPROCS %d", rep.CPURounds, c.CPUWork, rep.ServiceProcs)
 	}
 	s := fmt.Sprintf("%d slots × %v", c.Slots, c.ServiceTime)
 	for _, st := range c.Steps {
 		s += fmt.Sprintf(", %d slots at %v", st.Slots, st.At)
 	}
 	return s
+}
+
+func pinLine(rep *Report) string {
+	if rep.Pinning == "" {
+		return ""
+	}
+	return " (" + rep.Pinning + ")"
+}
+
+func pinSentence(rep *Report) string {
+	if rep.Pinning == "" {
+		return ""
+	}
+	return "; " + rep.Pinning
 }
 
 func retryLine(c Config) string {
@@ -287,8 +308,8 @@ func count(n int64) string {
 // then the per-class and per-window ones when the scenario has them.
 func (rep *Report) WriteMarkdown(w io.Writer) error {
 	c := rep.Config
-	fmt.Fprintf(w, "%.0f req/s offered for %v against capacity %.0f req/s (%s); client timeout %v; load average at the start %s.\n\n",
-		c.Rate, c.Duration, rep.Capacity, serviceLine(rep), c.ClientTimeout, rep.Machine.Load)
+	fmt.Fprintf(w, "%.0f req/s offered for %v against capacity %.0f req/s (%s); client timeout %v; load average at the start %s%s.\n\n",
+		c.Rate, c.Duration, rep.Capacity, serviceLine(rep), c.ClientTimeout, rep.Machine.Load, pinSentence(rep))
 	fmt.Fprintln(w, "| contender | goodput/s | last 10 s | p50 ms | p99 ms | shed | shed p99 ms | client timeouts | failed | wasted | pending | lag p99 ms |")
 	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for _, r := range rep.Results {

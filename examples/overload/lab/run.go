@@ -47,6 +47,16 @@ func Run(ctx context.Context, cfg Config, contenders []Contender, progress io.Wr
 		return nil, errors.New("no contender to run")
 	}
 	rep := &Report{Config: cfg, Machine: machine()}
+	if cfg.PinCPUs {
+		split, unpin, err := pinGenerator()
+		if err != nil {
+			rep.Pinning = "not pinned: " + err.Error()
+		} else {
+			defer unpin()
+			cfg.serviceCPUs = split.service
+			rep.Pinning = split.String()
+		}
+	}
 	var rounds int
 	for i, c := range contenders {
 		if i > 0 {
@@ -94,12 +104,13 @@ func startCPU(cfg *Config, rep *Report, c Contender, rounds *int) (*target, erro
 		// Calibrate in a child of its own, without any middleware. The
 		// capacity is known only now; the rate and a rate limiter's rate
 		// follow it.
-		cal, err := startChild(childSpec{Contender: PassThrough.Name, Knobs: k, Service: ServiceCPU, CPUWork: cfg.CPUWork, Procs: cfg.ServiceProcs})
+		cal, err := startChild(childSpec{Contender: PassThrough.Name, Knobs: k, Service: ServiceCPU, CPUWork: cfg.CPUWork, Procs: cfg.ServiceProcs, CPUs: cfg.serviceCPUs})
 		if err != nil {
 			return nil, err
 		}
 		cal.stop()
 		*rounds, rep.Capacity, rep.CPURounds = cal.hello.Rounds, cal.hello.Capacity, cal.hello.Rounds
+		rep.ServiceProcs = cal.hello.Procs
 		if cfg.RateFactor > 0 {
 			cfg.Rate = math.Round(cfg.RateFactor * rep.Capacity)
 		}
@@ -108,7 +119,7 @@ func startCPU(cfg *Config, rep *Report, c Contender, rounds *int) (*target, erro
 	if k.Rate == 0 {
 		k.Rate = rep.Capacity
 	}
-	ch, err := startChild(childSpec{Contender: c.Name, Knobs: k, Service: ServiceCPU, CPUWork: cfg.CPUWork, Rounds: *rounds, Procs: cfg.ServiceProcs})
+	ch, err := startChild(childSpec{Contender: c.Name, Knobs: k, Service: ServiceCPU, CPUWork: cfg.CPUWork, Rounds: *rounds, Procs: cfg.ServiceProcs, CPUs: cfg.serviceCPUs})
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"time"
 )
 
@@ -47,7 +48,7 @@ func serve(svc *service, mw func(http.Handler) http.Handler) (base string, close
 // service: the load generator then has this process's scheduler to itself,
 // whatever the middleware under test costs.
 func startSlots(cfg *Config, c Contender, k Knobs) (*target, error) {
-	ch, err := startChild(childSpec{Contender: c.Name, Knobs: k, Service: ServiceSlots, Slots: cfg.Slots, ServiceTime: cfg.ServiceTime, Procs: cfg.ServiceProcs})
+	ch, err := startChild(childSpec{Contender: c.Name, Knobs: k, Service: ServiceSlots, Slots: cfg.Slots, ServiceTime: cfg.ServiceTime, Procs: cfg.ServiceProcs, CPUs: cfg.serviceCPUs})
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +75,7 @@ type childSpec struct {
 	CPUWork     time.Duration `json:"cpuWork"`
 	Rounds      int           `json:"rounds"` // cpu: 0 means calibrate
 	Procs       int           `json:"-"`      // GOMAXPROCS of the child; 0: the default
+	CPUs        []int         `json:"-"`      // the child's CPUs; nil: this process's
 }
 
 // childHello is the child's first line on stdout.
@@ -81,6 +83,7 @@ type childHello struct {
 	Addr     string  `json:"addr"`
 	Rounds   int     `json:"rounds"`
 	Capacity float64 `json:"capacity"` // measured when it calibrated; else 0
+	Procs    int     `json:"procs"`    // its GOMAXPROCS
 	Err      string  `json:"err,omitempty"`
 }
 
@@ -139,7 +142,7 @@ func serveChild(specJSON string, contenders []Contender, stdin io.Reader, stdout
 		hello(childHello{Err: err.Error()})
 		return 1
 	}
-	h.Addr = base
+	h.Addr, h.Procs = base, runtime.GOMAXPROCS(0)
 	hello(h)
 	// The parent's commands, one a line: "slots N" resizes the pool. It
 	// closes stdin (or dies) to end the child.
@@ -181,7 +184,7 @@ func startChild(spec childSpec) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	if err := startOn(cmd, spec.CPUs); err != nil {
 		return nil, err
 	}
 	ch := &child{cmd: cmd, stdin: stdin}
