@@ -132,9 +132,11 @@ type Gradient2Options struct {
 	// exponential average. Default 20 (Netflix averages 600 samples; ours
 	// are window means, each already an average).
 	BaselineWindows int
-	// QueueSize returns the headroom added to the limit each window, the
-	// executions allowed to queue inside the service. Default 4, as
-	// Netflix.
+	// QueueSize returns the headroom the proportional correction adds to
+	// the limit (limit × gradient + QueueSize) while latency is above the
+	// tolerance. Default 4, as Netflix. Within the tolerance the limit is
+	// probed one permit at a time instead (see Gradient2, "Settling at the
+	// knee"), so no queue of this size stands inside the service.
 	QueueSize func(limit float64) float64
 	// DropBackoff multiplies the limit after a window with drops, in
 	// (0, 1). Default 0.9.
@@ -151,9 +153,11 @@ type Gradient2Options struct {
 //	newLimit = limit * gradient + QueueSize(limit)
 //	limit    = limit * (1 - Smoothing) + newLimit * Smoothing
 //
-// so while latency is flat the limit grows by the queue size and as soon as
-// latency climbs it falls in proportion, at most halving per window.
-// Where it deviates from the published algorithm, and why:
+// so in the published algorithm, while latency is flat, the limit grows by
+// the queue size and as soon as latency climbs it falls in proportion, at
+// most halving per window (here the formula applies only above the
+// tolerance; see "Settling at the knee" below). Where it deviates from the
+// published algorithm, and why:
 //
 //   - Slow start: from InitialLimit the limit doubles every other window
 //     while latency stays within Tolerance, and the first window past it
