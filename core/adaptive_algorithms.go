@@ -512,8 +512,12 @@ func (k *kneeSearch) search(s LimitSample, rtt float64) float64 {
 		return from
 	}
 	if k.valid && k.last > 0 {
-		// The noise between windows, measured where nothing queues.
-		k.noise += (math.Abs(rtt-k.last)/rtt - k.noise) / kneeNoiseWindows
+		// The noise between windows, measured where nothing queues. A
+		// change is counted as at most twice the noise so far: one slow
+		// window (a collection, a busy machine) raises it a fifth, not
+		// tenfold, and steady noise is followed within a few windows.
+		d := min(math.Abs(rtt-k.last)/rtt, 2*k.noise)
+		k.noise += (d - k.noise) / kneeNoiseWindows
 	}
 	k.last = rtt
 	k.sum += rtt
