@@ -381,7 +381,10 @@ func (g *Gradient2) Update(s LimitSample) float64 {
 		return s.Limit
 	}
 	if gradient < 1 && k.probe != probeUp {
-		if gradient >= kneeGradient {
+		// Little's law gives the knee only while the limit is in use: an
+		// app-limited window (in flight below half the limit) says nothing
+		// about it.
+		if gradient >= kneeGradient && float64(s.InFlight)*2 >= s.Limit {
 			k.over++
 		} else {
 			k.over = 0
