@@ -198,7 +198,8 @@ type Gradient2Options struct {
 //     therefore corrects in proportion only while latency is far above
 //     the baseline or for the first windows; after three windows in a row
 //     congested only mildly (gradient at least 0.8: a standing queue near
-//     the knee), it sets the limit to the knee by Little's law (the limit
+//     the knee) with the limit in use (in flight at least half of it), it
+//     sets the limit to the knee by Little's law (the limit
 //     of the window before × the RTT last measured without a queue / the
 //     RTT). While latency is within the tolerance it searches the knee
 //     instead of adding QueueSize every window: it holds the limit for
