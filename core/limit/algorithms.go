@@ -136,9 +136,11 @@ type Gradient2Options struct {
 	// exponential average. Default 20 (Netflix averages 600 samples; ours
 	// are window means, each already an average).
 	BaselineWindows int
-	// QueueSize returns the headroom added to the limit each window, the
-	// executions allowed to queue inside the service. Default 4, as
-	// Netflix.
+	// QueueSize returns the headroom the proportional correction adds to
+	// the limit (limit × gradient + QueueSize) while latency is above the
+	// tolerance. Default 4, as Netflix. Within the tolerance the limit is
+	// probed one permit at a time instead (see Gradient2, "Settling at the
+	// knee"), so no queue of this size stands inside the service.
 	QueueSize func(limit float64) float64
 	// DropBackoff multiplies the limit after a window with drops, in
 	// (0, 1). Default 0.9.
@@ -155,9 +157,11 @@ type Gradient2Options struct {
 //	newLimit = limit * gradient + QueueSize(limit)
 //	limit    = limit * (1 - Smoothing) + newLimit * Smoothing
 //
-// so while latency is flat the limit grows by the queue size and as soon as
-// latency climbs it falls in proportion, at most halving per window.
-// Where it deviates from the published algorithm, and why:
+// so in the published algorithm, while latency is flat, the limit grows by
+// the queue size and as soon as latency climbs it falls in proportion, at
+// most halving per window (here the formula applies only above the
+// tolerance; see "Settling at the knee" below). Where it deviates from the
+// published algorithm, and why:
 //
 //   - Slow start: from InitialLimit the limit doubles every other window
 //     while latency stays within Tolerance, and the first window past it
@@ -186,8 +190,37 @@ type Gradient2Options struct {
 //     less noisy than single requests, and since the limit settles where
 //     gradient = 1 - QueueSize/limit, a tolerance of 1.5 settles where
 //     latency is over 1.5 times the baseline, half of it spent queueing
-//     inside the service. With 1.05 the limit settles within about 10 %
-//     above the knee.
+//     inside the service. With 1.05 the proportional correction alone
+//     settles within about 10 % above the knee.
+//   - Settling at the knee: the published algorithm settles where
+//     limit = Tolerance × knee + QueueSize (Little's law makes
+//     limit × baseline / RTT the knee while the limit is above it), so
+//     Tolerance × knee − knee + QueueSize executions always wait inside
+//     the service: 6 of 56 at a knee of 50. Measured on loopback (50
+//     slots of 200 ms), that put the admitted p99 at 1.6 times the service
+//     time, since the waiting ones wait for the next slot to free. Gradient2
+//     therefore corrects in proportion only while latency is far above
+//     the baseline or for the first windows; after three windows in a row
+//     congested only mildly (gradient at least 0.8: a standing queue near
+//     the knee) with the limit in use (in flight at least half of it), it
+//     sets the limit to the knee by Little's law (the limit
+//     of the window before × the RTT last measured without a queue / the
+//     RTT). While latency is within the tolerance it searches the knee
+//     instead of adding QueueSize every window: it holds the limit for
+//     four windows, then probes it, one permit up if the limit is known
+//     not to queue, one permit down otherwise, and keeps a probe only if
+//     latency answered it as below the knee (no rise when the limit rose,
+//     a fall when it fell). A probe is judged by comparing window means
+//     before and after it, not against the baseline, so the baseline's
+//     bias does not enter; a change counts if it exceeds 0.5 % (0.25 %
+//     for a fall) and three times the measured noise between windows. A
+//     first probe up lasts one window and the limit returns while the
+//     executions it admitted are measured, so at the knee a probe costs
+//     one execution's wait; kept probes double, and after two kept the
+//     limit holds each step while it is judged (growth is as fast as slow
+//     start's); a rejected one halves back towards the knee. A service
+//     whose latency is too noisy for such probes (changes under 3 × noise
+//     are not seen) keeps the proportional correction's settling point.
 //
 // Gradient2 is not safe for concurrent use; a limiter calls it serially.
 // Its zero value is not usable: build it with NewGradient2. Update has no
@@ -197,7 +230,77 @@ type Gradient2 struct {
 	opts Gradient2Options
 	base baseline
 	ss   slowStart
+	knee kneeSearch
 }
+
+// kneeSearch holds Gradient2's limit at the knee once latency is within
+// the tolerance (see Gradient2, "Settling at the knee"). It judges a move
+// of the limit by comparing window mean RTTs before and after it, so the
+// baseline's error (it is a drift-protected, low-biased average) does not
+// enter the decision, only the noise between windows, which it measures
+// where nothing queues.
+type kneeSearch struct {
+	probe int  // 0 holding (cruise), probeUp or probeDown
+	skip  bool // the limit just moved: this window still measures the old one
+	// valid: the limit in force is known not to queue (a probe up to it
+	// did not raise latency, or a probe below it did not lower latency).
+	valid bool
+	n     int     // cruise windows measured at this limit
+	sum   float64 // their RTTs
+	last  float64 // the previous cruise window's RTT, for the noise
+	noise float64 // mean relative RTT change between cruise windows
+	ref   float64 // the RTT the probe is judged against
+	from  float64 // the limit before the probe
+	step  float64 // the probe's size, in permits
+	// clean is the mean RTT at the last limit known not to queue: the
+	// no-queue latency the Little's-law estimate divides by (0 unknown).
+	clean  float64
+	over   int     // consecutive congested windows
+	prev   float64 // the limit of the previous window
+	hold   bool    // the limit was just set to the knee; let one window pass
+	peek   bool    // a probe up is in force for one window, then reverts
+	kept   int     // probes up kept in a row
+	peeked bool    // the probe being measured was a peek
+	bisect bool    // a probe up was rejected: narrowing the knee down
+	again  bool    // peek again after this window
+	low    float64 // the fastest window of a probe's measurement
+}
+
+const (
+	probeUp   = 1
+	probeDown = -1
+	// kneeCruise is the number of windows the limit holds between probes
+	// (the first one after a move is not measured).
+	kneeCruise = 4
+	// kneeMeasure is the number of windows a probe is judged on: an
+	// execution it admitted may wait for the service and finish a window
+	// late.
+	kneeMeasure = 2
+	// kneePeeks is the number of probes up in a row that last one window
+	// each; once as many were kept, the service has room above and the
+	// next ones hold their limit while they are judged, to grow faster.
+	kneePeeks = 2
+	// kneeGradient and kneeCongested: after kneeCongested windows in a row
+	// congested only mildly (gradient at least kneeGradient, as at the
+	// proportional correction's settling point), the queue stands and the
+	// limit goes to the Little's-law knee. Farther above the knee, and for
+	// the first windows, the proportional correction brings the limit
+	// down: it is fast, and a burst that congests a window is no standing
+	// queue.
+	kneeGradient  = 0.8
+	kneeCongested = 3
+	// kneeRise and kneeFall are the least relative changes of the mean RTT
+	// that count as a probe's effect, whatever the noise: a rise of 0.5 %
+	// rejects a probe up, a fall of 0.25 % keeps a probe down. Above them,
+	// kneeNoise times the measured noise between windows counts.
+	kneeRise  = 0.005
+	kneeFall  = 0.0025
+	kneeNoise = 3
+	// kneeNoiseStart is the noise assumed before any was measured, and
+	// kneeNoiseWindows the time constant, in windows, of its average.
+	kneeNoiseStart   = 0.003
+	kneeNoiseWindows = 5
+)
 
 // defaultGradient2Smoothing is Gradient2Options.Smoothing's default.
 const defaultGradient2Smoothing = 0.5
@@ -228,6 +331,7 @@ func NewGradient2(opts Gradient2Options) (*Gradient2, error) {
 	alpha := 2 / float64(o.BaselineWindows+1)
 	g.base = baseline{up: alpha, down: alpha, tolerance: o.Tolerance}
 	g.ss.done = o.DisableSlowStart
+	g.knee.noise = kneeNoiseStart
 	return g, nil
 }
 
@@ -268,14 +372,187 @@ func (g *Gradient2) Update(s Sample) float64 {
 	// overshoot in full; later ones are smoothed.
 	full := g.ss.ended
 	g.ss.ended = false
+	k := &g.knee
+	prev := k.prev
+	k.prev = s.Limit
+	if prev == 0 {
+		prev = s.Limit
+	}
 	if gradient == 1 && float64(s.InFlight)*2 < s.Limit {
+		k.reset(false)
 		return s.Limit // app-limited: no evidence for a higher limit
 	}
-	newLimit := s.Limit*gradient + g.opts.QueueSize(s.Limit)
-	if full && gradient < 1 {
-		return newLimit
+	if k.hold {
+		k.hold = false
+		return s.Limit
 	}
-	return s.Limit*(1-g.opts.Smoothing) + newLimit*g.opts.Smoothing
+	if gradient < 1 && k.probe != probeUp {
+		// Little's law gives the knee only while the limit is in use: an
+		// app-limited window (in flight below half the limit) says nothing
+		// about it.
+		if gradient >= kneeGradient && float64(s.InFlight)*2 >= s.Limit {
+			k.over++
+		} else {
+			k.over = 0
+		}
+		if k.over >= kneeCongested {
+			// The queue stands: go to the knee, the concurrency that the
+			// window's throughput needs without waiting (Little's law:
+			// limit × no-queue RTT / RTT), judged from the limit in force
+			// when the measured executions were admitted.
+			clean := k.clean
+			if clean == 0 || clean > short {
+				clean = g.base.rtt
+			}
+			k.reset(false)
+			k.hold = true
+			return min(s.Limit, prev) * clean / short
+		}
+		k.reset(false)
+		newLimit := s.Limit*gradient + g.opts.QueueSize(s.Limit)
+		if full {
+			return newLimit
+		}
+		return s.Limit*(1-g.opts.Smoothing) + newLimit*g.opts.Smoothing
+	}
+	k.over = 0
+	return k.search(s, short)
+}
+
+// reset ends a probe and restarts the cruise; valid says whether the
+// limit in force is known not to queue. The noise and the no-queue RTT
+// are kept.
+func (k *kneeSearch) reset(valid bool) {
+	*k = kneeSearch{valid: valid, noise: k.noise, clean: k.clean, prev: k.prev, over: k.over}
+}
+
+// search moves the limit while latency is within the tolerance: it holds
+// for kneeCruise windows, then probes down if the limit is not known to be
+// free of queueing, up otherwise, and keeps a probe only if latency
+// answered it as a limit below the knee does: not rising when the limit
+// rose, falling when it fell.
+func (k *kneeSearch) search(s Sample, rtt float64) float64 {
+	if k.skip {
+		k.skip = false
+		return s.Limit
+	}
+	if k.again {
+		k.again, k.peek = false, true
+		return k.from + k.step
+	}
+	if k.peek {
+		// The window with the probe's permits is over: back to the limit
+		// while the executions they admitted finish and are measured,
+		// from the next window on.
+		k.peek, k.peeked = false, true
+		return k.from
+	}
+	rise := max(kneeRise, kneeNoise*k.noise)
+	fall := max(kneeFall, kneeNoise*k.noise)
+	if k.peeked || k.probe == probeUp {
+		// An execution admitted by the probe may wait for the service and
+		// finish a window late: the probe is judged on the slowest of
+		// kneeMeasure windows.
+		k.sum = max(k.sum, rtt)
+		if k.n == 0 || rtt < k.low {
+			k.low = rtt
+		}
+		k.n++
+		if k.n < kneeMeasure {
+			return s.Limit
+		}
+		rtt = k.sum
+		k.sum, k.n, k.peeked = 0, 0, false
+	}
+	switch k.probe {
+	case probeUp:
+		if rtt <= k.ref*(1+rise) {
+			// Not queueing: keep it. Probe twice as far while there is
+			// room, or half as far while narrowing the knee down.
+			k.valid = true
+			next := k.from + k.step
+			k.ref = min(k.ref, rtt)
+			if k.bisect {
+				k.step /= 2
+				if k.step < 1 {
+					k.reset(true)
+					k.skip = true
+					return next
+				}
+			} else {
+				k.step *= 2
+				k.kept++
+			}
+			k.from, k.peek = next, k.bisect || k.kept < kneePeeks
+			return next + k.step
+		}
+		from := k.from
+		if k.clean > 0 && k.low > k.clean*(1+rise) {
+			// Even the fastest window queued: the limit the probe started
+			// from is above the knee itself. Probe down from it.
+			k.probe, k.bisect, k.again = probeDown, false, false
+			k.valid, k.step, k.ref, k.skip = false, 1, k.low, true
+			return max(from-k.step, float64(s.MinLimit))
+		}
+		if k.step >= 2 {
+			// The knee is between from and from + step: halve the step and
+			// peek again once the probe's executions are gone.
+			k.step /= 2
+			k.bisect, k.again, k.skip = true, true, true
+			return from
+		}
+		k.reset(true)
+		k.skip = true
+		return from
+	case probeDown:
+		if rtt < k.ref*(1-fall) {
+			// The lower limit queued less: keep it and go on down, twice
+			// as far.
+			k.from, k.ref, k.skip = s.Limit, rtt, true
+			k.step *= 2
+			return max(s.Limit-k.step, float64(s.MinLimit))
+		}
+		// No better: the limit above did not queue measurably, and this
+		// is its latency without a queue.
+		from := k.from
+		k.reset(true)
+		k.clean = rtt
+		k.skip = true
+		return from
+	}
+	if k.valid && k.last > 0 {
+		// The noise between windows, measured where nothing queues. A
+		// change is counted as at most twice the noise so far: one slow
+		// window (a collection, a busy machine) raises it a fifth, not
+		// tenfold, and steady noise is followed within a few windows.
+		d := min(math.Abs(rtt-k.last)/rtt, 2*k.noise)
+		k.noise += (d - k.noise) / kneeNoiseWindows
+	}
+	k.last = rtt
+	k.sum += rtt
+	k.n++
+	if k.valid && k.clean > 0 && rtt > k.clean*(1+rise) {
+		k.valid = false // latency rose at this limit: the knee moved down
+	}
+	if k.n < kneeCruise-1 {
+		return s.Limit
+	}
+	k.ref = k.sum / float64(k.n)
+	k.n, k.sum, k.last = 0, 0, 0
+	k.from, k.skip, k.step = s.Limit, true, 1
+	if !k.valid && k.clean > 0 && k.ref <= k.clean*(1+rise) {
+		k.valid = true // as fast as at the last limit known not to queue
+	}
+	if k.valid {
+		// At a limit known not to queue, a probe up costs the executions
+		// it admits beyond the knee their wait for the service: it lasts
+		// one window, then the limit returns while they are measured.
+		k.clean = k.ref
+		k.probe, k.peek, k.skip = probeUp, true, false
+		return s.Limit + k.step
+	}
+	k.probe = probeDown
+	return max(s.Limit-k.step, float64(s.MinLimit))
 }
 
 // VegasOptions tunes Vegas; the zero value of each field means its
