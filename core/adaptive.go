@@ -384,6 +384,9 @@ func validateAdaptiveOptions(o AdaptiveLimiterOptions) error {
 	if err := validateCoDel("AdaptiveLimiterOptions", o.CoDel); err != nil {
 		return err
 	}
+	if c := config.UnbuiltAlgorithm(o.Algorithm); c != "" {
+		return configErrorf(t+"Algorithm", "%T is not built by %s (its zero value and a nil pointer are not usable)", o.Algorithm, c)
+	}
 	return validateStrategy(o.Algorithm)
 }
 

@@ -55,6 +55,26 @@ func TestAdaptiveLimiterOptionsValidation(t *testing.T) {
 	}
 }
 
+// Invariant: a built-in algorithm that did not come from its constructor
+// (a zero value or a nil pointer, on which Update panics or drives the
+// limit to its floor) is refused when the limiter is built, naming
+// AdaptiveLimiterOptions.Algorithm, instead of failing every window.
+func TestUnbuiltAlgorithmRefused(t *testing.T) {
+	for _, alg := range []limit.Algorithm{&limit.Gradient2{}, (*limit.Gradient2)(nil), &limit.Vegas{}, (*limit.Vegas)(nil), &limit.AIMD{}, (*limit.AIMD)(nil)} {
+		_, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{Algorithm: alg})
+		wantConfigField(t, err, "AdaptiveLimiterOptions.Algorithm")
+		_, err = NewBuilder[int]().AddAdaptiveLimiter(AdaptiveLimiterOptions{Algorithm: alg}).Build()
+		wantConfigField(t, err, "AdaptiveLimiterOptions.Algorithm")
+	}
+	built, err := limit.NewVegas(limit.VegasOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{Algorithm: built}); err != nil {
+		t.Fatalf("a Vegas from NewVegas: %v", err)
+	}
+}
+
 func TestLimitAlgorithmOptionsValidation(t *testing.T) {
 	_, err := limit.NewGradient2(limit.Gradient2Options{Smoothing: 2})
 	wantConfigField(t, err, "Gradient2Options.Smoothing")

@@ -223,14 +223,16 @@ type Gradient2Options struct {
 //     are not seen) keeps the proportional correction's settling point.
 //
 // Gradient2 is not safe for concurrent use; a limiter calls it serially.
-// Its zero value is not usable: build it with NewGradient2. Update has no
+// Build it with NewGradient2: resilience.NewAdaptiveLimiter refuses a
+// zero or nil *Gradient2 with a *resilience.ConfigError. Update has no
 // error result; a panic in QueueSize leaves the window's effect on the
 // baseline and on slow start in place, and the limiter keeps its limit.
 type Gradient2 struct {
-	opts Gradient2Options
-	base baseline
-	ss   slowStart
-	knee kneeSearch
+	built bool // by NewGradient2 (see unbuilt)
+	opts  Gradient2Options
+	base  baseline
+	ss    slowStart
+	knee  kneeSearch
 }
 
 // kneeSearch holds Gradient2's limit at the knee once latency is within
@@ -332,6 +334,7 @@ func NewGradient2(opts Gradient2Options) (*Gradient2, error) {
 	g.base = baseline{up: alpha, down: alpha, tolerance: o.Tolerance}
 	g.ss.done = o.DisableSlowStart
 	g.knee.noise = kneeNoiseStart
+	g.built = true
 	return g, nil
 }
 
@@ -561,7 +564,8 @@ type VegasOptions struct {
 	// Alpha: below Alpha*log10(limit) estimated queued executions the limit
 	// grows by log10(limit). Default 3.
 	Alpha float64
-	// Beta: above Beta*log10(limit) it shrinks by log10(limit). Default 6.
+	// Beta: above Beta*log10(limit) queued it shrinks by half the
+	// estimated queue beyond that, at least log10(limit). Default 6.
 	Beta float64
 	// Threshold: at or below Threshold*log10(limit) (next to no queue) it
 	// grows by Beta*log10(limit). Default 1.
@@ -583,8 +587,11 @@ type VegasOptions struct {
 //	queue = limit * (1 - baseline / RTT)
 //
 // and grows the limit while the queue is small, holds it between Alpha and
-// Beta, and shrinks it above Beta, in steps of log10(limit). Where it
-// deviates from the published algorithm, and why:
+// Beta, and shrinks it above Beta. Choose it over Gradient2, the default,
+// for a service whose latency without load is stable, so that the
+// smallest window RTT is a trustworthy baseline: it then holds the limit
+// still while a few executions queue, instead of probing around the knee.
+// Where it deviates from the published algorithm, and why:
 //
 //   - Above Beta the limit falls by half the estimated queue beyond Beta
 //     (at least log10(limit)) per window, not by log10(limit): stepping
@@ -600,14 +607,15 @@ type VegasOptions struct {
 //   - Slow start as in Gradient2.
 //
 // Not safe for concurrent use; a limiter calls it serially. Build it with
-// NewVegas: the zero value is not usable, since its options are zero rather
-// than the defaults, so after slow start it never moves the limit except
-// down to MinLimit on a drop. Update has no error result and calls no code
-// of the caller's, so it leaves no partial state.
+// NewVegas: its zero value (whose options are zero rather than the
+// defaults) and a nil *Vegas are refused by resilience.NewAdaptiveLimiter
+// with a *resilience.ConfigError. Update has no error result and calls no
+// code of the caller's, so it leaves no partial state.
 type Vegas struct {
-	opts VegasOptions
-	base baseline
-	ss   slowStart
+	built bool // by NewVegas (see unbuilt)
+	opts  VegasOptions
+	base  baseline
+	ss    slowStart
 }
 
 // NewVegas returns the algorithm, or a *resilience.ConfigError naming the
@@ -635,6 +643,7 @@ func NewVegas(opts VegasOptions) (*Vegas, error) {
 	}
 	v.base = baseline{up: 0.1, down: 1, tolerance: 1.05}
 	v.ss.done = o.DisableSlowStart
+	v.built = true
 	return v, nil
 }
 
@@ -725,13 +734,14 @@ type AIMDOptions struct {
 // the slow start of Gradient2, ended by the first backoff.
 //
 // Not safe for concurrent use; a limiter calls it serially. Build it with
-// NewAIMD: the zero value is not usable, since with BackoffRatio and
-// Timeout at 0 every window with a drop or a mean RTT above 0 sets the
-// limit to MinLimit. Update has no error result and calls no code of the
+// NewAIMD: its zero value (BackoffRatio and Timeout 0, which would set the
+// limit to MinLimit on every window) and a nil *AIMD are refused by
+// resilience.NewAdaptiveLimiter with a *resilience.ConfigError. Update has no error result and calls no code of the
 // caller's, so it leaves no partial state.
 type AIMD struct {
-	opts AIMDOptions
-	ss   slowStart
+	built bool // by NewAIMD (see unbuilt)
+	opts  AIMDOptions
+	ss    slowStart
 }
 
 // NewAIMD returns the algorithm, or a *resilience.ConfigError naming the
@@ -748,6 +758,7 @@ func NewAIMD(opts AIMDOptions) (*AIMD, error) {
 		a.opts.Timeout = 5 * time.Second
 	}
 	a.ss.done = opts.DisableSlowStart
+	a.built = true
 	return a, nil
 }
 
@@ -776,3 +787,28 @@ func (a *AIMD) Update(s Sample) float64 {
 	}
 	return s.Limit + 1
 }
+
+// unbuilt names the constructor of alg when alg is one of this package's
+// algorithms that did not come from it (a zero value or a nil pointer,
+// which Update cannot run on), and returns "" otherwise.
+// resilience.NewAdaptiveLimiter refuses such an algorithm through
+// config.UnbuiltAlgorithm.
+func unbuilt(alg any) string {
+	switch a := alg.(type) {
+	case *Gradient2:
+		if a == nil || !a.built {
+			return "limit.NewGradient2"
+		}
+	case *Vegas:
+		if a == nil || !a.built {
+			return "limit.NewVegas"
+		}
+	case *AIMD:
+		if a == nil || !a.built {
+			return "limit.NewAIMD"
+		}
+	}
+	return ""
+}
+
+func init() { config.UnbuiltAlgorithm = unbuilt }
