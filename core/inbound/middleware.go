@@ -7,6 +7,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/internal/deadline"
 )
 
@@ -262,7 +263,7 @@ func (m *Middleware) takeRate(x *exchange) error {
 // documentation, User hooks).
 func reportHookPanic(ctx context.Context, tel resilience.Telemetry, hook string) {
 	if v := recover(); v != nil {
-		tel.Emit(ctx, resilience.Event{Name: resilience.EventHookPanic, Reason: hook, Err: &resilience.HookPanicError{Hook: hook, Value: v}})
+		tel.Emit(ctx, event.Event{Name: event.HookPanic, Reason: hook, Err: &resilience.HookPanicError{Hook: hook, Value: v}})
 		panic(v)
 	}
 }
