@@ -262,8 +262,8 @@ func (l *ConcurrencyLimiter) Release() {
 
 // Execute implements Strategy: it takes a permit, runs next, and returns the
 // permit when next returns or panics. A rejection emits
-// event.RateLimiterRejected with the RejectReason as event.Event.Reason and, if the
-// execution had queued, the time it waited as event.Event.Duration; a permit
+// event.RateLimiterRejected with the RejectReason as its Reason and, if the
+// execution had queued, the time it waited as its Duration; a permit
 // obtained after queueing emits event.QueueAdmitted with the wait. An evicted
 // execution reports its own eviction (ReasonDropped), on its own goroutine
 // and with its own context and labels, so a limiter shared by several

@@ -15,7 +15,7 @@ import (
 	"github.com/ylcnfrht/resilience/core/event"
 )
 
-// hookEvents records the EventHookPanic events a middleware emits.
+// hookEvents records the event.HookPanic events a middleware emits.
 type hookEvents struct {
 	mu     sync.Mutex
 	events []event.Event
@@ -31,7 +31,7 @@ func (h *hookEvents) listener() event.Listener {
 	})
 }
 
-// expect checks that exactly one EventHookPanic was emitted, for hook,
+// expect checks that exactly one event.HookPanic was emitted, for hook,
 // carrying the hook's own value.
 func (h *hookEvents) expect(t *testing.T, hook string, value any) {
 	t.Helper()
@@ -48,7 +48,7 @@ const badRequest = "X-Bad"
 
 // A user's Priority or Key function that panics fails the request it ran
 // for, and only that one: net/http drops its connection, the panic is
-// reported as EventHookPanic, and the requests around it (one holding the
+// reported as event.HookPanic, and the requests around it (one holding the
 // permit, one queued behind it) are served as if nothing happened, with
 // every permit and queue place back at the end.
 func TestRequestHookPanicStaysInItsRequest(t *testing.T) {
@@ -136,7 +136,7 @@ func TestRequestHookPanicStaysInItsRequest(t *testing.T) {
 
 // An adaptive limiter's Classifier that panics, on a request admitted at
 // once through Execute (the middleware classifies it itself), fails that
-// request with the classifier's own panic, is reported as EventHookPanic,
+// request with the classifier's own panic, is reported as event.HookPanic,
 // and returns the permit.
 func TestClassifierPanicStaysInItsRequest(t *testing.T) {
 	var ev hookEvents

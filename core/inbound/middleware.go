@@ -48,7 +48,7 @@ type Middleware struct {
 	timeoutErr *resilience.TimeoutRejectedError // shared: constant per middleware
 
 	rateTel, timeoutTel resilience.Telemetry
-	hookTel             resilience.Telemetry // EventHookPanic of Options.Render
+	hookTel             resilience.Telemetry // event.HookPanic of Options.Render
 
 	policyValue []string // RateLimit-Policy, constant per middleware
 	policyName  string   // the policy name as a structured-field string
@@ -258,7 +258,7 @@ func (m *Middleware) takeRate(x *exchange) error {
 }
 
 // reportHookPanic, deferred around a user's hook that runs for one request
-// alone, emits EventHookPanic for a panic passing through and lets it go
+// alone, emits event.HookPanic for a panic passing through and lets it go
 // on, with the same value, to that request (see the core package
 // documentation, User hooks).
 func reportHookPanic(ctx context.Context, tel resilience.Telemetry, hook string) {

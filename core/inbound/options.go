@@ -68,9 +68,9 @@ type Options struct {
 
 	// Listener receives the telemetry events of the built-in stages, the
 	// events core's strategies emit, with the same fields, whichever entry
-	// point: EventRateLimiterRejected for 429s and 503s (with the time
-	// queued), EventQueueAdmitted for requests that got a slot after
-	// queueing, EventRateLimiterStoreError, and EventTimeout when Timeout
+	// point: event.RateLimiterRejected for 429s and 503s (with the time
+	// queued), event.QueueAdmitted for requests that got a slot after
+	// queueing, event.RateLimiterStoreError, and event.Timeout when Timeout
 	// ends a handler (not when an earlier deadline of the caller's does). A
 	// custom Pipeline reports to its own listener.
 	Listener event.Listener
@@ -90,7 +90,7 @@ type Options struct {
 	// 504 sent at the deadline (then on the deadline's goroutine). It must
 	// not return internal error text to clients. It is not called when
 	// nothing is sent (the client went away). A Render that panics gives
-	// the default response and a event.HookPanic.
+	// the default response and an event.HookPanic.
 	Render func(err error, def Response) Response
 }
 

@@ -135,7 +135,7 @@ func (m *Middleware) Render(err error) (resp Response, ok bool) {
 // renderHook calls Options.Render. A panic in it is contained: the 504 at
 // the deadline is rendered on a timer's goroutine, where it would bring
 // down the process, so every call site gets the same rule (the default
-// response, and EventHookPanic).
+// response, and event.HookPanic).
 func (m *Middleware) renderHook(err error, def Response) (r Response, ok bool) {
 	defer func() {
 		if v := recover(); v != nil {

@@ -185,7 +185,7 @@ func TestRenderHookRendersTheDeadline504(t *testing.T) {
 
 // A Render hook that panics stays in its request: the default response is
 // sent (on the request's goroutine and on the deadline's timer alike) and
-// the panic is reported as EventHookPanic.
+// the panic is reported as event.HookPanic.
 func TestRenderHookPanicIsContained(t *testing.T) {
 	var mu sync.Mutex
 	var events []event.Event

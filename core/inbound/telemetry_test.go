@@ -177,7 +177,7 @@ func TestRateLimitEventsAreCores(t *testing.T) {
 	}
 }
 
-// The timeout's event is the same whichever entry point: one EventTimeout
+// The timeout's event is the same whichever entry point: one event.Timeout
 // when the middleware's own timeout ends a handler that ignores its
 // context, with the timeout as Duration, and none when the caller's
 // deadline came first (the caller's doing, as for core's timeout
