@@ -58,8 +58,8 @@ const (
 	ExecutionAttempt Name = "ExecutionAttempt"
 	// HookPanic: a function supplied by the user panicked (see the
 	// resilience package documentation, User hooks). Event.Reason names
-	// the hook (resilience.HookKey and the other Hook constants) and
-	// Event.Err is the *resilience.HookPanicError.
+	// the hook (resilience.HookPriority, resilience.HookKey and the other
+	// Hook… constants) and Event.Err is the *resilience.HookPanicError.
 	HookPanic Name = "OnHookPanic"
 )
 
@@ -76,8 +76,8 @@ const ReasonRateLimited = "rate-limited"
 // zero.
 type Event struct {
 	Name Name
-	// Pipeline and Strategy are the names given with WithName on the
-	// builder and in the strategy's options.
+	// Pipeline and Strategy are the names given with resilience.WithName
+	// on the builder and in the strategy's options.
 	Pipeline string
 	Strategy string
 	// Reason is a short stable label (a resilience.RejectReason for
