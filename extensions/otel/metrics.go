@@ -67,19 +67,16 @@ var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5,
 // reported as ReasonOther.
 var knownEvents = map[event.Name]bool{
 	event.Timeout: true, event.RateLimiterRejected: true,
-	event.QueueAdmitted:         true,
-	event.RateLimiterStoreError: true, event.Retry: true,
-	event.CircuitOpened: true, event.CircuitClosed: true,
+	event.QueueAdmitted: true, event.RateLimiterStoreError: true,
+	event.Retry: true, event.CircuitOpened: true, event.CircuitClosed: true,
 	event.CircuitHalfOpened: true, event.Fallback: true,
-	event.Hedging: true, event.ExecutionAttempt: true,
-	event.HookPanic: true,
+	event.Hedging: true, event.ExecutionAttempt: true, event.HookPanic: true,
 }
 
 var knownReasons = map[string]bool{
 	"": true, string(resilience.ReasonFull): true, string(resilience.ReasonQueueTimeout): true,
 	string(resilience.ReasonDropped): true, string(resilience.ReasonShuttingDown): true,
-	event.ReasonRateLimited: true,
-	event.ReasonHandled:     true, event.ReasonUnhandled: true,
+	event.ReasonRateLimited: true, event.ReasonHandled: true, event.ReasonUnhandled: true,
 	"fail-open": true, "fail-closed": true,
 	resilience.HookLimitAlgorithm: true, resilience.HookRender: true,
 	resilience.HookPriority: true, resilience.HookKey: true, resilience.HookClassifier: true,
