@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/internal/config"
 	"github.com/ylcnfrht/resilience/core/limit"
 )
@@ -548,13 +549,13 @@ func (a *AdaptiveLimiter) permit(weight int64) AdaptivePermit {
 func (a *AdaptiveLimiter) now() int64 { return int64(time.Since(a.epoch)) }
 
 // Execute implements Strategy: it takes a permit (or rejects, emitting
-// EventRateLimiterRejected like ConcurrencyLimiter; a permit after
-// queueing emits EventQueueAdmitted), runs next, classifies
+// event.RateLimiterRejected like ConcurrencyLimiter; a permit after
+// queueing emits event.QueueAdmitted), runs next, classifies
 // the result and returns the permit. A panic in next, or in the
 // Classifier, releases the permit without a sample and propagates to this
 // execution's caller. A limit.Algorithm that panics when this execution
 // closes a window is contained (see AdaptivePermit.Release) and reported
-// as EventHookPanic.
+// as event.HookPanic.
 func (a *AdaptiveLimiter) Execute(ctx context.Context, tel Telemetry, next Next) error {
 	p, waited, err := a.begin(ctx, &tel)
 	if err != nil {
@@ -565,7 +566,7 @@ func (a *AdaptiveLimiter) Execute(ctx context.Context, tel Telemetry, next Next)
 	outcome := LimitIgnored // if next or the classifier panics
 	defer func() {
 		if herr := a.release(p, outcome); herr != nil {
-			tel.Emit(ctx, Event{Name: EventHookPanic, Reason: herr.Hook, Err: herr})
+			tel.Emit(ctx, event.Event{Name: event.HookPanic, Reason: herr.Hook, Err: herr})
 		}
 	}()
 	err = next(ctx)
@@ -766,7 +767,7 @@ func (a *AdaptiveLimiter) gateAfter(wait, bound time.Duration) uint32 {
 }
 
 // callClassifier runs classify for one execution: a panic of the
-// classifier is reported on tel as EventHookPanic (HookClassifier) and
+// classifier is reported on tel as event.HookPanic (HookClassifier) and
 // then goes on to the execution's caller unchanged.
 func callClassifier(ctx context.Context, tel Telemetry, classify Classifier, err error) LimitOutcome {
 	defer reportHookPanic(ctx, &tel, HookClassifier)

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/limit"
 )
 
@@ -219,7 +220,7 @@ func TestAdaptiveLimiterUsesPriorityQueue(t *testing.T) {
 	})
 }
 
-// An execution admitted after queueing emits EventQueueAdmitted with its
+// An execution admitted after queueing emits event.QueueAdmitted with its
 // wait, as with ConcurrencyLimiter; one admitted at once emits nothing.
 func TestAdaptiveLimiterExecuteQueueAdmittedTelemetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -245,8 +246,8 @@ func TestAdaptiveLimiterExecuteQueueAdmittedTelemetry(t *testing.T) {
 		close(release)
 		wg.Wait()
 		ev := rec.snapshot()
-		if len(ev) != 1 || ev[0].Name != EventQueueAdmitted || ev[0].Duration != 40*time.Millisecond || ev[0].Pipeline != "p" || ev[0].Strategy != "a" {
-			t.Fatalf("events %+v, want one EventQueueAdmitted after 40ms", ev)
+		if len(ev) != 1 || ev[0].Name != event.QueueAdmitted || ev[0].Duration != 40*time.Millisecond || ev[0].Pipeline != "p" || ev[0].Strategy != "a" {
+			t.Fatalf("events %+v, want one event.QueueAdmitted after 40ms", ev)
 		}
 	})
 }
@@ -272,7 +273,7 @@ func TestAdaptiveLimiterExecutePanicAndReject(t *testing.T) {
 	if s := a.Stats(); s.InFlight != 0 {
 		t.Fatalf("permit lost: %+v", s)
 	}
-	if ev := rec.snapshot(); len(ev) != 1 || ev[0].Name != EventRateLimiterRejected || ev[0].Reason != "full" {
+	if ev := rec.snapshot(); len(ev) != 1 || ev[0].Name != event.RateLimiterRejected || ev[0].Reason != "full" {
 		t.Fatalf("events %+v", ev)
 	}
 }
@@ -331,7 +332,7 @@ func TestAdaptiveLimiterSurvivesBadAlgorithm(t *testing.T) {
 // A panicking limit.Algorithm stays where it ran: the execution whose
 // release closed the window is not failed by it (neither through Release
 // nor through Execute), the previous limit stands, the next window is
-// handed over as usual, and the panic is reported as EventHookPanic.
+// handed over as usual, and the panic is reported as event.HookPanic.
 func TestAdaptiveAlgorithmPanicIsContained(t *testing.T) {
 	alg := &panicOnceAlg{}
 	b := newTestAdaptive(t, AdaptiveLimiterOptions{Algorithm: alg, InitialLimit: 3})
@@ -351,16 +352,16 @@ func TestAdaptiveAlgorithmPanicIsContained(t *testing.T) {
 	}
 
 	// Through Execute: the execution succeeds and the event names the hook.
-	var events []Event
-	tel := NewTelemetry("p", "a", ListenerFunc(func(_ context.Context, e Event) { events = append(events, e) }))
+	var events []event.Event
+	tel := NewTelemetry("p", "a", event.ListenerFunc(func(_ context.Context, e event.Event) { events = append(events, e) }))
 	c := newTestAdaptive(t, AdaptiveLimiterOptions{Algorithm: &panicOnceAlg{}, InitialLimit: 3})
 	for i := 0; i < 3; i++ { // the third closes the first window
 		if err := c.Execute(context.Background(), tel, func(context.Context) error { return nil }); err != nil {
 			t.Fatalf("Execute = %v, want the callback's nil", err)
 		}
 	}
-	if len(events) != 1 || events[0].Name != EventHookPanic || events[0].Reason != HookLimitAlgorithm || !errors.As(events[0].Err, &hp) {
-		t.Fatalf("events = %+v, want one %s", events, EventHookPanic)
+	if len(events) != 1 || events[0].Name != event.HookPanic || events[0].Reason != HookLimitAlgorithm || !errors.As(events[0].Err, &hp) {
+		t.Fatalf("events = %+v, want one %s", events, event.HookPanic)
 	}
 	if s := c.Stats(); s.Limit != 3 || s.InFlight != 0 {
 		t.Fatalf("stats = %+v, want limit 3 and nothing in flight", s)

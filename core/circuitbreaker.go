@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
 // CircuitState is the state of a circuit breaker.
@@ -264,7 +266,7 @@ func (cb *CircuitBreaker[T]) State() CircuitState {
 
 // transition is a state change to report once the lock is released.
 type transition[T any] struct {
-	name EventName
+	name event.Name
 	args CircuitArgs[T]
 }
 
@@ -324,7 +326,7 @@ func (cb *CircuitBreaker[T]) admit() (gen uint64, probe bool, tr *transition[T],
 	}
 	// The break (or a probe's time) is over: this execution probes.
 	if cb.state == CircuitOpen {
-		tr = &transition[T]{name: EventCircuitHalfOpened}
+		tr = &transition[T]{name: event.CircuitHalfOpened}
 	}
 	cb.setStateLocked(CircuitHalfOpen)
 	cb.openedUntil = now + cb.brk
@@ -387,7 +389,7 @@ func (cb *CircuitBreaker[T]) recordLocked(gen uint64, o Outcome[T], failed bool)
 			return BreakDurationArgs{FailureRate: 1, FailureCount: 1, HalfOpenAttempts: cb.halfOpens + 1}, true, nil
 		}
 		cb.closeLocked()
-		return a, false, &transition[T]{name: EventCircuitClosed, args: CircuitArgs[T]{Outcome: o}}
+		return a, false, &transition[T]{name: event.CircuitClosed, args: CircuitArgs[T]{Outcome: o}}
 	}
 	return a, false, nil
 }
@@ -410,7 +412,7 @@ func (cb *CircuitBreaker[T]) openLocked(o Outcome[T], a BreakDurationArgs, d tim
 	}
 	cb.setStateLocked(CircuitOpen)
 	cb.openedUntil = time.Since(cb.epoch) + d
-	return &transition[T]{name: EventCircuitOpened, args: CircuitArgs[T]{Outcome: o, BreakDuration: d}}
+	return &transition[T]{name: event.CircuitOpened, args: CircuitArgs[T]{Outcome: o, BreakDuration: d}}
 }
 
 // setStateLocked moves to state s in a new generation.
@@ -461,14 +463,14 @@ func (cb *CircuitBreaker[T]) Close(ctx context.Context) {
 func (cb *CircuitBreaker[T]) report(ctx context.Context, tel Telemetry, tr *transition[T]) {
 	var fn func(context.Context, CircuitArgs[T])
 	switch tr.name {
-	case EventCircuitOpened:
+	case event.CircuitOpened:
 		fn = cb.opts.OnOpened
-	case EventCircuitClosed:
+	case event.CircuitClosed:
 		fn = cb.opts.OnClosed
-	case EventCircuitHalfOpened:
+	case event.CircuitHalfOpened:
 		fn = cb.opts.OnHalfOpened
 	}
-	tel.Emit(ctx, Event{Name: tr.name, Duration: tr.args.BreakDuration, Err: tr.args.Outcome.Err})
+	tel.Emit(ctx, event.Event{Name: tr.name, Duration: tr.args.BreakDuration, Err: tr.args.Outcome.Err})
 	if fn != nil {
 		fn(ctx, tr.args)
 	}

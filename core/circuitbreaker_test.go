@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
 func succeed(context.Context) (int, error) { return 1, nil }
@@ -52,7 +54,7 @@ func TestCircuitBreakerOpensAtRatioAndThroughput(t *testing.T) {
 		if !errors.Is(err, ErrBrokenCircuit) || !errors.Is(err, ErrRejected) || be.Isolated {
 			t.Fatalf("%v matches the wrong sentinels", err)
 		}
-		opened := rec.named(EventCircuitOpened)
+		opened := rec.named(event.CircuitOpened)
 		if len(opened) != 1 || opened[0].Duration != 4*time.Second || opened[0].Err != errDependency || opened[0].Strategy != "CircuitBreaker" {
 			t.Fatalf("opened events %+v", opened)
 		}
@@ -157,11 +159,11 @@ func TestCircuitBreakerHalfOpenSingleProbeCloses(t *testing.T) {
 		if cb.State() != CircuitClosed {
 			t.Fatal("old statistics survived closing")
 		}
-		names := []EventName{}
+		names := []event.Name{}
 		for _, e := range rec.events {
 			names = append(names, e.Name)
 		}
-		want := []EventName{EventCircuitOpened, EventCircuitHalfOpened, EventCircuitClosed}
+		want := []event.Name{event.CircuitOpened, event.CircuitHalfOpened, event.CircuitClosed}
 		if fmt.Sprint(names) != fmt.Sprint(want) {
 			t.Fatalf("events %v, want %v", names, want)
 		}

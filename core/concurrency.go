@@ -3,6 +3,8 @@ package resilience
 import (
 	"context"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
 // OverflowPolicy says what a concurrency limiter does when an execution must
@@ -260,9 +262,9 @@ func (l *ConcurrencyLimiter) Release() {
 
 // Execute implements Strategy: it takes a permit, runs next, and returns the
 // permit when next returns or panics. A rejection emits
-// EventRateLimiterRejected with the RejectReason as Event.Reason and, if the
-// execution had queued, the time it waited as Event.Duration; a permit
-// obtained after queueing emits EventQueueAdmitted with the wait. An evicted
+// event.RateLimiterRejected with the RejectReason as its Reason and, if the
+// execution had queued, the time it waited as its Duration; a permit
+// obtained after queueing emits event.QueueAdmitted with the wait. An evicted
 // execution reports its own eviction (ReasonDropped), on its own goroutine
 // and with its own context and labels, so a limiter shared by several
 // pipelines attributes each rejection to the right one. A context that ended
@@ -279,19 +281,19 @@ func (l *ConcurrencyLimiter) Execute(ctx context.Context, tel Telemetry, next Ne
 	return next(ctx)
 }
 
-// emitQueueAdmitted emits EventQueueAdmitted for an execution that queued
+// emitQueueAdmitted emits event.QueueAdmitted for an execution that queued
 // (waited > 0) before its permit.
 func emitQueueAdmitted(ctx context.Context, tel Telemetry, waited time.Duration) {
 	if waited > 0 {
-		tel.Emit(ctx, Event{Name: EventQueueAdmitted, Duration: waited})
+		tel.Emit(ctx, event.Event{Name: event.QueueAdmitted, Duration: waited})
 	}
 }
 
-// emitBulkheadRejection emits EventRateLimiterRejected for the engine's own
+// emitBulkheadRejection emits event.RateLimiterRejected for the engine's own
 // rejections. A context error is returned as is and emits nothing, even if
 // its cause is a *BulkheadRejectedError.
 func emitBulkheadRejection(ctx context.Context, tel Telemetry, waited time.Duration, err error) {
 	if r, ok := err.(*BulkheadRejectedError); ok && (r == errBulkheadFull || r == errBulkheadQueueTimeout || r == errBulkheadDropped || r == errBulkheadShuttingDown) {
-		tel.Emit(ctx, Event{Name: EventRateLimiterRejected, Reason: string(r.Reason), Duration: waited, Err: err})
+		tel.Emit(ctx, event.Event{Name: event.RateLimiterRejected, Reason: string(r.Reason), Duration: waited, Err: err})
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
 // clPriorityKey carries a test execution's priority; clPriority reads it.
@@ -672,22 +674,22 @@ func TestConcurrencyLimiterSetLimit(t *testing.T) {
 
 type clRecorder struct {
 	mu     sync.Mutex
-	events []Event
+	events []event.Event
 }
 
-func (r *clRecorder) OnEvent(_ context.Context, e Event) {
+func (r *clRecorder) OnEvent(_ context.Context, e event.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, e)
 	r.mu.Unlock()
 }
 
-func (r *clRecorder) snapshot() []Event {
+func (r *clRecorder) snapshot() []event.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Event(nil), r.events...)
+	return append([]event.Event(nil), r.events...)
 }
 
-// Execute emits one EventRateLimiterRejected per rejection, labelled with
+// Execute emits one event.RateLimiterRejected per rejection, labelled with
 // the reason, the names and the time waited; a caller's cancellation is not
 // an event.
 func TestConcurrencyLimiterExecuteTelemetry(t *testing.T) {
@@ -739,7 +741,7 @@ func TestConcurrencyLimiterExecuteTelemetry(t *testing.T) {
 			d      time.Duration
 		}{{ReasonFull, 0}, {ReasonQueueTimeout, 300 * time.Millisecond}} {
 			e := events[i]
-			if e.Name != EventRateLimiterRejected || e.Reason != string(want.reason) || e.Duration != want.d ||
+			if e.Name != event.RateLimiterRejected || e.Reason != string(want.reason) || e.Duration != want.d ||
 				e.Pipeline != "api" || e.Strategy != "bulkhead" || !errors.Is(e.Err, ErrBulkheadRejected) {
 				t.Errorf("event %d = %+v, want %s after %v", i, e, want.reason, want.d)
 			}
@@ -748,7 +750,7 @@ func TestConcurrencyLimiterExecuteTelemetry(t *testing.T) {
 	})
 }
 
-// Execute emits EventQueueAdmitted, with the time spent queued, for an
+// Execute emits event.QueueAdmitted, with the time spent queued, for an
 // execution that got its permit after queueing, and nothing for one
 // admitted at once: a queue-wait histogram sees the waits that end well,
 // not only those that end in a rejection.
@@ -781,11 +783,11 @@ func TestConcurrencyLimiterExecuteQueueAdmittedTelemetry(t *testing.T) {
 
 		events := rec.snapshot()
 		if len(events) != 1 {
-			t.Fatalf("events = %+v, want one EventQueueAdmitted", events)
+			t.Fatalf("events = %+v, want one event.QueueAdmitted", events)
 		}
-		if e := events[0]; e.Name != EventQueueAdmitted || e.Duration != 250*time.Millisecond ||
+		if e := events[0]; e.Name != event.QueueAdmitted || e.Duration != 250*time.Millisecond ||
 			e.Pipeline != "api" || e.Strategy != "bulkhead" || e.Err != nil || e.Reason != "" {
-			t.Fatalf("event = %+v, want EventQueueAdmitted after 250ms", e)
+			t.Fatalf("event = %+v, want event.QueueAdmitted after 250ms", e)
 		}
 	})
 }

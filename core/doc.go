@@ -6,9 +6,10 @@
 // outbound wraps an http.RoundTripper in a pipeline; the adapters in this
 // repository put the inbound side behind chi and other frameworks.
 // Package limit holds the adaptive limiter's algorithms (Gradient2, Vegas,
-// AIMD, or your own), and package ratelimit the rate limiter's counting
+// AIMD, or your own); package ratelimit the rate limiter's counting
 // algorithms and stores (the in-memory one, or a shared one such as the
-// Redis store in extensions/redis).
+// Redis store in extensions/redis); package event the telemetry events the
+// strategies emit and the Listener that receives them.
 //
 // # Pipelines
 //
@@ -46,9 +47,11 @@
 //
 // # Telemetry
 //
-// Strategies emit named events (EventTimeout, EventRateLimiterRejected)
-// labelled with the pipeline's and the strategy's names to the Listener set
-// with WithListener. NewSlogListener logs them with log/slog.
+// Strategies emit named events (event.Timeout, event.RateLimiterRejected)
+// labelled with the pipeline's and the strategy's names to the
+// event.Listener set with WithListener. Package event, in this module,
+// holds the events and their names; event.NewSlogListener logs them with
+// log/slog.
 //
 // # User hooks
 //
@@ -56,7 +59,7 @@
 // limiter's Key, an adaptive limiter's Classifier and limit.Algorithm, and
 // inbound's Options.Render. One rule covers them all: a hook's panic stays
 // in the execution it belongs to, every limiter stays valid, and the panic
-// is reported as EventHookPanic (Reason the hook's name, Err a
+// is reported as event.HookPanic (Reason the hook's name, Err a
 // *HookPanicError) wherever a Telemetry is at hand (Execute, a Pipeline,
 // the inbound middleware).
 //
@@ -116,9 +119,9 @@
 // They all run under the caller's context: a request that reached its inbound
 // deadline also stops its retries, hedges and waits. WithSingleAttempt
 // marks a context whose operation must not be repeated. They emit
-// EventRetry, EventCircuitOpened, EventCircuitClosed,
-// EventCircuitHalfOpened, EventFallback, EventHedging and, per attempt of
-// a retry or hedging strategy, EventExecutionAttempt with its duration.
+// event.Retry, event.CircuitOpened, event.CircuitClosed,
+// event.CircuitHalfOpened, event.Fallback, event.Hedging and, per attempt of
+// a retry or hedging strategy, event.ExecutionAttempt with its duration.
 // Package outbound, in this module, runs such a pipeline inside an
 // http.RoundTripper; there the per-attempt timeout is
 // outbound.Options.AttemptTimeout, since a Timeout strategy would also end

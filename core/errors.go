@@ -104,7 +104,7 @@ func (e *RateLimitRejectedError) Is(target error) bool {
 	return target == ErrRateLimitRejected || target == ErrRejected
 }
 
-// Hook names in HookPanicError.Hook and the Reason of EventHookPanic.
+// Hook names in HookPanicError.Hook and the Reason of event.HookPanic.
 const (
 	// HookLimitAlgorithm is limit.Algorithm.Update, run by the release that
 	// closes an adaptive limiter's sampling window.
@@ -121,7 +121,7 @@ const (
 
 // HookPanicError reports a panic in a function supplied by the user (see
 // the package documentation, User hooks). It is the Err of an
-// EventHookPanic. Value is what the hook panicked with. A hook shared by
+// event.HookPanic. Value is what the hook panicked with. A hook shared by
 // every execution (the limit.Algorithm, inbound's Render) is contained
 // where it ran; a hook run for one execution alone (Priority, Key,
 // Classifier) panics on in that execution, with Value unchanged. Never

@@ -1,6 +1,10 @@
 package resilience
 
-import "context"
+import (
+	"context"
+
+	"github.com/ylcnfrht/resilience/core/event"
+)
 
 // FallbackOptions configures a Fallback. Every value is valid; the zero
 // value answers every handled failure with the zero T and a nil error. Its
@@ -37,7 +41,7 @@ type FallbackOptions[T any] struct {
 // strategies inside it.
 //
 // Safe for concurrent use; a panic in the callback or in FallbackAction
-// propagates without being answered. Emits EventFallback with the
+// propagates without being answered. Emits event.Fallback with the
 // failure's error. Create it with NewFallback or Builder.AddFallback.
 type Fallback[T any] struct {
 	opts   FallbackOptions[T]
@@ -73,7 +77,7 @@ func (s *Fallback[T]) ExecuteResult(ctx context.Context, tel Telemetry, next Res
 	if !s.handle(o) {
 		return v, err
 	}
-	tel.Emit(ctx, Event{Name: EventFallback, Err: err})
+	tel.Emit(ctx, event.Event{Name: event.Fallback, Err: err})
 	if s.opts.OnFallback != nil {
 		s.opts.OnFallback(ctx, o)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
 // Invariant: without a predicate the fallback answers every failure of the
@@ -38,7 +40,7 @@ func TestFallbackAnswersBulkheadRejection(t *testing.T) {
 	if !errors.Is(seen, ErrBulkheadRejected) {
 		t.Fatalf("OnFallback saw %v", seen)
 	}
-	ev := rec.named(EventFallback)
+	ev := rec.named(event.Fallback)
 	if len(ev) != 1 || ev[0].Pipeline != "page" || ev[0].Strategy != "Fallback" || !errors.Is(ev[0].Err, ErrBulkheadRejected) {
 		t.Fatalf("events %+v", ev)
 	}

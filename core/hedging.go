@@ -3,6 +3,8 @@ package resilience
 import (
 	"context"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
 // HedgingOptions configures a Hedging. The zero value launches one hedged
@@ -75,8 +77,8 @@ const maxHedgedAttempts = 10
 // of the hook's). A context marked by WithSingleAttempt gets one attempt,
 // run directly.
 //
-// Safe for concurrent use. Emits EventHedging for each hedged launch and
-// EventExecutionAttempt for each attempt. Create it with NewHedging or
+// Safe for concurrent use. Emits event.Hedging for each hedged launch and
+// event.ExecutionAttempt for each attempt. Create it with NewHedging or
 // Builder.AddHedging.
 type Hedging[T any] struct {
 	opts   HedgingOptions[T]
@@ -292,7 +294,7 @@ func (r *hedgeRun[T]) launch() {
 		if r.s.opts.OnHedging != nil {
 			r.s.opts.OnHedging(r.ctx, n)
 		}
-		r.tel.Emit(r.ctx, Event{Name: EventHedging, Attempt: n})
+		r.tel.Emit(r.ctx, event.Event{Name: event.Hedging, Attempt: n})
 	}
 	actx, cancel := context.WithCancel(r.ctx)
 	r.cancels = append(r.cancels, cancel)

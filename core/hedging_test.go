@@ -11,6 +11,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
 // attemptLog records, per attempt index, when it started and how it ended.
@@ -73,11 +75,11 @@ func TestHedgingSlowPrimaryLosesToHedge(t *testing.T) {
 		if len(discarded) != 1 || !errors.Is(discarded[0].Err, context.Canceled) {
 			t.Fatalf("discarded %v", discarded)
 		}
-		hedges := rec.named(EventHedging)
+		hedges := rec.named(event.Hedging)
 		if len(hedges) != 1 || hedges[0].Attempt != 1 || hedges[0].Strategy != "Hedging" {
 			t.Fatalf("hedging events %+v", hedges)
 		}
-		if n := len(rec.named(EventExecutionAttempt)); n != 2 {
+		if n := len(rec.named(event.ExecutionAttempt)); n != 2 {
 			t.Fatalf("%d attempt events", n)
 		}
 	})

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
 // recovered runs f and returns what it panicked with.
@@ -83,14 +85,14 @@ func TestPerExecutionHookPanicStaysInItsExecution(t *testing.T) {
 type hookPanicKey struct{}
 
 // Run through Execute, which has a Telemetry, each per-execution hook's
-// panic is reported as EventHookPanic naming the hook, once, and still
+// panic is reported as event.HookPanic naming the hook, once, and still
 // reaches the execution's caller with its own value; the limiter is left
 // as it was.
 func TestPerExecutionHookPanicIsReported(t *testing.T) {
 	boom := func(hook string) string { return hook + " bug" }
-	var events []Event
-	tel := NewTelemetry("p", "s", ListenerFunc(func(_ context.Context, e Event) {
-		if e.Name == EventHookPanic {
+	var events []event.Event
+	tel := NewTelemetry("p", "s", event.ListenerFunc(func(_ context.Context, e event.Event) {
+		if e.Name == event.HookPanic {
 			events = append(events, e)
 		}
 	}))
@@ -103,7 +105,7 @@ func TestPerExecutionHookPanicIsReported(t *testing.T) {
 		}
 		var hp *HookPanicError
 		if len(events) != 1 || events[0].Reason != hook || !errors.As(events[0].Err, &hp) || hp.Hook != hook || hp.Value != boom(hook) {
-			t.Fatalf("events %+v, want one %s for %s", events, EventHookPanic, hook)
+			t.Fatalf("events %+v, want one %s for %s", events, event.HookPanic, hook)
 		}
 	}
 	t.Run("Priority", func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/internal/config"
 )
 
@@ -171,7 +172,7 @@ type PipelineOption func(*builderConfig)
 
 type builderConfig struct {
 	name     string
-	listener Listener
+	listener event.Listener
 }
 
 // WithName sets the pipeline's name, used to label telemetry.
@@ -180,7 +181,7 @@ func WithName(name string) PipelineOption {
 }
 
 // WithListener sets the listener that receives every strategy's events.
-func WithListener(l Listener) PipelineOption {
+func WithListener(l event.Listener) PipelineOption {
 	return func(c *builderConfig) { c.listener = l }
 }
 

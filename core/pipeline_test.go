@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
 // recordingStrategy appends its name to a shared log before and after next,
@@ -105,10 +107,10 @@ func TestBuildJoinsConfigErrors(t *testing.T) {
 }
 
 func TestStrategyNamesLabelTelemetry(t *testing.T) {
-	var got []Event
-	l := ListenerFunc(func(_ context.Context, e Event) { got = append(got, e) })
+	var got []event.Event
+	l := event.ListenerFunc(func(_ context.Context, e event.Event) { got = append(got, e) })
 	emit := strategyFunc(func(ctx context.Context, tel Telemetry, next Next) error {
-		tel.Emit(ctx, Event{Name: "Custom"})
+		tel.Emit(ctx, event.Event{Name: "Custom"})
 		return next(ctx)
 	})
 	p, err := NewBuilder[int](WithName("orders"), WithListener(l)).AddStrategy(emit).Build()

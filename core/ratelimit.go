@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/internal/config"
 	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
@@ -40,11 +41,6 @@ func (e *RateLimitStoreError) Unwrap() error { return e.Err }
 
 // Is reports whether target is ErrRateLimitStore.
 func (e *RateLimitStoreError) Is(target error) bool { return target == ErrRateLimitStore }
-
-// EventRateLimiterStoreError is emitted when a rate limiter's store fails.
-// Event.Reason is "fail-open" (the execution ran) or "fail-closed" (it was
-// refused); Event.Err is the *RateLimitStoreError.
-const EventRateLimiterStoreError EventName = "OnRateLimiterStoreError"
 
 const (
 	defaultRateLimitMaxKeyLength = 256
@@ -98,7 +94,7 @@ type RateLimiterOptions struct {
 	// service, and the concurrency limiter behind the rate limiter still
 	// protects it. Set FailClosed when the quota matters more than
 	// availability (a paid API's metering): the execution is then refused
-	// with the *RateLimitStoreError. Either way EventRateLimiterStoreError
+	// with the *RateLimitStoreError. Either way event.RateLimiterStoreError
 	// is emitted. The in-memory store never fails.
 	FailClosed bool
 }
@@ -112,8 +108,8 @@ type RateLimiterOptions struct {
 // Safe for concurrent use. The zero value is not usable: Execute and Allow
 // return a *ConfigError without running anything. A rejected take consumes no permit; a store
 // failure leaves the counters as the store left them (see FailClosed).
-// Emits EventRateLimiterRejected (Reason ReasonRateLimited, Duration the
-// retry-after) and EventRateLimiterStoreError. Its in-memory store reads
+// Emits event.RateLimiterRejected (Reason event.ReasonRateLimited, Duration the
+// retry-after) and event.RateLimiterStoreError. Its in-memory store reads
 // the clock through time.Now, so a test using testing/synctest makes the
 // limiter inside the bubble.
 type RateLimiter struct {
@@ -247,8 +243,8 @@ func (l *RateLimiter) Execute(ctx context.Context, tel Telemetry, next Next) err
 // HTTP middleware setting the RateLimit fields), with the same events as
 // the limiter in a pipeline. The execution may run only if d.Allowed. A
 // rejection comes with a *RateLimitRejectedError and emits
-// EventRateLimiterRejected (Duration the retry-after); a store failure
-// comes with the *RateLimitStoreError and emits EventRateLimiterStoreError
+// event.RateLimiterRejected (Duration the retry-after); a store failure
+// comes with the *RateLimitStoreError and emits event.RateLimiterStoreError
 // (Reason "fail-open" or "fail-closed"), d then being what FailClosed
 // decides. A limiter not made by NewRateLimiter returns a *ConfigError.
 func (l *RateLimiter) Take(ctx context.Context, tel Telemetry) (d ratelimit.Decision, err error) {
@@ -262,7 +258,7 @@ func (l *RateLimiter) Take(ctx context.Context, tel Telemetry) (d ratelimit.Deci
 		if !d.Allowed {
 			reason = "fail-closed"
 		}
-		tel.Emit(ctx, Event{Name: EventRateLimiterStoreError, Reason: reason, Err: err})
+		tel.Emit(ctx, event.Event{Name: event.RateLimiterStoreError, Reason: reason, Err: err})
 		return d, err
 	}
 	if !d.Allowed {
@@ -272,7 +268,7 @@ func (l *RateLimiter) Take(ctx context.Context, tel Telemetry) (d ratelimit.Deci
 			Remaining:  d.Remaining,
 			Reset:      d.Reset,
 		}
-		tel.Emit(ctx, Event{Name: EventRateLimiterRejected, Reason: ReasonRateLimited, Duration: d.RetryAfter, Err: rej})
+		tel.Emit(ctx, event.Event{Name: event.RateLimiterRejected, Reason: event.ReasonRateLimited, Duration: d.RetryAfter, Err: rej})
 		return d, rej
 	}
 	return d, nil
@@ -294,7 +290,7 @@ func shortenRateLimitKey(key string, max int) string {
 }
 
 // callKey returns key(ctx), or "" for a nil key: a panic of the key
-// function is reported on tel as EventHookPanic (HookKey) and then goes
+// function is reported on tel as event.HookPanic (HookKey) and then goes
 // on to the execution's caller unchanged.
 func callKey(ctx context.Context, tel Telemetry, key func(context.Context) string) string {
 	if key == nil {

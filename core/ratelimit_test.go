@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
@@ -266,13 +267,13 @@ func FuzzRateLimitKeyShortening(f *testing.F) {
 }
 
 // rlEvents collects telemetry events.
-type rlEvents struct{ list []Event }
+type rlEvents struct{ list []event.Event }
 
-func (r *rlEvents) OnEvent(_ context.Context, e Event) { r.list = append(r.list, e) }
+func (r *rlEvents) OnEvent(_ context.Context, e event.Event) { r.list = append(r.list, e) }
 
 // Invariant: a refusal is a *RateLimitRejectedError (errors.Is
 // ErrRateLimitRejected and ErrRejected) with exact RetryAfter, Limit,
-// Remaining and Reset; the callback does not run; EventRateLimiterRejected
+// Remaining and Reset; the callback does not run; event.RateLimiterRejected
 // is emitted with Reason "rate-limited" and the retry-after.
 func TestRateLimiterExecuteRejects(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -305,7 +306,7 @@ func TestRateLimiterExecuteRejects(t *testing.T) {
 			t.Fatalf("events %+v", events.list)
 		}
 		e := events.list[0]
-		if e.Name != EventRateLimiterRejected || e.Reason != ReasonRateLimited || e.Duration != 7*time.Second ||
+		if e.Name != event.RateLimiterRejected || e.Reason != event.ReasonRateLimited || e.Duration != 7*time.Second ||
 			e.Pipeline != "api" || e.Strategy != "per-client" || e.Err != error(rej) {
 			t.Fatalf("event %+v", e)
 		}
@@ -318,7 +319,7 @@ func TestRateLimiterExecuteRejects(t *testing.T) {
 // Invariant: a store error fails open by default (the callback runs) and
 // closed with FailClosed (the callback does not run, the error is a
 // *RateLimitStoreError wrapping the store's, not a rejection); both emit
-// EventRateLimiterStoreError; Allow reports the applied decision.
+// event.RateLimiterStoreError; Allow reports the applied decision.
 func TestRateLimiterStoreErrors(t *testing.T) {
 	boom := errors.New("store down")
 	for _, failClosed := range []bool{false, true} {
@@ -340,7 +341,7 @@ func TestRateLimiterStoreErrors(t *testing.T) {
 			} else if err != nil {
 				t.Fatalf("fail-open returned %v", err)
 			}
-			if len(events.list) != 1 || events.list[0].Name != EventRateLimiterStoreError ||
+			if len(events.list) != 1 || events.list[0].Name != event.RateLimiterStoreError ||
 				events.list[0].Reason != reason || !errors.Is(events.list[0].Err, boom) {
 				t.Fatalf("events %+v", events.list)
 			}

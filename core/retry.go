@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
 // BackoffType says how the delay between retries grows. Its values are
@@ -99,7 +101,7 @@ type RetryOptions[T any] struct {
 // WithSingleAttempt gets no retries.
 //
 // Safe for concurrent use; it keeps no state between executions. Emits
-// EventExecutionAttempt for every attempt and EventRetry before each
+// event.ExecutionAttempt for every attempt and event.Retry before each
 // delay. Create it with NewRetry or Builder.AddRetry.
 type Retry[T any] struct {
 	opts        RetryOptions[T] // as given, for validate
@@ -229,7 +231,7 @@ func (s *Retry[T]) ExecuteResult(ctx context.Context, tel Telemetry, next Result
 		if s.onRetry != nil {
 			s.onRetry(ctx, RetryArgs[T]{Outcome: o, Attempt: attempt, Delay: delay, Duration: took})
 		}
-		tel.Emit(ctx, Event{Name: EventRetry, Attempt: attempt, Duration: delay, Err: err})
+		tel.Emit(ctx, event.Event{Name: event.Retry, Attempt: attempt, Duration: delay, Err: err})
 		if err := sleepCtx(ctx, delay); err != nil {
 			var zero T
 			return zero, err
@@ -242,11 +244,11 @@ func emitAttempt(ctx context.Context, tel Telemetry, attempt int, took time.Dura
 	if !tel.Enabled() {
 		return
 	}
-	reason := ReasonUnhandled
+	reason := event.ReasonUnhandled
 	if handled {
-		reason = ReasonHandled
+		reason = event.ReasonHandled
 	}
-	tel.Emit(ctx, Event{Name: EventExecutionAttempt, Attempt: attempt, Duration: took, Reason: reason, Err: err})
+	tel.Emit(ctx, event.Event{Name: event.ExecutionAttempt, Attempt: attempt, Duration: took, Reason: reason, Err: err})
 }
 
 // sleepCtx waits d or until ctx is done, whichever is first, and returns

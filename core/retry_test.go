@@ -9,11 +9,13 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
 var errDependency = errors.New("dependency failed")
 
-func buildResult[T any](t *testing.T, l Listener, s ResultStrategy[T]) *Pipeline[T] {
+func buildResult[T any](t *testing.T, l event.Listener, s ResultStrategy[T]) *Pipeline[T] {
 	t.Helper()
 	p, err := NewBuilder[T](WithName("p"), WithListener(l)).AddResultStrategy(s).Build()
 	if err != nil {
@@ -25,12 +27,12 @@ func buildResult[T any](t *testing.T, l Listener, s ResultStrategy[T]) *Pipeline
 // recorder collects events; tests are single-goroutine or synchronised by
 // synctest, but hedging emits from the caller only, so no lock is needed
 // beyond what the tests use.
-type recorder struct{ events []Event }
+type recorder struct{ events []event.Event }
 
-func (r *recorder) OnEvent(_ context.Context, e Event) { r.events = append(r.events, e) }
+func (r *recorder) OnEvent(_ context.Context, e event.Event) { r.events = append(r.events, e) }
 
-func (r *recorder) named(n EventName) []Event {
-	var out []Event
+func (r *recorder) named(n event.Name) []event.Event {
+	var out []event.Event
 	for _, e := range r.events {
 		if e.Name == n {
 			out = append(out, e)
@@ -59,8 +61,8 @@ func TestRetryZeroOptionsRetryNothing(t *testing.T) {
 		p := buildResult[int](t, rec, newRetry(RetryOptions[int]{}))
 		var calls []time.Duration
 		_, err := p.Execute(context.Background(), failingAt(100, &calls, time.Now()))
-		if !errors.Is(err, errDependency) || len(calls) != 1 || len(rec.named(EventRetry)) != 0 {
-			t.Fatalf("err %v, calls %v, %d retry events", err, calls, len(rec.named(EventRetry)))
+		if !errors.Is(err, errDependency) || len(calls) != 1 || len(rec.named(event.Retry)) != 0 {
+			t.Fatalf("err %v, calls %v, %d retry events", err, calls, len(rec.named(event.Retry)))
 		}
 	})
 }
@@ -81,7 +83,7 @@ func TestRetryThreeRetriesTwoSecondsApart(t *testing.T) {
 		if fmt.Sprint(calls) != fmt.Sprint(want) {
 			t.Fatalf("calls at %v, want %v", calls, want)
 		}
-		retries := rec.named(EventRetry)
+		retries := rec.named(event.Retry)
 		if len(retries) != 3 {
 			t.Fatalf("%d OnRetry events, want 3", len(retries))
 		}
@@ -90,8 +92,8 @@ func TestRetryThreeRetriesTwoSecondsApart(t *testing.T) {
 				t.Errorf("OnRetry %d = %+v", i, e)
 			}
 		}
-		attempts := rec.named(EventExecutionAttempt)
-		if len(attempts) != 4 || attempts[3].Reason != ReasonHandled || attempts[3].Attempt != 3 {
+		attempts := rec.named(event.ExecutionAttempt)
+		if len(attempts) != 4 || attempts[3].Reason != event.ReasonHandled || attempts[3].Attempt != 3 {
 			t.Fatalf("attempt events = %+v", attempts)
 		}
 	})
@@ -436,7 +438,7 @@ func FuzzParseRetryAfter(f *testing.F) {
 // attempt number where it applies.
 func TestSlogListenerRendersOutboundEvents(t *testing.T) {
 	var buf strings.Builder
-	l := NewSlogListener(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	l := event.NewSlogListener(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	p := buildResult[int](t, l, newRetry(RetryOptions[int]{MaxRetryAttempts: 1}))
 	p.Execute(context.Background(), fail)
 	out := buf.String()
@@ -446,7 +448,7 @@ func TestSlogListenerRendersOutboundEvents(t *testing.T) {
 		}
 	}
 	buf.Reset()
-	NewTelemetry("p", "CircuitBreaker", l).Emit(context.Background(), Event{Name: EventCircuitOpened, Duration: 5 * time.Second})
+	NewTelemetry("p", "CircuitBreaker", l).Emit(context.Background(), event.Event{Name: event.CircuitOpened, Duration: 5 * time.Second})
 	if out := buf.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "event=OnCircuitOpened") || strings.Contains(out, "attempt=") {
 		t.Errorf("circuit event: %s", out)
 	}

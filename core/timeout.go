@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/internal/deadline"
 )
 
@@ -41,7 +42,7 @@ type TimeoutOptions struct {
 // succeeds. The callback's context behaves like one from
 // context.WithDeadlineCause.
 //
-// Safe for concurrent use. Emits EventTimeout. Create it with NewTimeout or
+// Safe for concurrent use. Emits event.Timeout. Create it with NewTimeout or
 // Builder.AddTimeout; it must not be copied after first use.
 type Timeout struct {
 	// The callback's context is not a context.WithDeadlineCause: the
@@ -126,7 +127,7 @@ func (s *Timeout) Execute(ctx context.Context, tel Telemetry, next Next) error {
 	defer r.finish(&s.deadlines)
 	err := next(&r.ctx)
 	if err != nil && r.ctx.EndedWith(cause) {
-		tel.Emit(ctx, Event{Name: EventTimeout, Duration: d, Err: cause})
+		tel.Emit(ctx, event.Event{Name: event.Timeout, Duration: d, Err: cause})
 		if s.opts.OnTimeout != nil {
 			s.opts.OnTimeout(ctx, d)
 		}

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
-func timeoutPipeline(t *testing.T, l Listener, s Strategy) *Pipeline[int] {
+func timeoutPipeline(t *testing.T, l event.Listener, s Strategy) *Pipeline[int] {
 	t.Helper()
 	p, err := NewBuilder[int](WithName("p"), WithListener(l)).AddStrategy(s).Build()
 	if err != nil {
@@ -24,8 +26,8 @@ func timeoutPipeline(t *testing.T, l Listener, s Strategy) *Pipeline[int] {
 // is also the cause seen by the callback, exactly at the deadline.
 func TestTimeoutFiresAtDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var events []Event
-		l := ListenerFunc(func(_ context.Context, e Event) { events = append(events, e) })
+		var events []event.Event
+		l := event.ListenerFunc(func(_ context.Context, e event.Event) { events = append(events, e) })
 		p := timeoutPipeline(t, l, newTimeout(TimeoutOptions{Timeout: 2 * time.Second}))
 		start := time.Now()
 		var cause error
@@ -47,7 +49,7 @@ func TestTimeoutFiresAtDeadline(t *testing.T) {
 		if cause != err {
 			t.Fatalf("callback saw cause %v, want the returned error", cause)
 		}
-		if len(events) != 1 || events[0].Name != EventTimeout || events[0].Pipeline != "p" || events[0].Strategy != "Timeout" || events[0].Duration != 2*time.Second {
+		if len(events) != 1 || events[0].Name != event.Timeout || events[0].Pipeline != "p" || events[0].Strategy != "Timeout" || events[0].Duration != 2*time.Second {
 			t.Fatalf("events = %+v", events)
 		}
 	})
@@ -57,7 +59,7 @@ func TestTimeoutFiresAtDeadline(t *testing.T) {
 func TestTimeoutCallerCancellationIsNotATimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var events int
-		l := ListenerFunc(func(context.Context, Event) { events++ })
+		l := event.ListenerFunc(func(context.Context, event.Event) { events++ })
 		p := timeoutPipeline(t, l, newTimeout(TimeoutOptions{Timeout: time.Minute}))
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(time.Second, cancel)
@@ -376,7 +378,7 @@ func TestTimeoutAcrossBubbles(t *testing.T) {
 func TestTimeoutUnwatchedCallerCancellationIsNotATimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var events int
-		l := ListenerFunc(func(context.Context, Event) { events++ })
+		l := event.ListenerFunc(func(context.Context, event.Event) { events++ })
 		s := newTimeout(TimeoutOptions{Timeout: 2 * time.Second})
 		s.deadlines.AllowFakeClock()
 		p := timeoutPipeline(t, l, s)

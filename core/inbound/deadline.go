@@ -8,6 +8,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/internal/deadline"
 )
 
@@ -106,7 +107,7 @@ func (t *timedRequest) Fire() {
 // its 504), as core's timeout strategy does not report it: the caller set
 // it, and sees it end.
 func (m *Middleware) emitTimeout(ctx context.Context) {
-	m.timeoutTel.Emit(ctx, resilience.Event{Name: resilience.EventTimeout, Duration: m.timeout, Err: m.timeoutErr})
+	m.timeoutTel.Emit(ctx, event.Event{Name: event.Timeout, Duration: m.timeout, Err: m.timeoutErr})
 }
 
 // ctxDone runs when a custom pipeline's context ends: a timeout there is

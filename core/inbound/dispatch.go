@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
 // gate is the concurrency stage: the fixed limiter, the adaptive limiter
@@ -40,7 +41,7 @@ func (p permit) release(o resilience.LimitOutcome) {
 	if err := p.adaptive.Release(o); err != nil {
 		// The limit.Algorithm panicked as this release closed its window:
 		// contained by the limiter, reported here.
-		p.ag.tel.Emit(context.Background(), resilience.Event{Name: resilience.EventHookPanic, Reason: resilience.HookLimitAlgorithm, Err: err})
+		p.ag.tel.Emit(context.Background(), event.Event{Name: event.HookPanic, Reason: resilience.HookLimitAlgorithm, Err: err})
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
 // fakeServe is the fake framework's adapter: it runs handler through
@@ -36,8 +37,8 @@ func TestExecuteTimedAnswersAtDeadlineHandlerKeepsPermit(t *testing.T) {
 		m, err := NewFor(fakeFramework, Options{
 			Timeout:     time.Second,
 			Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1},
-			Listener: resilience.ListenerFunc(func(_ context.Context, e resilience.Event) {
-				if e.Name == resilience.EventTimeout {
+			Listener: event.ListenerFunc(func(_ context.Context, e event.Event) {
+				if e.Name == event.Timeout {
 					timeouts.Add(1)
 				}
 			}),

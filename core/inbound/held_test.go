@@ -13,6 +13,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
 // A status written first, or a small body, is held by the writer, not
@@ -303,8 +304,8 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 // handler twice.
 func TestCustomPipelineTimeoutEventAndSingleRun(t *testing.T) {
 	var mu sync.Mutex
-	var events []resilience.EventName
-	lis := resilience.ListenerFunc(func(_ context.Context, e resilience.Event) {
+	var events []event.Name
+	lis := event.ListenerFunc(func(_ context.Context, e event.Event) {
 		mu.Lock()
 		events = append(events, e.Name)
 		mu.Unlock()
@@ -340,7 +341,7 @@ func TestCustomPipelineTimeoutEventAndSingleRun(t *testing.T) {
 	defer mu.Unlock()
 	timeouts := 0
 	for _, e := range events {
-		if e == resilience.EventTimeout {
+		if e == event.Timeout {
 			timeouts++
 		}
 	}

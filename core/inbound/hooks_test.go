@@ -12,17 +12,18 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
-// hookEvents records the EventHookPanic events a middleware emits.
+// hookEvents records the event.HookPanic events a middleware emits.
 type hookEvents struct {
 	mu     sync.Mutex
-	events []resilience.Event
+	events []event.Event
 }
 
-func (h *hookEvents) listener() resilience.Listener {
-	return resilience.ListenerFunc(func(_ context.Context, e resilience.Event) {
-		if e.Name == resilience.EventHookPanic {
+func (h *hookEvents) listener() event.Listener {
+	return event.ListenerFunc(func(_ context.Context, e event.Event) {
+		if e.Name == event.HookPanic {
 			h.mu.Lock()
 			h.events = append(h.events, e)
 			h.mu.Unlock()
@@ -30,7 +31,7 @@ func (h *hookEvents) listener() resilience.Listener {
 	})
 }
 
-// expect checks that exactly one EventHookPanic was emitted, for hook,
+// expect checks that exactly one event.HookPanic was emitted, for hook,
 // carrying the hook's own value.
 func (h *hookEvents) expect(t *testing.T, hook string, value any) {
 	t.Helper()
@@ -38,7 +39,7 @@ func (h *hookEvents) expect(t *testing.T, hook string, value any) {
 	defer h.mu.Unlock()
 	var hp *resilience.HookPanicError
 	if len(h.events) != 1 || h.events[0].Reason != hook || !errors.As(h.events[0].Err, &hp) || hp.Value != value {
-		t.Fatalf("events %+v, want one %s for %s with %v", h.events, resilience.EventHookPanic, hook, value)
+		t.Fatalf("events %+v, want one %s for %s with %v", h.events, event.HookPanic, hook, value)
 	}
 }
 
@@ -47,7 +48,7 @@ const badRequest = "X-Bad"
 
 // A user's Priority or Key function that panics fails the request it ran
 // for, and only that one: net/http drops its connection, the panic is
-// reported as EventHookPanic, and the requests around it (one holding the
+// reported as event.HookPanic, and the requests around it (one holding the
 // permit, one queued behind it) are served as if nothing happened, with
 // every permit and queue place back at the end.
 func TestRequestHookPanicStaysInItsRequest(t *testing.T) {
@@ -59,17 +60,17 @@ func TestRequestHookPanicStaysInItsRequest(t *testing.T) {
 	cases := []struct {
 		hook  string
 		queue bool // the hook runs for a request that must queue
-		opts  func(lis resilience.Listener) Options
+		opts  func(lis event.Listener) Options
 	}{
-		{resilience.HookPriority, true, func(lis resilience.Listener) Options {
+		{resilience.HookPriority, true, func(lis event.Listener) Options {
 			return Options{Listener: lis, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 2,
 				Priority: func(ctx context.Context) int { panicky(ctx, resilience.HookPriority); return 0 }}}
 		}},
-		{resilience.HookPriority + " (adaptive)", true, func(lis resilience.Listener) Options {
+		{resilience.HookPriority + " (adaptive)", true, func(lis event.Listener) Options {
 			return Options{Listener: lis, Adaptive: &resilience.AdaptiveLimiterOptions{InitialLimit: 1, MinLimit: 1, MaxLimit: 1, QueueLimit: 2,
 				Priority: func(ctx context.Context) int { panicky(ctx, resilience.HookPriority); return 0 }}}
 		}},
-		{resilience.HookKey, false, func(lis resilience.Listener) Options {
+		{resilience.HookKey, false, func(lis event.Listener) Options {
 			return Options{Listener: lis, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 2},
 				RateLimit: &resilience.RateLimiterOptions{PermitLimit: 100, Window: time.Hour,
 					Key: func(ctx context.Context) string { panicky(ctx, resilience.HookKey); return "k" }}}
@@ -135,7 +136,7 @@ func TestRequestHookPanicStaysInItsRequest(t *testing.T) {
 
 // An adaptive limiter's Classifier that panics, on a request admitted at
 // once through Execute (the middleware classifies it itself), fails that
-// request with the classifier's own panic, is reported as EventHookPanic,
+// request with the classifier's own panic, is reported as event.HookPanic,
 // and returns the permit.
 func TestClassifierPanicStaysInItsRequest(t *testing.T) {
 	var ev hookEvents

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/internal/deadline"
 )
 
@@ -47,7 +48,7 @@ type Middleware struct {
 	timeoutErr *resilience.TimeoutRejectedError // shared: constant per middleware
 
 	rateTel, timeoutTel resilience.Telemetry
-	hookTel             resilience.Telemetry // EventHookPanic of Options.Render
+	hookTel             resilience.Telemetry // event.HookPanic of Options.Render
 
 	policyValue []string // RateLimit-Policy, constant per middleware
 	policyName  string   // the policy name as a structured-field string
@@ -257,12 +258,12 @@ func (m *Middleware) takeRate(x *exchange) error {
 }
 
 // reportHookPanic, deferred around a user's hook that runs for one request
-// alone, emits EventHookPanic for a panic passing through and lets it go
+// alone, emits event.HookPanic for a panic passing through and lets it go
 // on, with the same value, to that request (see the core package
 // documentation, User hooks).
 func reportHookPanic(ctx context.Context, tel resilience.Telemetry, hook string) {
 	if v := recover(); v != nil {
-		tel.Emit(ctx, resilience.Event{Name: resilience.EventHookPanic, Reason: hook, Err: &resilience.HookPanicError{Hook: hook, Value: v}})
+		tel.Emit(ctx, event.Event{Name: event.HookPanic, Reason: hook, Err: &resilience.HookPanicError{Hook: hook, Value: v}})
 		panic(v)
 	}
 }

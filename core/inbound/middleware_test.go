@@ -13,6 +13,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
 // syncRecorder is an httptest.ResponseRecorder whose methods are
@@ -414,7 +415,7 @@ func TestTelemetryEvents(t *testing.T) {
 			Timeout:     time.Second,
 			Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1},
 			RateLimit:   &resilience.RateLimiterOptions{PermitLimit: 3, Window: time.Minute},
-			Listener: resilience.ListenerFunc(func(_ context.Context, e resilience.Event) {
+			Listener: event.ListenerFunc(func(_ context.Context, e event.Event) {
 				mu.Lock()
 				got = append(got, e.Pipeline+"/"+e.Strategy+"/"+string(e.Name)+"/"+e.Reason)
 				mu.Unlock()

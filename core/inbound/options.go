@@ -5,6 +5,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
 // Options configures the inbound pipeline of a Middleware: rate limit →
@@ -16,7 +17,7 @@ import (
 // classifiers, Render, LimiterStats) are called concurrently by requests
 // and must be safe for that. A panic in a key, priority, classifier or
 // Render function stays in its own request and is reported as
-// resilience.EventHookPanic: the core package documentation (User hooks)
+// event.HookPanic: the core package documentation (User hooks)
 // has the rule.
 type Options struct {
 	// Name labels the telemetry events of the inbound stages (the
@@ -67,12 +68,12 @@ type Options struct {
 
 	// Listener receives the telemetry events of the built-in stages, the
 	// events core's strategies emit, with the same fields, whichever entry
-	// point: EventRateLimiterRejected for 429s and 503s (with the time
-	// queued), EventQueueAdmitted for requests that got a slot after
-	// queueing, EventRateLimiterStoreError, and EventTimeout when Timeout
+	// point: event.RateLimiterRejected for 429s and 503s (with the time
+	// queued), event.QueueAdmitted for requests that got a slot after
+	// queueing, event.RateLimiterStoreError, and event.Timeout when Timeout
 	// ends a handler (not when an earlier deadline of the caller's does). A
 	// custom Pipeline reports to its own listener.
-	Listener resilience.Listener
+	Listener event.Listener
 
 	// ClientIP says how the client address is found (trusted proxies,
 	// IPv6 grouping). The default uses the connection's peer.
@@ -89,7 +90,7 @@ type Options struct {
 	// 504 sent at the deadline (then on the deadline's goroutine). It must
 	// not return internal error text to clients. It is not called when
 	// nothing is sent (the client went away). A Render that panics gives
-	// the default response and a resilience.EventHookPanic.
+	// the default response and an event.HookPanic.
 	Render func(err error, def Response) Response
 }
 

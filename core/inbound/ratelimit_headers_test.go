@@ -11,6 +11,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
@@ -191,7 +192,7 @@ func TestRateLimitStoreFailure(t *testing.T) {
 		var events []string
 		h := mustNew(t, Options{
 			RateLimit: &resilience.RateLimiterOptions{PermitLimit: 1, Window: time.Minute, Store: failingStore{}, FailClosed: closed},
-			Listener: resilience.ListenerFunc(func(_ context.Context, e resilience.Event) {
+			Listener: event.ListenerFunc(func(_ context.Context, e event.Event) {
 				events = append(events, string(e.Name)+"/"+e.Reason)
 			}),
 		}).Handler(okHandler)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
 // Response is a rendered rejection: what to send instead of running the
@@ -117,7 +118,7 @@ func (m *Middleware) renderDefault(err error) (Response, bool) {
 // request's context was cancelled (the client disconnected). Adapters call
 // it with Execute's error; the net/http middleware calls it itself. A
 // hook's response with a status outside 100–999, or a hook that panics
-// (reported as resilience.EventHookPanic), gives the default response.
+// (reported as event.HookPanic), gives the default response.
 func (m *Middleware) Render(err error) (resp Response, ok bool) {
 	resp, ok = m.renderDefault(err)
 	if ok && m.opts.Render != nil {
@@ -134,13 +135,13 @@ func (m *Middleware) Render(err error) (resp Response, ok bool) {
 // renderHook calls Options.Render. A panic in it is contained: the 504 at
 // the deadline is rendered on a timer's goroutine, where it would bring
 // down the process, so every call site gets the same rule (the default
-// response, and EventHookPanic).
+// response, and event.HookPanic).
 func (m *Middleware) renderHook(err error, def Response) (r Response, ok bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			ok = false
 			perr := &resilience.HookPanicError{Hook: resilience.HookRender, Value: v}
-			m.hookTel.Emit(context.Background(), resilience.Event{Name: resilience.EventHookPanic, Reason: perr.Hook, Err: perr})
+			m.hookTel.Emit(context.Background(), event.Event{Name: event.HookPanic, Reason: perr.Hook, Err: perr})
 		}
 	}()
 	return m.opts.Render(err, def), true

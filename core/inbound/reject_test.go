@@ -15,6 +15,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
 // Every outcome maps to its status and code, bodies are valid JSON with
@@ -184,12 +185,12 @@ func TestRenderHookRendersTheDeadline504(t *testing.T) {
 
 // A Render hook that panics stays in its request: the default response is
 // sent (on the request's goroutine and on the deadline's timer alike) and
-// the panic is reported as EventHookPanic.
+// the panic is reported as event.HookPanic.
 func TestRenderHookPanicIsContained(t *testing.T) {
 	var mu sync.Mutex
-	var events []resilience.Event
-	lis := resilience.ListenerFunc(func(_ context.Context, e resilience.Event) {
-		if e.Name == resilience.EventHookPanic {
+	var events []event.Event
+	lis := event.ListenerFunc(func(_ context.Context, e event.Event) {
+		if e.Name == event.HookPanic {
 			mu.Lock()
 			events = append(events, e)
 			mu.Unlock()
@@ -238,7 +239,7 @@ func TestRenderHookPanicIsContained(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	if len(events) != 2 || events[0].Reason != resilience.HookRender || events[0].Strategy != "Render" {
-		t.Fatalf("events = %+v, want two %s for %s", events, resilience.EventHookPanic, resilience.HookRender)
+		t.Fatalf("events = %+v, want two %s for %s", events, event.HookPanic, resilience.HookRender)
 	}
 	var hp *resilience.HookPanicError
 	if !errors.As(events[1].Err, &hp) || hp.Value != "render bug" {

@@ -12,25 +12,26 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
 // eventLog is a listener that keeps every event.
 type eventLog struct {
 	mu     sync.Mutex
-	events []resilience.Event
+	events []event.Event
 }
 
-func (l *eventLog) OnEvent(_ context.Context, e resilience.Event) {
+func (l *eventLog) OnEvent(_ context.Context, e event.Event) {
 	l.mu.Lock()
 	l.events = append(l.events, e)
 	l.mu.Unlock()
 }
 
 // named returns the events called name.
-func (l *eventLog) named(name resilience.EventName) []resilience.Event {
+func (l *eventLog) named(name event.Name) []event.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []resilience.Event
+	var out []event.Event
 	for _, e := range l.events {
 		if e.Name == name {
 			out = append(out, e)
@@ -101,7 +102,7 @@ func TestRejectionEventCarriesQueueWait(t *testing.T) {
 					entry(m, t.Context(), hold) // queues, then times out
 					close(hold)
 					synctest.Wait()
-					got := log.named(resilience.EventRateLimiterRejected)
+					got := log.named(event.RateLimiterRejected)
 					if len(got) != 1 {
 						t.Fatalf("rejections %+v, want one", got)
 					}
@@ -121,16 +122,16 @@ func TestRejectionEventCarriesQueueWait(t *testing.T) {
 func TestRateLimitEventsAreCores(t *testing.T) {
 	for _, c := range []struct {
 		name  string
-		event resilience.EventName
+		event event.Name
 		opts  func() resilience.RateLimiterOptions
 	}{
-		{"rejected", resilience.EventRateLimiterRejected, func() resilience.RateLimiterOptions {
+		{"rejected", event.RateLimiterRejected, func() resilience.RateLimiterOptions {
 			return resilience.RateLimiterOptions{Name: "quota", PermitLimit: 1, Window: time.Minute}
 		}},
-		{"fail-open", resilience.EventRateLimiterStoreError, func() resilience.RateLimiterOptions {
+		{"fail-open", event.RateLimiterStoreError, func() resilience.RateLimiterOptions {
 			return resilience.RateLimiterOptions{Name: "quota", PermitLimit: 1, Window: time.Minute, Store: failingStore{}}
 		}},
-		{"fail-closed", resilience.EventRateLimiterStoreError, func() resilience.RateLimiterOptions {
+		{"fail-closed", event.RateLimiterStoreError, func() resilience.RateLimiterOptions {
 			return resilience.RateLimiterOptions{Name: "quota", PermitLimit: 1, Window: time.Minute, Store: failingStore{}, FailClosed: true}
 		}},
 	} {
@@ -176,7 +177,7 @@ func TestRateLimitEventsAreCores(t *testing.T) {
 	}
 }
 
-// The timeout's event is the same whichever entry point: one EventTimeout
+// The timeout's event is the same whichever entry point: one event.Timeout
 // when the middleware's own timeout ends a handler that ignores its
 // context, with the timeout as Duration, and none when the caller's
 // deadline came first (the caller's doing, as for core's timeout
@@ -208,7 +209,7 @@ func TestTimeoutEventSameForEveryEntryPoint(t *testing.T) {
 					entry(m, ctx, hold)
 					time.Sleep(2 * timeout) // past the handler's return (ExecuteTimed returned at the deadline)
 					synctest.Wait()
-					got := log.named(resilience.EventTimeout)
+					got := log.named(event.Timeout)
 					if upstream {
 						if len(got) != 0 {
 							t.Errorf("timeout events %+v, want none: the caller's deadline came first", got)

@@ -47,7 +47,7 @@ type Sample struct {
 // resilience.AdaptiveLimiterOptions.Algorithm means a new Gradient2. Update has no
 // error result; if it panics, the limiter keeps its previous limit, hands
 // the next window over as usual, and reports the panic as
-// resilience.EventHookPanic (see package resilience, User hooks); the
+// event.HookPanic (see package resilience, User hooks); the
 // execution whose release closed the window goes on unharmed.
 type Algorithm interface {
 	Update(s Sample) float64

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/inbound"
 	"github.com/ylcnfrht/resilience/core/outbound"
 )
@@ -41,7 +42,7 @@ func newFront(cfg config) (http.Handler, error) {
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.DiscardHandler)
 	}
-	listener := resilience.NewSlogListener(cfg.logger)
+	listener := event.NewSlogListener(cfg.logger)
 	// The dependency's own transport: a circuit breaker on its 5xx, so a
 	// failing service is given a rest. No retry: within 300 ms there is no
 	// time for one.

@@ -8,6 +8,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
 )
 
 // BenchmarkOnEvent is one event recorded on the SDK, against a telemetry
@@ -21,14 +22,14 @@ func BenchmarkOnEvent(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	rejected := resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: "queue-timeout", Duration: time.Millisecond,
+	rejected := event.Event{Name: event.RateLimiterRejected, Reason: "queue-timeout", Duration: time.Millisecond,
 		Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonQueueTimeout}}
-	timeout := resilience.Event{Name: resilience.EventTimeout, Duration: time.Second, Err: resilience.ErrTimeoutRejected}
+	timeout := event.Event{Name: event.Timeout, Duration: time.Second, Err: resilience.ErrTimeoutRejected}
 	ctx := context.Background()
 	for _, c := range []struct {
 		name string
-		l    resilience.Listener
-		e    resilience.Event
+		l    event.Listener
+		e    event.Event
 	}{{"none", nil, rejected}, {"otel", m, rejected}, {"otel-counter-only", m, timeout}} {
 		b.Run(c.name, func(b *testing.B) {
 			tel := resilience.NewTelemetry("api", "limiter", c.l)

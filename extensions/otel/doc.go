@@ -27,7 +27,10 @@
 //	resilience.limiter.late        ObservableUpDownCounter  {execution}  limiter.name (middlewares only)
 //
 // Every attribute key carries the resilience. prefix
-// (resilience.event.name, …). resilience.events counts every event:
+// (resilience.event.name, …). The event name is the string value of the
+// event's event.Name (OnRateLimiterRejected for event.RateLimiterRejected,
+// ExecutionAttempt for event.ExecutionAttempt, …); the reasons are those
+// the events carry. resilience.events counts every event:
 // rejections (event OnRateLimiterRejected, reason full, queue-timeout,
 // dropped, shutting-down or rate-limited), admissions after queueing
 // (OnQueueAdmitted), timeouts, store errors (reason fail-open or

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
@@ -50,7 +51,7 @@ const (
 )
 
 // QueueAdmitted is the AttrReason of a resilience.queue.wait measurement
-// whose wait ended in a permit (resilience.EventQueueAdmitted); waits that
+// whose wait ended in a permit (event.QueueAdmitted); waits that
 // ended in a rejection carry the rejection's reason.
 const QueueAdmitted = "admitted"
 
@@ -64,21 +65,18 @@ var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5,
 
 // knownEvents and knownReasons are the labels core emits; anything else is
 // reported as ReasonOther.
-var knownEvents = map[resilience.EventName]bool{
-	resilience.EventTimeout: true, resilience.EventRateLimiterRejected: true,
-	resilience.EventQueueAdmitted:         true,
-	resilience.EventRateLimiterStoreError: true, resilience.EventRetry: true,
-	resilience.EventCircuitOpened: true, resilience.EventCircuitClosed: true,
-	resilience.EventCircuitHalfOpened: true, resilience.EventFallback: true,
-	resilience.EventHedging: true, resilience.EventExecutionAttempt: true,
-	resilience.EventHookPanic: true,
+var knownEvents = map[event.Name]bool{
+	event.Timeout: true, event.RateLimiterRejected: true,
+	event.QueueAdmitted: true, event.RateLimiterStoreError: true,
+	event.Retry: true, event.CircuitOpened: true, event.CircuitClosed: true,
+	event.CircuitHalfOpened: true, event.Fallback: true,
+	event.Hedging: true, event.ExecutionAttempt: true, event.HookPanic: true,
 }
 
 var knownReasons = map[string]bool{
 	"": true, string(resilience.ReasonFull): true, string(resilience.ReasonQueueTimeout): true,
 	string(resilience.ReasonDropped): true, string(resilience.ReasonShuttingDown): true,
-	resilience.ReasonRateLimited: true,
-	resilience.ReasonHandled:     true, resilience.ReasonUnhandled: true,
+	event.ReasonRateLimited: true, event.ReasonHandled: true, event.ReasonUnhandled: true,
 	"fail-open": true, "fail-closed": true,
 	resilience.HookLimitAlgorithm: true, resilience.HookRender: true,
 	resilience.HookPriority: true, resilience.HookKey: true, resilience.HookClassifier: true,
@@ -99,7 +97,7 @@ type Options struct {
 }
 
 // Metrics turns resilience telemetry into OpenTelemetry metrics: it is a
-// resilience.Listener (give it to a pipeline with resilience.WithListener
+// event.Listener (give it to a pipeline with resilience.WithListener
 // or to inbound.Options.Listener), a strategy timing executions
 // (ExecutionTimer), and the source of the limiter gauges (ObserveLimiter,
 // ObserveMiddleware).
@@ -187,10 +185,10 @@ type setKey struct {
 	event, pipeline, strategy, reason, outcome string
 }
 
-// OnEvent implements resilience.Listener: every event counts once in
+// OnEvent implements event.Listener: every event counts once in
 // resilience.events; attempts and queue waits (admitted, or rejected after
 // queueing) also go to their histograms.
-func (m *Metrics) OnEvent(_ context.Context, e resilience.Event) {
+func (m *Metrics) OnEvent(_ context.Context, e event.Event) {
 	k := setKey{
 		event:    string(e.Name),
 		pipeline: clip(e.Pipeline),
@@ -207,16 +205,16 @@ func (m *Metrics) OnEvent(_ context.Context, e resilience.Event) {
 	ctx := context.Background() // measurements carry no request context
 	m.events.Add(ctx, 1, m.set(k).add...)
 	switch e.Name {
-	case resilience.EventExecutionAttempt:
+	case event.ExecutionAttempt:
 		// The reason says whether the strategy handled the outcome.
 		m.attempt.Record(ctx, e.Duration.Seconds(), m.set(setKey{
 			event: "attempt", pipeline: k.pipeline, strategy: k.strategy, reason: k.reason, outcome: k.outcome,
 		}).rec...)
-	case resilience.EventQueueAdmitted:
+	case event.QueueAdmitted:
 		m.queue.Record(ctx, e.Duration.Seconds(), m.set(setKey{
 			event: "queue", pipeline: k.pipeline, strategy: k.strategy, reason: QueueAdmitted,
 		}).rec...)
-	case resilience.EventRateLimiterRejected:
+	case event.RateLimiterRejected:
 		if e.Reason == string(resilience.ReasonQueueTimeout) || e.Reason == string(resilience.ReasonDropped) {
 			m.queue.Record(ctx, e.Duration.Seconds(), m.set(setKey{
 				event: "queue", pipeline: k.pipeline, strategy: k.strategy, reason: k.reason,
@@ -249,7 +247,7 @@ func attrsOf(k setKey) attribute.Set {
 	p, s := AttrPipeline.String(k.pipeline), AttrStrategy.String(k.strategy)
 	switch k.event {
 	case "attempt":
-		return attribute.NewSet(p, s, AttrAttemptHandled.Bool(k.reason == resilience.ReasonHandled), AttrOutcome.String(k.outcome))
+		return attribute.NewSet(p, s, AttrAttemptHandled.Bool(k.reason == event.ReasonHandled), AttrOutcome.String(k.outcome))
 	case "queue":
 		return attribute.NewSet(p, s, AttrReason.String(k.reason))
 	case "exec":

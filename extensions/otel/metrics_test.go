@@ -25,6 +25,7 @@ import (
 	"go.uber.org/goleak"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
@@ -128,48 +129,48 @@ func histogram(t *testing.T, ms map[string]metricdata.Metrics, name string) map[
 func TestEachEventKind(t *testing.T) {
 	brk := &resilience.BrokenCircuitError{}
 	cases := []struct {
-		e     resilience.Event
+		e     event.Event
 		attrs string
 		hist  string // histogram name, if the event feeds one
 		hattr string
 	}{
-		{resilience.Event{Name: resilience.EventTimeout, Duration: time.Second, Err: resilience.ErrTimeoutRejected},
+		{event.Event{Name: event.Timeout, Duration: time.Second, Err: resilience.ErrTimeoutRejected},
 			"resilience.event.name=OnTimeout,resilience.outcome=timeout,resilience.pipeline.name=p,resilience.strategy.name=s", "", ""},
-		{resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: "full", Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonFull}},
+		{event.Event{Name: event.RateLimiterRejected, Reason: "full", Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonFull}},
 			"resilience.event.name=OnRateLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=full,resilience.strategy.name=s", "", ""},
-		{resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: "queue-timeout", Duration: 250 * time.Millisecond, Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonQueueTimeout}},
+		{event.Event{Name: event.RateLimiterRejected, Reason: "queue-timeout", Duration: 250 * time.Millisecond, Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonQueueTimeout}},
 			"resilience.event.name=OnRateLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=queue-timeout,resilience.strategy.name=s",
 			MetricQueueWait, "resilience.pipeline.name=p,resilience.reason=queue-timeout,resilience.strategy.name=s"},
-		{resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: "dropped", Duration: 250 * time.Millisecond, Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonDropped}},
+		{event.Event{Name: event.RateLimiterRejected, Reason: "dropped", Duration: 250 * time.Millisecond, Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonDropped}},
 			"resilience.event.name=OnRateLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=dropped,resilience.strategy.name=s",
 			MetricQueueWait, "resilience.pipeline.name=p,resilience.reason=dropped,resilience.strategy.name=s"},
-		{resilience.Event{Name: resilience.EventQueueAdmitted, Duration: 120 * time.Millisecond},
+		{event.Event{Name: event.QueueAdmitted, Duration: 120 * time.Millisecond},
 			"resilience.event.name=OnQueueAdmitted,resilience.outcome=ok,resilience.pipeline.name=p,resilience.strategy.name=s",
 			MetricQueueWait, "resilience.pipeline.name=p,resilience.reason=admitted,resilience.strategy.name=s"},
-		{resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: resilience.ReasonRateLimited, Duration: 30 * time.Second, Err: &resilience.RateLimitRejectedError{}},
+		{event.Event{Name: event.RateLimiterRejected, Reason: event.ReasonRateLimited, Duration: 30 * time.Second, Err: &resilience.RateLimitRejectedError{}},
 			"resilience.event.name=OnRateLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=rate-limited,resilience.strategy.name=s", "", ""},
-		{resilience.Event{Name: resilience.EventRateLimiterStoreError, Reason: "fail-open", Err: &resilience.RateLimitStoreError{Policy: "x", Err: errors.New("conn refused")}},
+		{event.Event{Name: event.RateLimiterStoreError, Reason: "fail-open", Err: &resilience.RateLimitStoreError{Policy: "x", Err: errors.New("conn refused")}},
 			"resilience.event.name=OnRateLimiterStoreError,resilience.outcome=error,resilience.pipeline.name=p,resilience.reason=fail-open,resilience.strategy.name=s", "", ""},
-		{resilience.Event{Name: resilience.EventRetry, Attempt: 1, Duration: time.Second, Err: errors.New("boom")},
+		{event.Event{Name: event.Retry, Attempt: 1, Duration: time.Second, Err: errors.New("boom")},
 			"resilience.event.name=OnRetry,resilience.outcome=error,resilience.pipeline.name=p,resilience.strategy.name=s", "", ""},
-		{resilience.Event{Name: resilience.EventCircuitOpened, Duration: 5 * time.Second, Err: errors.New("boom")},
+		{event.Event{Name: event.CircuitOpened, Duration: 5 * time.Second, Err: errors.New("boom")},
 			"resilience.event.name=OnCircuitOpened,resilience.outcome=error,resilience.pipeline.name=p,resilience.strategy.name=s", "", ""},
-		{resilience.Event{Name: resilience.EventCircuitHalfOpened},
+		{event.Event{Name: event.CircuitHalfOpened},
 			"resilience.event.name=OnCircuitHalfOpened,resilience.outcome=ok,resilience.pipeline.name=p,resilience.strategy.name=s", "", ""},
-		{resilience.Event{Name: resilience.EventCircuitClosed},
+		{event.Event{Name: event.CircuitClosed},
 			"resilience.event.name=OnCircuitClosed,resilience.outcome=ok,resilience.pipeline.name=p,resilience.strategy.name=s", "", ""},
-		{resilience.Event{Name: resilience.EventFallback, Err: brk},
+		{event.Event{Name: event.Fallback, Err: brk},
 			"resilience.event.name=OnFallback,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.strategy.name=s", "", ""},
-		{resilience.Event{Name: resilience.EventHedging, Attempt: 1},
+		{event.Event{Name: event.Hedging, Attempt: 1},
 			"resilience.event.name=OnHedging,resilience.outcome=ok,resilience.pipeline.name=p,resilience.strategy.name=s", "", ""},
-		{resilience.Event{Name: resilience.EventExecutionAttempt, Reason: resilience.ReasonHandled, Duration: 1500 * time.Millisecond, Err: context.DeadlineExceeded},
+		{event.Event{Name: event.ExecutionAttempt, Reason: event.ReasonHandled, Duration: 1500 * time.Millisecond, Err: context.DeadlineExceeded},
 			"resilience.event.name=ExecutionAttempt,resilience.outcome=timeout,resilience.pipeline.name=p,resilience.reason=handled,resilience.strategy.name=s",
 			MetricAttemptDuration, "resilience.attempt.handled=true,resilience.outcome=timeout,resilience.pipeline.name=p,resilience.strategy.name=s"},
-		{resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: "shutting-down", Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonShuttingDown}},
+		{event.Event{Name: event.RateLimiterRejected, Reason: "shutting-down", Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonShuttingDown}},
 			"resilience.event.name=OnRateLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=shutting-down,resilience.strategy.name=s", "", ""},
-		{resilience.Event{Name: resilience.EventHookPanic, Reason: resilience.HookLimitAlgorithm, Err: &resilience.HookPanicError{Hook: resilience.HookLimitAlgorithm, Value: "boom"}},
+		{event.Event{Name: event.HookPanic, Reason: resilience.HookLimitAlgorithm, Err: &resilience.HookPanicError{Hook: resilience.HookLimitAlgorithm, Value: "boom"}},
 			"resilience.event.name=OnHookPanic,resilience.outcome=error,resilience.pipeline.name=p,resilience.reason=limit.Algorithm.Update,resilience.strategy.name=s", "", ""},
-		{resilience.Event{Name: resilience.EventExecutionAttempt, Reason: resilience.ReasonUnhandled, Duration: 20 * time.Millisecond},
+		{event.Event{Name: event.ExecutionAttempt, Reason: event.ReasonUnhandled, Duration: 20 * time.Millisecond},
 			"resilience.event.name=ExecutionAttempt,resilience.outcome=ok,resilience.pipeline.name=p,resilience.reason=unhandled,resilience.strategy.name=s",
 			MetricAttemptDuration, "resilience.attempt.handled=false,resilience.outcome=ok,resilience.pipeline.name=p,resilience.strategy.name=s"},
 	}
@@ -422,11 +423,11 @@ func TestObserveLimiter(t *testing.T) {
 func TestCardinalityBounded(t *testing.T) {
 	h := newHarness(t)
 	rng := rand.New(rand.NewPCG(1, 2))
-	names := []resilience.EventName{resilience.EventTimeout, resilience.EventRateLimiterRejected, resilience.EventRetry, "OnCustom"}
+	names := []event.Name{event.Timeout, event.RateLimiterRejected, event.Retry, "OnCustom"}
 	tel := resilience.NewTelemetry("api", "limiter", h.m)
 	for i := range 20_000 {
 		secret := fmt.Sprintf("client-10.0.%d.%d/path/%d", rng.IntN(256), rng.IntN(256), i)
-		tel.Emit(context.Background(), resilience.Event{
+		tel.Emit(context.Background(), event.Event{
 			Name:     names[rng.IntN(len(names))],
 			Reason:   []string{"full", "rate-limited", secret}[rng.IntN(3)],
 			Err:      []error{nil, errors.New(secret), &resilience.RateLimitRejectedError{}}[rng.IntN(3)],
@@ -444,7 +445,7 @@ func TestCardinalityBounded(t *testing.T) {
 		}
 	}
 	long := strings.Repeat("x", 500)
-	resilience.NewTelemetry(long, long, h.m).Emit(context.Background(), resilience.Event{Name: resilience.EventTimeout})
+	resilience.NewTelemetry(long, long, h.m).Emit(context.Background(), event.Event{Name: event.Timeout})
 	for set := range counts(t, h.collect()) {
 		if strings.Contains(set, strings.Repeat("x", maxNameLen+1)) {
 			t.Fatalf("name not cut to %d bytes: %s", maxNameLen, set)
@@ -462,7 +463,7 @@ func TestOnEventAllocatesNothing(t *testing.T) {
 	}
 	defer m.Close()
 	tel := resilience.NewTelemetry("api", "limiter", m)
-	e := resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: "queue-timeout", Duration: time.Millisecond, Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonQueueTimeout}}
+	e := event.Event{Name: event.RateLimiterRejected, Reason: "queue-timeout", Duration: time.Millisecond, Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonQueueTimeout}}
 	ctx := context.Background()
 	tel.Emit(ctx, e)
 	if n := testing.AllocsPerRun(1000, func() { tel.Emit(ctx, e) }); n != 0 {
@@ -508,9 +509,9 @@ func TestDocTableMatchesInstruments(t *testing.T) {
 	h := newHarness(t)
 	tel := resilience.NewTelemetry("p", "s", h.m)
 	ctx := context.Background()
-	tel.Emit(ctx, resilience.Event{Name: resilience.EventRateLimiterRejected, Reason: resilience.ReasonRateLimited, Err: &resilience.RateLimitRejectedError{}})
-	tel.Emit(ctx, resilience.Event{Name: resilience.EventExecutionAttempt, Reason: resilience.ReasonHandled, Duration: time.Millisecond})
-	tel.Emit(ctx, resilience.Event{Name: resilience.EventQueueAdmitted, Duration: time.Millisecond})
+	tel.Emit(ctx, event.Event{Name: event.RateLimiterRejected, Reason: event.ReasonRateLimited, Err: &resilience.RateLimitRejectedError{}})
+	tel.Emit(ctx, event.Event{Name: event.ExecutionAttempt, Reason: event.ReasonHandled, Duration: time.Millisecond})
+	tel.Emit(ctx, event.Event{Name: event.QueueAdmitted, Duration: time.Millisecond})
 	_ = h.m.ExecutionTimer("p").Execute(ctx, tel, func(context.Context) error { return nil })
 	mw, err := inbound.New(inbound.Options{Name: "api", Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 2}})
 	if err != nil {

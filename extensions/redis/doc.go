@@ -16,7 +16,7 @@
 // numbers (and so the same RateLimit-* headers) as the in-memory store. A
 // Take never waits longer than Options.Budget: when Redis is slow or down
 // the limiter fails open (the default, emitting
-// resilience.EventRateLimiterStoreError) or closed
+// event.RateLimiterStoreError) or closed
 // (resilience.RateLimiterOptions.FailClosed), and decides again as soon as Redis
 // answers. Options.Breaker puts a circuit breaker in front, so a long
 // outage costs one fast failure per request instead of a budget each.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/inbound"
 	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
@@ -27,7 +28,7 @@ import (
 // limiter keeps its counters in Redis through a client of its own.
 type instance struct {
 	srv    *httptest.Server
-	events chan resilience.Event
+	events chan event.Event
 }
 
 // newInstance makes an instance; ctxTimeouts sets the client's
@@ -52,10 +53,10 @@ func newInstance(t *testing.T, addr string, rl resilience.RateLimiterOptions, bu
 	if rl.Key == nil {
 		rl.Key = inbound.KeyByHeader("X-Client")
 	}
-	in := &instance{events: make(chan resilience.Event, 1024)}
+	in := &instance{events: make(chan event.Event, 1024)}
 	m, err := inbound.New(inbound.Options{
 		RateLimit: &rl,
-		Listener: resilience.ListenerFunc(func(_ context.Context, e resilience.Event) {
+		Listener: event.ListenerFunc(func(_ context.Context, e event.Event) {
 			select {
 			case in.events <- e:
 			default:
@@ -190,12 +191,12 @@ func TestTwoInstancesShareOneLimitPerKey(t *testing.T) {
 
 // storeErrors drains the instance's events and returns the store-error
 // events among them.
-func (in *instance) storeErrors() []resilience.Event {
-	var out []resilience.Event
+func (in *instance) storeErrors() []event.Event {
+	var out []event.Event
 	for {
 		select {
 		case e := <-in.events:
-			if e.Name == resilience.EventRateLimiterStoreError {
+			if e.Name == event.RateLimiterStoreError {
 				out = append(out, e)
 			}
 		default:
@@ -434,11 +435,11 @@ func TestBreakerMakesOutageCheap(t *testing.T) {
 	var opened, closed atomic.Int64
 	store, err := New(Options{
 		Client: srv.Client(), Budget: 100 * time.Millisecond, Breaker: cb,
-		Listener: resilience.ListenerFunc(func(_ context.Context, e resilience.Event) {
+		Listener: event.ListenerFunc(func(_ context.Context, e event.Event) {
 			switch e.Name {
-			case resilience.EventCircuitOpened:
+			case event.CircuitOpened:
 				opened.Add(1)
-			case resilience.EventCircuitClosed:
+			case event.CircuitClosed:
 				closed.Add(1)
 			}
 		}),

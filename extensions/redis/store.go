@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
@@ -56,7 +57,7 @@ type Options struct {
 	Breaker *resilience.CircuitBreaker[ratelimit.Decision]
 	// Listener receives the breaker's events (pipeline name
 	// "resilienceredis"). Nil drops them.
-	Listener resilience.Listener
+	Listener event.Listener
 }
 
 // Store is a ratelimit.Store that keeps counters in Redis, so

@@ -1,0 +1,162 @@
+// Package event holds the telemetry events the resilience strategies emit
+// and the Listener that receives them. Import it to watch a pipeline: pass
+// a Listener to resilience.WithListener (or inbound.Options.Listener) and
+// switch on Event.Name; NewSlogListener logs every event with log/slog.
+//
+// The names and reasons are stable strings, safe to use as metric labels.
+package event
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Name names a telemetry event. The values are stable strings.
+type Name string
+
+// Events emitted by the built-in strategies.
+const (
+	// Timeout: a timeout strategy's deadline fired.
+	Timeout Name = "OnTimeout"
+	// RateLimiterRejected: a rate limiter or a concurrency limiter
+	// (bulkhead) rejected an execution. Event.Reason says why: "full",
+	// "queue-timeout", "dropped" for a bulkhead, "rate-limited" for a rate
+	// limiter.
+	RateLimiterRejected Name = "OnRateLimiterRejected"
+	// RateLimiterStoreError: a rate limiter's store failed. Event.Reason
+	// is "fail-open" (the execution ran) or "fail-closed" (it was
+	// refused); Event.Err is the *resilience.RateLimitStoreError.
+	RateLimiterStoreError Name = "OnRateLimiterStoreError"
+	// QueueAdmitted: an execution that had queued in a concurrency or
+	// adaptive limiter got its permit after Event.Duration in the queue.
+	// An execution admitted at once emits nothing; one rejected after
+	// queueing emits RateLimiterRejected instead.
+	QueueAdmitted Name = "OnQueueAdmitted"
+
+	// Retry: a retry strategy is about to wait Event.Duration and try
+	// again; Event.Attempt is the number of the attempt that failed (0 is
+	// the first call) and Event.Err its error.
+	Retry Name = "OnRetry"
+	// CircuitOpened: a circuit breaker opened for Event.Duration (the
+	// break duration); Event.Err is the failure that opened it.
+	CircuitOpened Name = "OnCircuitOpened"
+	// CircuitClosed: a circuit breaker's probe succeeded and it closed.
+	CircuitClosed Name = "OnCircuitClosed"
+	// CircuitHalfOpened: a circuit breaker let a probe through.
+	CircuitHalfOpened Name = "OnCircuitHalfOpened"
+	// Fallback: a fallback answered for a failure (Event.Err).
+	Fallback Name = "OnFallback"
+	// Hedging: a hedging strategy launched hedged attempt Event.Attempt
+	// (1 is the first hedge).
+	Hedging Name = "OnHedging"
+	// ExecutionAttempt: one attempt made by a retry or hedging strategy
+	// finished after Event.Duration. Event.Attempt numbers it (0 is the
+	// first), Reason is ReasonHandled when the strategy's predicate
+	// treated its outcome as a failure and ReasonUnhandled otherwise, and
+	// Event.Err is its error.
+	ExecutionAttempt Name = "ExecutionAttempt"
+	// HookPanic: a function supplied by the user panicked (see the
+	// resilience package documentation, User hooks). Event.Reason names
+	// the hook (resilience.HookPriority, resilience.HookKey and the other
+	// Hook… constants) and Event.Err is the *resilience.HookPanicError.
+	HookPanic Name = "OnHookPanic"
+)
+
+// Reasons of ExecutionAttempt.
+const (
+	ReasonHandled   = "handled"
+	ReasonUnhandled = "unhandled"
+)
+
+// ReasonRateLimited is the Event.Reason of a rate limiter's rejection.
+const ReasonRateLimited = "rate-limited"
+
+// Event is one telemetry event. Fields that do not apply to an event are
+// zero.
+type Event struct {
+	Name Name
+	// Pipeline and Strategy are the names given with resilience.WithName
+	// on the builder and in the strategy's options.
+	Pipeline string
+	Strategy string
+	// Reason is a short stable label (a resilience.RejectReason for
+	// bulkhead rejections).
+	Reason string
+	// Duration is the timeout for Timeout, the time waited in the queue
+	// for QueueAdmitted and for a bulkhead rejection after queueing, or
+	// the retry-after for a rate limit; the coming delay for Retry, the
+	// break for CircuitOpened and the attempt's own duration for
+	// ExecutionAttempt.
+	Duration time.Duration
+	// Err is the error the strategy returns, if any.
+	Err error
+	// Attempt numbers the attempt a Retry, Hedging or ExecutionAttempt
+	// event is about (0 is the first call).
+	Attempt int
+}
+
+// Listener receives telemetry events. It is called synchronously on the
+// goroutine of the execution the event is about (an evicted waiter reports
+// its own eviction), so it must be fast and safe for concurrent use. A nil
+// Listener (resilience.WithListener(nil), resilience.NewTelemetry with
+// nil) drops every event. OnEvent has no error result; a panic in it
+// propagates to the execution that emitted the event.
+type Listener interface {
+	OnEvent(ctx context.Context, e Event)
+}
+
+// ListenerFunc adapts a function to Listener.
+type ListenerFunc func(ctx context.Context, e Event)
+
+// OnEvent calls f.
+func (f ListenerFunc) OnEvent(ctx context.Context, e Event) { f(ctx, e) }
+
+// NewSlogListener returns a Listener that logs each event to logger as one
+// record with the attributes event, pipeline, strategy and, when set,
+// reason, duration and error. Rejections and timeouts log at Warn. A nil
+// logger means slog.Default().
+func NewSlogListener(logger *slog.Logger) Listener {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return slogListener{logger: logger}
+}
+
+type slogListener struct{ logger *slog.Logger }
+
+func (s slogListener) OnEvent(ctx context.Context, e Event) {
+	level := slog.LevelInfo
+	switch e.Name {
+	case HookPanic:
+		level = slog.LevelError
+	case Timeout, RateLimiterRejected, RateLimiterStoreError,
+		CircuitOpened, Fallback:
+		level = slog.LevelWarn
+	case ExecutionAttempt, QueueAdmitted:
+		// One record per attempt or queued admission is detail, not news.
+		level = slog.LevelDebug
+	}
+	if !s.logger.Enabled(ctx, level) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 7)
+	attrs = append(attrs,
+		slog.String("event", string(e.Name)),
+		slog.String("pipeline", e.Pipeline),
+		slog.String("strategy", e.Strategy))
+	if e.Reason != "" {
+		attrs = append(attrs, slog.String("reason", e.Reason))
+	}
+	if e.Duration != 0 {
+		attrs = append(attrs, slog.Duration("duration", e.Duration))
+	}
+	if e.Err != nil {
+		attrs = append(attrs, slog.String("error", e.Err.Error()))
+	}
+	switch e.Name {
+	case Retry, Hedging, ExecutionAttempt:
+		attrs = append(attrs, slog.Int("attempt", e.Attempt))
+	}
+	s.logger.LogAttrs(ctx, level, "resilience event", attrs...)
+}
