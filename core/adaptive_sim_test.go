@@ -114,12 +114,13 @@ type simFigures struct {
 	halvedMax     int
 	doubledBefore int // limit when K doubled back, and 5 s / 10 s later
 	doubled5s     int
+	doubledReach  time.Duration // time after K doubled back until the limit first reached it
 	doubled10s    int
 }
 
 func (f simFigures) String() string {
-	return fmt.Sprintf("reach 90%% of K: %v; settled limit %d..%d (K=100), goodput %.1f%%; after K 100→50: within ±25%% after %v, then %d..%d; after K 50→100: %d → %d (5 s) → %d (10 s)",
-		f.reach90, f.settleMin, f.settleMax, 100*f.goodput, f.halvedWithin, f.halvedMin, f.halvedMax, f.doubledBefore, f.doubled5s, f.doubled10s)
+	return fmt.Sprintf("reach 90%% of K: %v; settled limit %d..%d (K=100), goodput %.1f%%; after K 100→50: within ±25%% after %v, then %d..%d; after K 50→100: %d → %d (5 s) → %d (10 s), K reached after %v",
+		f.reach90, f.settleMin, f.settleMax, 100*f.goodput, f.halvedWithin, f.halvedMin, f.halvedMax, f.doubledBefore, f.doubled5s, f.doubled10s, f.doubledReach)
 }
 
 // simAdaptive runs the standard scenario for an algorithm: K = 100 for
@@ -161,6 +162,13 @@ func simAdaptive(t *testing.T, alg limit.Algorithm, initial int) simFigures {
 		f.halvedMin, f.halvedMax = minMax(limits[300:350])
 		f.doubledBefore = limits[349]
 		f.doubled5s = limits[399]
+		f.doubledReach = -1
+		for i := 350; i < len(limits); i++ {
+			if limits[i] >= 100 {
+				f.doubledReach = at(i) - 35*time.Second
+				break
+			}
+		}
 		f.doubled10s = limits[449]
 		if s := lim.Stats(); s.InFlight != 0 || s.Queued != 0 {
 			t.Fatalf("after the run: %+v", s)
@@ -228,10 +236,12 @@ func TestAdaptiveSimulation(t *testing.T) {
 					}
 					// Back at K within 5 s of it doubling back, so that
 					// goodput is at capacity by then (the lab's step
-					// scenario; Smoothing 0.2 left it at 95 here and far
-					// lower on loopback).
-					if f.doubled5s < 100 {
-						t.Errorf("limit %d 5 s after K doubled back to 100, want at least 100", f.doubled5s)
+					// scenario; Smoothing 0.2 left it at 95 here after 5 s
+					// and far lower on loopback). Reached, not read at
+					// 5 s exactly: at K the limit probes a permit up and
+					// down, so the value at one instant is 96 to 107.
+					if f.doubledReach < 0 || f.doubledReach > 5*time.Second {
+						t.Errorf("limit reached K = 100 %v after it doubled back, want within 5s: %v", f.doubledReach, f)
 					}
 				}
 			})
