@@ -9,7 +9,7 @@
 // AIMD, or your own); package ratelimit the rate limiter's counting
 // algorithms and stores (the in-memory one, or a shared one such as the
 // Redis store in extensions/redis); package event the telemetry events the
-// strategies emit and the Listener that receives them.
+// strategies emit and the event.Listener that receives them.
 //
 // # Pipelines
 //

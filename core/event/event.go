@@ -21,8 +21,8 @@ const (
 	Timeout Name = "OnTimeout"
 	// RateLimiterRejected: a rate limiter or a concurrency limiter
 	// (bulkhead) rejected an execution. Event.Reason says why: "full",
-	// "queue-timeout", "dropped" for a bulkhead, "rate-limited" for a rate
-	// limiter.
+	// "queue-timeout", "dropped" or "shutting-down" for a bulkhead (a
+	// resilience.RejectReason), "rate-limited" for a rate limiter.
 	RateLimiterRejected Name = "OnRateLimiterRejected"
 	// RateLimiterStoreError: a rate limiter's store failed. Event.Reason
 	// is "fail-open" (the execution ran) or "fail-closed" (it was

@@ -163,8 +163,9 @@ type Gradient2Options struct {
 // tolerance; see "Settling at the knee" below). Where it deviates from the
 // published algorithm, and why:
 //
-//   - Slow start: from InitialLimit the limit doubles every other window
-//     while latency stays within Tolerance, and the first window past it
+//   - Slow start: from resilience.AdaptiveLimiterOptions.InitialLimit the
+//     limit doubles every other window while latency stays within
+//     Tolerance, and the first window past it
 //     applies the gradient without smoothing, whichever window of the
 //     doubling cycle it falls in (when a drop ends slow start, the drop
 //     backs off and the next window with samples is the first one past
