@@ -636,16 +636,14 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) *HookPanicEr
 		a.cpuRead = now
 	}
 	cpuBound := time.Duration(max(a.baseRTT, int64(minCPUWait)))
-	elapsed := now - w.start
-	n := w.samples + w.drops
-	if (w.samples > 0 && w.timed == 0) || !(elapsed >= maxWindow || (n >= min(windowMinSamples, a.limit) && w.timed >= min(windowMinSamples, w.samples) && elapsed >= w.length)) {
-		if readCPU {
-			a.updating = true
+	if !w.closes(now, a.limit) {
+		if !readCPU {
 			a.mu.Unlock()
-			a.gateUpdate(cpuBound)
 			return nil
 		}
+		a.updating = true
 		a.mu.Unlock()
+		a.gateUpdate(cpuBound)
 		return nil
 	}
 	s := limit.Sample{
@@ -675,6 +673,22 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) *HookPanicEr
 	a.updating = true
 	a.mu.Unlock()
 	return a.update(s, readCPU, cpuBound)
+}
+
+// closes reports whether a timed release at now closes the window: it has
+// lasted maxWindow, or it holds enough outcomes (timed ones among them)
+// and has lasted its length. A window with samples but none timed has no
+// mean yet and stays open.
+func (w *sampleWindow) closes(now int64, limit int) bool {
+	if w.samples > 0 && w.timed == 0 {
+		return false
+	}
+	elapsed := now - w.start
+	if elapsed >= maxWindow {
+		return true
+	}
+	n := w.samples + w.drops
+	return n >= min(windowMinSamples, limit) && w.timed >= min(windowMinSamples, w.samples) && elapsed >= w.length
 }
 
 // minCPUWait is the CPU wait below which the CPU gate never closes: Go's
