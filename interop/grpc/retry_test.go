@@ -68,8 +68,8 @@ func details(t *testing.T, err error) (*errdetails.ErrorInfo, *errdetails.RetryI
 func TestRetryFullAtPushbackSpacing(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg target) {
 		g := newGate()
-		addr, _ := tg.serve(t, inbound.Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}}, g.handle)
-		cc, rec := dial(t, addr, retryConfig(3, "UNAVAILABLE"))
+		srv := tg.serve(t, inbound.Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}}, g.handle)
+		cc, rec := dial(t, srv.addr, retryConfig(3, "UNAVAILABLE"))
 		release := hold(t, cc, g)
 		defer release()
 
@@ -99,10 +99,10 @@ func TestRetryFullAtPushbackSpacing(t *testing.T) {
 // RESOURCE_EXHAUSTED waits that long and then succeeds.
 func TestRetryRateLimitedAtPushbackSpacing(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg target) {
-		addr, _ := tg.serve(t, inbound.Options{RateLimit: &resilience.RateLimiterOptions{
+		srv := tg.serve(t, inbound.Options{RateLimit: &resilience.RateLimiterOptions{
 			Algorithm: ratelimit.TokenBucket, PermitLimit: 1, Window: 500 * time.Millisecond,
 		}}, func(context.Context) error { return nil })
-		cc, rec := dial(t, addr, retryConfig(4, "RESOURCE_EXHAUSTED"))
+		cc, rec := dial(t, srv.addr, retryConfig(4, "RESOURCE_EXHAUSTED"))
 		if err := invoke(context.Background(), cc); err != nil {
 			t.Fatalf("first call: %v", err)
 		}
@@ -125,10 +125,10 @@ func TestRetryRateLimitedAtPushbackSpacing(t *testing.T) {
 // attempt, instead of sleeping into DEADLINE_EXCEEDED.
 func TestRateLimitBeyondDeadlineStopsRetries(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg target) {
-		addr, _ := tg.serve(t, inbound.Options{RateLimit: &resilience.RateLimiterOptions{
+		srv := tg.serve(t, inbound.Options{RateLimit: &resilience.RateLimiterOptions{
 			Algorithm: ratelimit.TokenBucket, PermitLimit: 1, Window: time.Minute,
 		}}, func(context.Context) error { return nil })
-		cc, rec := dial(t, addr, retryConfig(4, "RESOURCE_EXHAUSTED"))
+		cc, rec := dial(t, srv.addr, retryConfig(4, "RESOURCE_EXHAUSTED"))
 		if err := invoke(context.Background(), cc); err != nil {
 			t.Fatalf("first call: %v", err)
 		}
@@ -158,12 +158,12 @@ func TestRateLimitBeyondDeadlineStopsRetries(t *testing.T) {
 // stops after one attempt.
 func TestShuttingDownStopsRetries(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg target) {
-		addr, drain := tg.serve(t, inbound.Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 4}}, func(context.Context) error { return nil })
-		cc, rec := dial(t, addr, retryConfig(4, "UNAVAILABLE"))
+		srv := tg.serve(t, inbound.Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 4}}, func(context.Context) error { return nil })
+		cc, rec := dial(t, srv.addr, retryConfig(4, "UNAVAILABLE"))
 		if err := invoke(context.Background(), cc); err != nil {
 			t.Fatalf("call before draining: %v", err)
 		}
-		drain()
+		srv.drain()
 		from := rec.count()
 		err := invoke(context.Background(), cc)
 		as := rec.since(from)

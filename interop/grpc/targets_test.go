@@ -19,18 +19,26 @@ import (
 // returns a google.protobuf.Empty and runs the test's handler.
 const method = "/interop.v1.Interop/Call"
 
-// A target is one adapter under test, serving method on a loopback
-// listener (HTTP/2 without TLS) through the adapter built from opts. Its
-// serve returns the address and drain, which puts the adapter into its
-// shutting-down state (arrivals refused UNAVAILABLE, reason
-// shutting-down). The server is stopped when the test ends.
+// A target is one adapter under test: its serve serves method on a
+// loopback listener (HTTP/2 without TLS) through the adapter built from
+// opts, with handle as the method's body, until the test ends.
 type target struct {
 	name  string
-	serve func(t *testing.T, opts inbound.Options, handle func(context.Context) error) (addr string, drain func())
+	serve func(t *testing.T, opts inbound.Options, handle func(context.Context) error) server
 	// deadlineFrames is the number of HEADERS frames the adapter sends when
 	// it answers DEADLINE_EXCEEDED for a handler still running at its
 	// deadline: 2 for connect (response headers, then trailers).
 	deadlineFrames int
+}
+
+// server is a target serving.
+type server struct {
+	addr string
+	// drain puts the adapter into its shutting-down state (arrivals
+	// refused UNAVAILABLE, reason shutting-down) and returns.
+	drain func()
+	// queued reports the calls waiting in the adapter's queue.
+	queued func() int
 }
 
 // targets lists the adapters every test runs against.
@@ -47,7 +55,7 @@ func eachTarget(t *testing.T, f func(t *testing.T, tg target)) {
 
 // serveConnect serves method with a connect handler behind
 // resilienceconnect.Middleware, over h2c.
-func serveConnect(t *testing.T, opts inbound.Options, handle func(context.Context) error) (string, func()) {
+func serveConnect(t *testing.T, opts inbound.Options, handle func(context.Context) error) server {
 	t.Helper()
 	mw, err := resilienceconnect.New(opts)
 	if err != nil {
@@ -73,7 +81,7 @@ func serveConnect(t *testing.T, opts inbound.Options, handle func(context.Contex
 			t.Errorf("Drain: %v", err)
 		}
 	}
-	return addr, drain
+	return server{addr: addr, drain: drain, queued: func() int { return mw.Stats().Queued }}
 }
 
 // listen opens a loopback listener, runs serve on it until the test ends
