@@ -29,6 +29,10 @@ type target struct {
 	// it answers DEADLINE_EXCEEDED for a handler still running at its
 	// deadline: 2 for connect (response headers, then trailers).
 	deadlineFrames int
+	// httpFields: the rejections also carry Retry-After and, when rate
+	// limited, the RateLimit-* fields (connect sends its metadata in every
+	// protocol).
+	httpFields bool
 }
 
 // server is a target serving.
@@ -43,7 +47,7 @@ type server struct {
 
 // targets lists the adapters every test runs against.
 var targets = []target{
-	{name: "connect", serve: serveConnect, deadlineFrames: 2},
+	{name: "connect", serve: serveConnect, deadlineFrames: 2, httpFields: true},
 }
 
 // eachTarget runs f as a subtest per target.
