@@ -98,7 +98,7 @@ func withoutRetry(e *connect.Error) *connect.Error {
 // sent (the client went away). in renders the rate limit's header fields
 // (Retry-After, RateLimit-*).
 func (rs *rejections) rejection(in *inbound.Middleware, err error) *connect.Error {
-	var bulk *resilience.BulkheadRejectedError
+	var bulk *resilience.ConcurrencyLimitRejectedError
 	var rate *resilience.RateLimitRejectedError
 	switch {
 	case err == nil:
