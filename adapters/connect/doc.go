@@ -73,7 +73,10 @@
 // Retry-After and RateLimit-* (and net/http's date and content-length: 0),
 // with no message and no trailers. It is the only failure grpc-go's
 // client retries under a retry policy, and the only one whose pushback it
-// reads. The DeadlineExceeded of a handler still running at its deadline
+// reads. (When the answer beats the client's own write of the request
+// message, grpc-go's Invoke returns that write's io.EOF, code Unknown,
+// instead of the status, grpc/grpc-go#7230; the attempt's retry policy
+// still acts on the status.) The DeadlineExceeded of a handler still running at its deadline
 // is framed as connect frames an error: a HEADERS frame (:status 200,
 // content-type, a trailer declaration), then a trailers HEADERS frame with
 // END_STREAM carrying grpc-status 4, its message and the ErrorInfo; a
