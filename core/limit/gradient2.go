@@ -186,49 +186,13 @@ func (g *Gradient2) Update(s Sample) float64 {
 	// overshoot in full; later ones are smoothed.
 	full := g.ss.ended
 	g.ss.ended = false
-	k := &g.knee
-	prev := k.prev
-	k.prev = s.Limit
-	if prev == 0 {
-		prev = s.Limit
+	limit, correct := g.knee.update(s, short, gradient, g.base.rtt)
+	if !correct {
+		return limit
 	}
-	if gradient == 1 && float64(s.InFlight)*2 < s.Limit {
-		k.reset(false)
-		return s.Limit // app-limited: no evidence for a higher limit
+	newLimit := s.Limit*gradient + g.opts.QueueSize(s.Limit)
+	if full {
+		return newLimit
 	}
-	if k.hold {
-		k.hold = false
-		return s.Limit
-	}
-	if gradient < 1 && k.probe != probeUp {
-		// Little's law gives the knee only while the limit is in use: an
-		// app-limited window (in flight below half the limit) says nothing
-		// about it.
-		if gradient >= kneeGradient && float64(s.InFlight)*2 >= s.Limit {
-			k.over++
-		} else {
-			k.over = 0
-		}
-		if k.over >= kneeCongested {
-			// The queue stands: go to the knee, the concurrency that the
-			// window's throughput needs without waiting (Little's law:
-			// limit × no-queue RTT / RTT), judged from the limit in force
-			// when the measured executions were admitted.
-			clean := k.clean
-			if clean == 0 || clean > short {
-				clean = g.base.rtt
-			}
-			k.reset(false)
-			k.hold = true
-			return min(s.Limit, prev) * clean / short
-		}
-		k.reset(false)
-		newLimit := s.Limit*gradient + g.opts.QueueSize(s.Limit)
-		if full {
-			return newLimit
-		}
-		return s.Limit*(1-g.opts.Smoothing) + newLimit*g.opts.Smoothing
-	}
-	k.over = 0
-	return k.search(s, short)
+	return s.Limit*(1-g.opts.Smoothing) + newLimit*g.opts.Smoothing
 }
