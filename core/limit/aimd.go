@@ -28,15 +28,12 @@ type AIMDOptions struct {
 // would double the limit every round trip at any size; and it starts with
 // the slow start of Gradient2, ended by the first backoff.
 //
-// Not safe for concurrent use; a limiter calls it serially. Build it with
-// NewAIMD: its zero value (BackoffRatio and Timeout 0, which would set the
-// limit to MinLimit on every window) and a nil *AIMD are refused by
-// resilience.NewAdaptiveLimiter with a *resilience.ConfigError. Update has no error result and calls no code of the
-// caller's, so it leaves no partial state.
+// The zero value is AIMD with the default options. Not safe for
+// concurrent use: a limiter calls it serially, and each limiter needs its
+// own.
 type AIMD struct {
-	built bool // by NewAIMD (see unbuilt)
-	opts  AIMDOptions
-	ss    slowStart
+	opts AIMDOptions
+	ss   slowStart
 }
 
 // NewAIMD returns the algorithm, or a *resilience.ConfigError naming the
@@ -46,15 +43,21 @@ func NewAIMD(opts AIMDOptions) (*AIMD, error) {
 	if err := a.validate(); err != nil {
 		return nil, err
 	}
+	a.setDefaults()
+	return a, nil
+}
+
+// setDefaults fills the options left zero and the state they set. Update
+// calls it on first use (BackoffRatio is 0 only before), so that the zero
+// value works.
+func (a *AIMD) setDefaults() {
 	if a.opts.BackoffRatio == 0 {
 		a.opts.BackoffRatio = 0.9
 	}
 	if a.opts.Timeout == 0 {
 		a.opts.Timeout = 5 * time.Second
 	}
-	a.ss.done = opts.DisableSlowStart
-	a.built = true
-	return a, nil
+	a.ss.done = a.opts.DisableSlowStart
 }
 
 // validate reports invalid options as a *config.Error.
@@ -67,6 +70,9 @@ func (a *AIMD) validate() error {
 
 // Update implements Algorithm.
 func (a *AIMD) Update(s Sample) float64 {
+	if a.opts.BackoffRatio == 0 {
+		a.setDefaults()
+	}
 	if s.Drops > 0 || (s.Samples > 0 && s.RTT > a.opts.Timeout) {
 		a.ss.end()
 		return s.Limit * a.opts.BackoffRatio
@@ -82,28 +88,3 @@ func (a *AIMD) Update(s Sample) float64 {
 	}
 	return s.Limit + 1
 }
-
-// unbuilt names the constructor of alg when alg is one of this package's
-// algorithms that did not come from it (a zero value or a nil pointer,
-// which Update cannot run on), and returns "" otherwise.
-// resilience.NewAdaptiveLimiter refuses such an algorithm through
-// config.UnbuiltAlgorithm.
-func unbuilt(alg any) string {
-	switch a := alg.(type) {
-	case *Gradient2:
-		if a == nil || !a.built {
-			return "limit.NewGradient2"
-		}
-	case *Vegas:
-		if a == nil || !a.built {
-			return "limit.NewVegas"
-		}
-	case *AIMD:
-		if a == nil || !a.built {
-			return "limit.NewAIMD"
-		}
-	}
-	return ""
-}
-
-func init() { config.UnbuiltAlgorithm = unbuilt }

@@ -18,8 +18,8 @@ type Gradient2Options struct {
 	// QueueSize returns the headroom the proportional correction adds to
 	// the limit (limit × gradient + QueueSize) while latency is above the
 	// tolerance. Default 4, as Netflix. Within the tolerance the limit is
-	// probed one permit at a time instead (see Gradient2, "Settling at the
-	// knee"), so no queue of this size stands inside the service.
+	// probed one permit at a time instead (see Gradient2), so no queue of
+	// this size stands inside the service.
 	QueueSize func(limit float64) float64
 	// DropBackoff multiplies the limit after a window with drops, in
 	// (0, 1). Default 0.9.
@@ -28,91 +28,44 @@ type Gradient2Options struct {
 	DisableSlowStart bool
 }
 
-// Gradient2 is the default Algorithm, after Netflix concurrency-limits'
-// Gradient2Limit: it compares the window's mean RTT (the short RTT) with a
-// long-term baseline and sets
+// Gradient2 is the default Algorithm. It starts from Netflix
+// concurrency-limits' Gradient2Limit, which compares each window's mean
+// RTT with a long-term baseline and moves the limit in proportion:
 //
-//	gradient = max(0.5, min(1, Tolerance * baseline / shortRTT))
-//	newLimit = limit * gradient + QueueSize(limit)
-//	limit    = limit * (1 - Smoothing) + newLimit * Smoothing
+//	gradient = max(0.5, min(1, Tolerance × baseline / RTT))
+//	limit    = limit × (1 − Smoothing) + (limit × gradient + QueueSize(limit)) × Smoothing
 //
-// so in the published algorithm, while latency is flat, the limit grows by
-// the queue size and as soon as latency climbs it falls in proportion, at
-// most halving per window (here the formula applies only above the
-// tolerance; see "Settling at the knee" below). Where it deviates from the
-// published algorithm, and why:
+// It applies that formula only while latency is above the tolerance, and
+// differs from the published algorithm where the lab showed it must:
 //
-//   - Slow start: from resilience.AdaptiveLimiterOptions.InitialLimit the
-//     limit doubles every other window while latency stays within
-//     Tolerance, and the first window past it
-//     applies the gradient without smoothing, whichever window of the
-//     doubling cycle it falls in (when a drop ends slow start, the drop
-//     backs off and the next window with samples is the first one past
-//     it). Without slow start, growing by a few permits per window takes
-//     tens of seconds to reach a limit of hundreds; without the full
-//     correction, the overshoot of the last doubling would take many
-//     windows to come down.
-//   - Drops are used: a window with drops multiplies the limit by
-//     DropBackoff. The published algorithm ignores drops, so steady
-//     timeouts, whose latency is never seen, let the limit grow to the
-//     maximum.
-//   - The baseline is drift-protected (it rises only when the limit cannot
-//     be the cause: at MinLimit, or with the service below half its limit)
-//     instead of an average of every sample, which during a long incident
-//     learns the overloaded latency as normal.
-//   - Smoothing defaults to 0.5, not 0.2: with 0.2 the limit grows by a
-//     fifth of QueueSize per window, so after a capacity step back up it
-//     took more than ten seconds to regrow (measured on loopback, 100 →
-//     50 → 100 slots of 200 ms: 321 then 420 of 500 req/s in the two 5 s
-//     windows after the step); with 0.5 it is back within five seconds,
-//     and a window mean is already an average of many executions.
-//   - Tolerance defaults to 1.05, not 1.5: samples are window means, much
-//     less noisy than single requests, and since the limit settles where
-//     gradient = 1 - QueueSize/limit, a tolerance of 1.5 settles where
-//     latency is over 1.5 times the baseline, half of it spent queueing
-//     inside the service. With 1.05 the proportional correction alone
-//     settles within about 10 % above the knee.
-//   - Settling at the knee: the published algorithm settles where
-//     limit = Tolerance × knee + QueueSize (Little's law makes
-//     limit × baseline / RTT the knee while the limit is above it), so
-//     Tolerance × knee − knee + QueueSize executions always wait inside
-//     the service: 6 of 56 at a knee of 50. Measured on loopback (50
-//     slots of 200 ms), that put the admitted p99 at 1.6 times the service
-//     time, since the waiting ones wait for the next slot to free. Gradient2
-//     therefore corrects in proportion only while latency is far above
-//     the baseline or for the first windows; after three windows in a row
-//     congested only mildly (gradient at least 0.8: a standing queue near
-//     the knee) with the limit in use (in flight at least half of it), it
-//     sets the limit to the knee by Little's law (the limit
-//     of the window before × the RTT last measured without a queue / the
-//     RTT). While latency is within the tolerance it searches the knee
-//     instead of adding QueueSize every window: it holds the limit for
-//     four windows, then probes it, one permit up if the limit is known
-//     not to queue, one permit down otherwise, and keeps a probe only if
-//     latency answered it as below the knee (no rise when the limit rose,
-//     a fall when it fell). A probe is judged by comparing window means
-//     before and after it, not against the baseline, so the baseline's
-//     bias does not enter; a change counts if it exceeds 0.5 % (0.25 %
-//     for a fall) and three times the measured noise between windows. A
-//     first probe up lasts one window and the limit returns while the
-//     executions it admitted are measured, so at the knee a probe costs
-//     one execution's wait; kept probes double, and after two kept the
-//     limit holds each step while it is judged (growth is as fast as slow
-//     start's); a rejected one halves back towards the knee. A service
-//     whose latency is too noisy for such probes (changes under 3 × noise
-//     are not seen) keeps the proportional correction's settling point.
+//   - Slow start: the limit doubles every other window until latency
+//     rises, and the first correction after it is not smoothed.
+//   - A window with drops multiplies the limit by DropBackoff (the
+//     published algorithm ignores drops, so steady timeouts let the limit
+//     grow to the maximum).
+//   - The baseline rises only when the limit cannot be what raised
+//     latency (at MinLimit, or with the service using under half of it),
+//     so a long incident does not teach it that overloaded is normal.
+//   - At the knee it settles on the knee itself, where the published
+//     algorithm keeps Tolerance × knee + QueueSize − knee executions
+//     queued inside the service: after three mildly congested windows in
+//     a row it sets the limit to the knee by Little's law, and while
+//     latency is within the tolerance it holds the limit and probes it one
+//     permit up or down, keeping a probe only if the window mean RTT
+//     answered it as a limit below the knee does.
+//   - Tolerance 1.05 and Smoothing 0.5 (Netflix: 1.5 and 0.2), since a
+//     sample is a window's mean, not one request.
 //
-// Gradient2 is not safe for concurrent use; a limiter calls it serially.
-// Build it with NewGradient2: resilience.NewAdaptiveLimiter refuses a
-// zero or nil *Gradient2 with a *resilience.ConfigError. Update has no
-// error result; a panic in QueueSize leaves the window's effect on the
-// baseline and on slow start in place, and the limiter keeps its limit.
+// BENCHMARKS.md has the measurements behind these choices. The zero value
+// is Gradient2 with the default options. Not safe for concurrent use: a
+// limiter calls it serially, and each limiter needs its own. A panic in
+// QueueSize leaves the window's effect on the baseline and on slow start
+// in place, and the limiter keeps its limit.
 type Gradient2 struct {
-	built bool // by NewGradient2 (see unbuilt)
-	opts  Gradient2Options
-	base  baseline
-	ss    slowStart
-	knee  kneeSearch
+	opts Gradient2Options
+	base baseline
+	ss   slowStart
+	knee kneeSearch
 }
 
 // defaultGradient2Smoothing is Gradient2Options.Smoothing's default.
@@ -125,6 +78,13 @@ func NewGradient2(opts Gradient2Options) (*Gradient2, error) {
 	if err := g.validate(); err != nil {
 		return nil, err
 	}
+	g.setDefaults()
+	return g, nil
+}
+
+// setDefaults fills the options left zero and the state they set. Update
+// calls it on first use, so that the zero value works.
+func (g *Gradient2) setDefaults() {
 	o := &g.opts
 	if o.Tolerance == 0 {
 		o.Tolerance = 1.05
@@ -145,8 +105,6 @@ func NewGradient2(opts Gradient2Options) (*Gradient2, error) {
 	g.base = baseline{up: alpha, down: alpha, tolerance: o.Tolerance}
 	g.ss.done = o.DisableSlowStart
 	g.knee.noise = kneeNoiseStart
-	g.built = true
-	return g, nil
 }
 
 // validate reports invalid options as a *config.Error.
@@ -169,6 +127,9 @@ func (g *Gradient2) validate() error {
 
 // Update implements Algorithm.
 func (g *Gradient2) Update(s Sample) float64 {
+	if g.base.up == 0 { // the zero value, before its first window
+		g.setDefaults()
+	}
 	if s.Drops > 0 {
 		g.ss.end()
 		return s.Limit * g.opts.DropBackoff

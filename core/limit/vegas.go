@@ -54,16 +54,13 @@ type VegasOptions struct {
 //     is.
 //   - Slow start as in Gradient2.
 //
-// Not safe for concurrent use; a limiter calls it serially. Build it with
-// NewVegas: its zero value (whose options are zero rather than the
-// defaults) and a nil *Vegas are refused by resilience.NewAdaptiveLimiter
-// with a *resilience.ConfigError. Update has no error result and calls no
-// code of the caller's, so it leaves no partial state.
+// The zero value is Vegas with the default options. Not safe for
+// concurrent use: a limiter calls it serially, and each limiter needs its
+// own.
 type Vegas struct {
-	built bool // by NewVegas (see unbuilt)
-	opts  VegasOptions
-	base  baseline
-	ss    slowStart
+	opts VegasOptions
+	base baseline
+	ss   slowStart
 }
 
 // NewVegas returns the algorithm, or a *resilience.ConfigError naming the
@@ -73,6 +70,13 @@ func NewVegas(opts VegasOptions) (*Vegas, error) {
 	if err := v.validate(); err != nil {
 		return nil, err
 	}
+	v.setDefaults()
+	return v, nil
+}
+
+// setDefaults fills the options left zero and the state they set. Update
+// calls it on first use, so that the zero value works.
+func (v *Vegas) setDefaults() {
 	o := &v.opts
 	if o.Alpha == 0 {
 		o.Alpha = 3
@@ -91,8 +95,6 @@ func NewVegas(opts VegasOptions) (*Vegas, error) {
 	}
 	v.base = baseline{up: 0.1, down: 1, tolerance: 1.05}
 	v.ss.done = o.DisableSlowStart
-	v.built = true
-	return v, nil
 }
 
 // validate reports invalid options as a *config.Error.
@@ -127,6 +129,9 @@ func (v *Vegas) validate() error {
 
 // Update implements Algorithm.
 func (v *Vegas) Update(s Sample) float64 {
+	if v.base.up == 0 { // the zero value, before its first window
+		v.setDefaults()
+	}
 	if s.Drops > 0 {
 		v.ss.end()
 		return s.Limit * v.opts.DropBackoff
