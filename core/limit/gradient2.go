@@ -28,39 +28,30 @@ type Gradient2Options struct {
 	DisableSlowStart bool
 }
 
-// Gradient2 is the default Algorithm. It starts from Netflix
-// concurrency-limits' Gradient2Limit, which compares each window's mean
-// RTT with a long-term baseline and moves the limit in proportion:
+// Gradient2 is the default Algorithm. Like Netflix concurrency-limits'
+// Gradient2Limit, it compares each window's mean RTT with a long-term
+// baseline and, while latency is above Tolerance × baseline, cuts the
+// limit in proportion:
 //
-//	gradient = max(0.5, min(1, Tolerance × baseline / RTT))
+//	gradient = max(0.5, Tolerance × baseline / RTT)
 //	limit    = limit × (1 − Smoothing) + (limit × gradient + QueueSize(limit)) × Smoothing
 //
-// It applies that formula only while latency is above the tolerance, and
-// differs from the published algorithm where the lab showed it must:
+// Unlike it, it settles on the knee (the most executions the service runs
+// without a queue) rather than QueueSize and a tolerance above it: after
+// three mildly congested windows in a row it sets the limit to the knee
+// by Little's law, and within the tolerance it holds the limit and probes
+// it one permit at a time, keeping a probe only if latency answered it as
+// a limit below the knee does. It also starts with a slow start (the
+// limit doubles every other window until latency rises), backs off by
+// DropBackoff after a window with drops, lets the baseline rise only when
+// the limit cannot be what raised latency, and defaults to Tolerance 1.05
+// and Smoothing 0.5 (Netflix: 1.5 and 0.2), since a sample is a window's
+// mean. BENCHMARKS.md has the measurements behind these choices.
 //
-//   - Slow start: the limit doubles every other window until latency
-//     rises, and the first correction after it is not smoothed.
-//   - A window with drops multiplies the limit by DropBackoff (the
-//     published algorithm ignores drops, so steady timeouts let the limit
-//     grow to the maximum).
-//   - The baseline rises only when the limit cannot be what raised
-//     latency (at MinLimit, or with the service using under half of it),
-//     so a long incident does not teach it that overloaded is normal.
-//   - At the knee it settles on the knee itself, where the published
-//     algorithm keeps Tolerance × knee + QueueSize − knee executions
-//     queued inside the service: after three mildly congested windows in
-//     a row it sets the limit to the knee by Little's law, and while
-//     latency is within the tolerance it holds the limit and probes it one
-//     permit up or down, keeping a probe only if the window mean RTT
-//     answered it as a limit below the knee does.
-//   - Tolerance 1.05 and Smoothing 0.5 (Netflix: 1.5 and 0.2), since a
-//     sample is a window's mean, not one request.
-//
-// BENCHMARKS.md has the measurements behind these choices. The zero value
-// is Gradient2 with the default options. Not safe for concurrent use: a
-// limiter calls it serially, and each limiter needs its own. A panic in
-// QueueSize leaves the window's effect on the baseline and on slow start
-// in place, and the limiter keeps its limit.
+// The zero value is Gradient2 with the default options. Not safe for
+// concurrent use: a limiter calls it serially, and each limiter needs its
+// own. A panic in QueueSize leaves the window's effect on the baseline
+// and on slow start in place, and the limiter keeps its limit.
 type Gradient2 struct {
 	opts Gradient2Options
 	base baseline
@@ -86,9 +77,16 @@ func NewGradient2(opts Gradient2Options) (*Gradient2, error) {
 // calls it on first use, so that the zero value works.
 func (g *Gradient2) setDefaults() {
 	o := &g.opts
+	// Not Netflix's 1.5: the proportional correction settles where
+	// gradient = 1 − QueueSize/limit, so 1.5 holds latency at 1.5 × the
+	// baseline, a third of it queueing, and a window's mean is far less
+	// noisy than one request's RTT.
 	if o.Tolerance == 0 {
 		o.Tolerance = 1.05
 	}
+	// Not Netflix's 0.2: with it the limit regrew by a fifth of QueueSize
+	// per window, for over ten seconds after a capacity step back up
+	// (BENCHMARKS.md, step).
 	if o.Smoothing == 0 {
 		o.Smoothing = defaultGradient2Smoothing
 	}
