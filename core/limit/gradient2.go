@@ -41,7 +41,9 @@ type Gradient2Options struct {
 // three mildly congested windows in a row it sets the limit to the knee
 // by Little's law, and within the tolerance it holds the limit and probes
 // it one permit at a time, keeping a probe only if latency answered it as
-// a limit below the knee does. It also starts with a slow start (the
+// a limit below the knee does (a service too noisy between windows for
+// one permit to show settles where the proportional correction does, a
+// little above the knee). It also starts with a slow start (the
 // limit doubles every other window until latency rises), backs off by
 // DropBackoff after a window with drops, lets the baseline rise only when
 // the limit cannot be what raised latency, and defaults to Tolerance 1.05
