@@ -66,7 +66,6 @@ const AttemptHeader = "Retry-Attempt"
 // grpcAttemptsHeader is gRPC's count of the attempts before this one.
 const grpcAttemptsHeader = "Grpc-Previous-Rpc-Attempts"
 
-
 // Transport is an http.RoundTripper that runs a resilience pipeline around
 // each request: an http.Client built on it retries, breaks circuits and
 // hedges without its callers doing anything. The request's context is the
