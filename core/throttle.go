@@ -84,7 +84,10 @@ var throttledErr = &ThrottledError{}
 // at least 1/K of the requests, and it always lets MinPerSecond requests
 // a second through so that a recovery is seen. Locally rejected requests
 // count as requests, which keeps the rejection going for as long as the
-// dependency refuses what does go through.
+// dependency refuses what does go through. A request let through counts
+// once its outcome is known: requests still in flight are neither
+// requests nor accepts yet, so a slow dependency is not mistaken for a
+// refusing one while its answers are on their way.
 //
 // Put it inside a Retry or Hedging (added after them), so that each
 // attempt is counted and throttled. Safe for concurrent use; a decision
@@ -178,11 +181,12 @@ func (s *AdaptiveThrottle[T]) Allow() bool {
 	s.w.mu.Lock()
 	cur := s.w.advance()
 	requests, accepts, sent := s.w.sums3()
-	cur.a++
 	p := (float64(requests) - s.k*float64(accepts)) / float64(requests+1)
 	ok := p <= 0 || r >= p || float64(sent) < s.floor
 	if ok {
 		cur.c++
+	} else {
+		cur.a++
 	}
 	s.w.mu.Unlock()
 	if !ok {
@@ -192,13 +196,15 @@ func (s *AdaptiveThrottle[T]) Allow() bool {
 }
 
 // Record reports the outcome of a request Allow let through: accepted is
-// false when the dependency refused it.
+// false when the dependency refused it. Every request Allow let through
+// must be recorded once.
 func (s *AdaptiveThrottle[T]) Record(accepted bool) {
-	if !accepted {
-		return
-	}
 	s.w.mu.Lock()
-	s.w.advance().b++
+	cur := s.w.advance()
+	cur.a++
+	if accepted {
+		cur.b++
+	}
 	s.w.mu.Unlock()
 }
 
@@ -217,8 +223,8 @@ func (s *AdaptiveThrottle[T]) ExecuteResult(ctx context.Context, tel Telemetry, 
 // AdaptiveThrottleStats is a snapshot of an AdaptiveThrottle.
 type AdaptiveThrottleStats struct {
 	// Requests, Accepts and Sent are what the current window holds:
-	// requests made, those the dependency accepted, and those let
-	// through.
+	// requests decided (rejected locally, or let through and answered),
+	// those the dependency accepted, and those let through.
 	Requests, Accepts, Sent int64
 	// Probability is the rejection probability a request would meet now,
 	// before the MinPerSecond floor.

@@ -241,3 +241,21 @@ func BenchmarkAdaptiveThrottle(b *testing.B) {
 		})
 	})
 }
+
+// Requests in flight count neither as requests nor as accepts: a burst
+// sent before any answer arrives is not mistaken for refusals.
+func TestAdaptiveThrottleIgnoresRequestsInFlight(t *testing.T) {
+	th := newTestThrottle(t, AdaptiveThrottleOptions[int]{MinPerSecond: -1})
+	th.random = func() float64 { return 0 }
+	for i := range 500 {
+		if !th.Allow() {
+			t.Fatalf("request %d of a burst with no answer yet was rejected", i)
+		}
+	}
+	for range 500 {
+		th.Record(true)
+	}
+	if s := th.Stats(); s.Requests != 500 || s.Accepts != 500 || s.Sent != 500 || s.Probability != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
