@@ -89,14 +89,16 @@ func TestPushback(t *testing.T) {
 		ok, stops bool
 	}{
 		{"retry-after", 503, []string{"Retry-After", "3"}, 3 * time.Second, true, false},
-		{"retry-after wins", 429, []string{"Retry-After", "2", "RateLimit-Reset", "9"}, 2 * time.Second, true, false},
+		{"retry-after wins", 429, []string{"Retry-After", "2", "RateLimit-Remaining", "0", "RateLimit-Reset", "9"}, 2 * time.Second, true, false},
 		{"grpc pushback", 200, []string{"Grpc-Retry-Pushback-Ms", "1500"}, 1500 * time.Millisecond, true, false},
 		{"grpc do not retry", 200, []string{"Grpc-Retry-Pushback-Ms", "-1"}, 0, false, true},
 		{"grpc malformed", 503, []string{"Grpc-Retry-Pushback-Ms", "soon"}, 0, false, true},
-		{"ratelimit-reset", 429, []string{"RateLimit-Reset", "7"}, 7 * time.Second, true, false},
+		{"ratelimit-reset", 429, []string{"RateLimit-Remaining", "0", "RateLimit-Reset", "7"}, 7 * time.Second, true, false},
+		{"ratelimit with quota left is no pushback", 503, []string{"RateLimit-Remaining", "999", "RateLimit-Reset", "60"}, 0, false, false},
 		{"ratelimit structured", 503, []string{"RateLimit", `"default";r=0;t=4`}, 4 * time.Second, true, false},
-		{"ratelimit on a 200 is no pushback", 200, []string{"RateLimit-Reset", "7"}, 0, false, false},
-		{"ratelimit malformed", 429, []string{"RateLimit-Reset", "-3"}, 0, false, false},
+		{"ratelimit structured with quota left", 503, []string{"RateLimit", `"default";r=5;t=4`}, 0, false, false},
+		{"ratelimit on a 200 is no pushback", 200, []string{"RateLimit-Remaining", "0", "RateLimit-Reset", "7"}, 0, false, false},
+		{"ratelimit malformed", 429, []string{"RateLimit-Remaining", "0", "RateLimit-Reset", "-3"}, 0, false, false},
 		{"none", 503, nil, 0, false, false},
 	} {
 		d, ok, stop := Pushback(response(tc.code, "", tc.header...))

@@ -266,9 +266,9 @@ func ShouldHandle(o resilience.Outcome[*http.Response]) bool {
 
 // DelayGenerator honours the server's pushback: a response's Retry-After
 // header (seconds or an HTTP date), else a gRPC trailers-only response's
-// grpc-retry-pushback-ms, else, on a 429 or 503, when its rate limit
-// resets (RateLimit-Reset seconds, or the t parameter of a RateLimit
-// header), and otherwise a hint carried by the error
+// grpc-retry-pushback-ms, else, on a 429 or 503 whose rate limit has no
+// quota left (RateLimit-Remaining 0, or r=0 in a RateLimit header), when
+// it resets (RateLimit-Reset seconds, or the t parameter), and otherwise a hint carried by the error
 // (resilience.RetryAfterOf); without any the retry's backoff applies.
 // MaxDelay still caps what it returns.
 func DelayGenerator(_ context.Context, a resilience.RetryArgs[*http.Response]) (time.Duration, bool) {
@@ -297,19 +297,31 @@ func Pushback(r *http.Response) (d time.Duration, ok, stop bool) {
 	if r.StatusCode != http.StatusTooManyRequests && r.StatusCode != http.StatusServiceUnavailable {
 		return 0, false, false
 	}
-	if v := h.Get("RateLimit-Reset"); v != "" {
-		if secs, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32); err == nil {
+	// A rate limit's reset is pushback only when its quota is spent: a
+	// server that also sheds for other reasons sends the fields on every
+	// response.
+	if h.Get("RateLimit-Remaining") == "0" {
+		if secs, err := strconv.ParseUint(strings.TrimSpace(h.Get("RateLimit-Reset")), 10, 32); err == nil {
 			return time.Duration(secs) * time.Second, true, false
 		}
 	}
 	if v := h.Get("RateLimit"); v != "" {
-		// The structured form: "policy";r=0;t=5 — t is the seconds until
-		// the quota resets.
+		// The structured form: "policy";r=0;t=5, r the quota left and t
+		// the seconds until it resets.
+		var left, reset string
 		for _, p := range strings.Split(v, ";") {
-			if k, val, found := strings.Cut(strings.TrimSpace(p), "="); found && k == "t" {
-				if secs, err := strconv.ParseUint(strings.TrimSpace(val), 10, 32); err == nil {
-					return time.Duration(secs) * time.Second, true, false
+			if k, val, found := strings.Cut(strings.TrimSpace(p), "="); found {
+				switch k {
+				case "r":
+					left = strings.TrimSpace(val)
+				case "t":
+					reset = strings.TrimSpace(val)
 				}
+			}
+		}
+		if left == "0" {
+			if secs, err := strconv.ParseUint(reset, 10, 32); err == nil {
+				return time.Duration(secs) * time.Second, true, false
 			}
 		}
 	}
