@@ -445,6 +445,7 @@ func summariseStorm(cfg *Config, name, client string, arr []time.Duration, recs 
 	from10 := max(cfg.Duration-10*time.Second, 0)
 	nb := int(math.Ceil(float64(cfg.Duration+cfg.ClientTimeout*(stormRetries+1)) / float64(cfg.Series)))
 	buckets := make([][]time.Duration, nb)
+	shedPer := make([]int, nb)
 	var phaseLogical, phaseAttempts, phaseOK [2]int
 	var firstSent, firstOK, retrySent, retryOK int
 	var okBefore, okAfter int
@@ -497,6 +498,9 @@ func summariseStorm(cfg *Config, name, client string, arr []time.Duration, recs 
 			case kindShed:
 				r.Shed++
 				shedLat = append(shedLat, a.lat)
+				if b := int(a.end / cfg.Series); b < nb {
+					shedPer[b]++
+				}
 			case kindTimeout:
 				r.Timeouts++
 			default:
@@ -525,10 +529,13 @@ func summariseStorm(cfg *Config, name, client string, arr []time.Duration, recs 
 	r.LagP99, r.LagMax = ms(percentile(lags, 0.99)), ms(percentile(lags, 1))
 	for b, lat := range buckets {
 		sortDurations(lat)
+		end := time.Duration(b+1) * cfg.Series
 		r.Series = append(r.Series, Point{
-			T:       (time.Duration(b+1) * cfg.Series).Seconds(),
+			T:       end.Seconds(),
 			Goodput: round1(float64(len(lat)) / cfg.Series.Seconds()),
+			Shed:    round1(float64(shedPer[b]) / cfg.Series.Seconds()),
 			P99:     ms(percentile(lat, 0.99)),
+			Partial: end > cfg.Duration,
 		})
 	}
 	return r
