@@ -259,3 +259,28 @@ func TestAdaptiveThrottleIgnoresRequestsInFlight(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// The decisions are on every call's path: they must not allocate, a
+// local rejection included.
+func TestBudgetAndThrottleDecisionsDoNotAllocate(t *testing.T) {
+	budget := newTestBudget(t, RetryBudgetOptions{})
+	th := newTestThrottle(t, AdaptiveThrottleOptions[int]{})
+	refusing := newTestThrottle(t, AdaptiveThrottleOptions[int]{MinPerSecond: -1})
+	refusing.random = func() float64 { return 0 }
+	for range 100 {
+		refusing.Allow()
+		refusing.Record(false)
+	}
+	for name, f := range map[string]func(){
+		"budget":             func() { budget.FirstAttempt(); budget.AllowRetry() },
+		"throttle":           func() { th.Record(th.Allow()) },
+		"throttle rejection": func() { refusing.Allow() },
+	} {
+		if n := testing.AllocsPerRun(1000, f); n != 0 {
+			t.Errorf("%s: %v allocations per decision", name, n)
+		}
+	}
+	if refusing.Stats().Throttled < 1000 {
+		t.Errorf("the refusing throttle let requests through: %+v", refusing.Stats())
+	}
+}
