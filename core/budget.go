@@ -56,8 +56,9 @@ const (
 // last nine and a part slots only, so it allows slightly fewer than the
 // ratio (at most a tenth fewer).
 //
-// Safe for concurrent use; its methods do not allocate. Create it with
-// NewRetryBudget.
+// Safe for concurrent use; its methods do not allocate. The zero value is
+// not usable: create it with NewRetryBudget (a nil *RetryBudget in
+// options means no budget).
 type RetryBudget struct {
 	ratio float64
 	floor float64 // retries allowed per window whatever the ratio

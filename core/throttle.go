@@ -92,7 +92,8 @@ var throttledErr = &ThrottledError{}
 // Put it inside a Retry or Hedging (added after them), so that each
 // attempt is counted and throttled. Safe for concurrent use; a decision
 // does not allocate. Emits event.Throttled for every local rejection.
-// Create it with NewAdaptiveThrottle or Builder.AddAdaptiveThrottle.
+// The zero value is not usable: create it with NewAdaptiveThrottle or
+// Builder.AddAdaptiveThrottle.
 type AdaptiveThrottle[T any] struct {
 	opts     AdaptiveThrottleOptions[T]
 	name     string
