@@ -43,9 +43,10 @@ func TestRetryStormShortRun(t *testing.T) {
 				t.Errorf("result %d lacks %s: %v", i, k, r[k])
 			}
 		}
-		// 200 req/s is well under capacity: every logical request succeeds
-		// with its first attempt.
-		if r["logicalShare"] != 1.0 || r["amplification"] != 1.0 {
+		// 200 req/s is well under capacity: nearly every logical request
+		// succeeds with its first attempt (a loaded machine may time one
+		// out now and then).
+		if share, amp := r["logicalShare"].(float64), r["amplification"].(float64); share < 0.98 || amp > 1.05 || amp < 1 {
 			t.Errorf("result %d under capacity: logical share %v, amplification %v", i, r["logicalShare"], r["amplification"])
 		}
 	}
