@@ -84,7 +84,7 @@ func TestRetryPriorityShedsRetriesFirst(t *testing.T) {
 		got := make(chan string, 3)
 		acquire := func(name string, ctx context.Context) {
 			if err := l.Acquire(ctx); err != nil {
-				var be *resilience.BulkheadRejectedError
+				var be *resilience.ConcurrencyLimitRejectedError
 				if errors.As(err, &be) {
 					got <- name + " " + string(be.Reason)
 				}
