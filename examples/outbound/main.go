@@ -139,7 +139,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "outbound:", err)
 		return 1
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second}
 	served := make(chan struct{})
 	go func() { defer close(served); srv.Serve(ln) }() //nolint:errcheck // Close ends it
 	defer func() { srv.Close(); <-served }()
