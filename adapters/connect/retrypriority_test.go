@@ -74,3 +74,73 @@ func TestConnectSeesMarkedRetries(t *testing.T) {
 		t.Fatalf("IsRetry per attempt %v, want [false true]", seen)
 	}
 }
+
+// A gRPC client through outbound.Transport against the adapter: the
+// adapter answers a capacity rejection trailers-only, with
+// grpc-retry-pushback-ms; the transport reads it as a handled failure,
+// waits the pushback and retries with grpc-previous-rpc-attempts: 1.
+func TestGRPCRejectionPushbackIsHonoured(t *testing.T) {
+	mw, err := resilienceconnect.New(inbound.Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const procedure = "/greet.v1.GreetService/Greet"
+	hold, held := make(chan struct{}), make(chan struct{})
+	greet := connect.NewUnaryHandler(procedure, func(_ context.Context, req *connect.Request[wrapperspb.StringValue]) (*connect.Response[wrapperspb.StringValue], error) {
+		if req.Msg.GetValue() == "hold" {
+			close(held)
+			<-hold
+		}
+		return connect.NewResponse(wrapperspb.String("hello")), nil
+	}, mw.HandlerOption())
+	var mu sync.Mutex
+	var marks []string
+	var at []time.Time
+	h := mw.Handler(greet)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		marks = append(marks, r.Header.Get("Grpc-Previous-Rpc-Attempts"))
+		at = append(at, time.Now())
+		mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	defer srv.Client().CloseIdleConnections()
+
+	plain := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](srv.Client(), srv.URL+procedure, connect.WithGRPC())
+	holdDone := make(chan struct{})
+	go func() {
+		defer close(holdDone)
+		plain.CallUnary(context.Background(), connect.NewRequest(wrapperspb.String("hold"))) //nolint:errcheck
+	}()
+	<-held
+	defer func() { close(hold); <-holdDone }()
+
+	ro := outbound.RetryOptions()
+	ro.MaxRetryAttempts = 1
+	p, err := resilience.NewBuilder[*http.Response]().AddRetry(ro).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// gRPC calls are POSTs; this one is safe to repeat.
+	tr, err := outbound.New(outbound.Options{Base: srv.Client().Transport, Pipeline: p, RetryNonIdempotent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](&http.Client{Transport: tr}, srv.URL+procedure, connect.WithGRPC())
+	_, err = client.CallUnary(context.Background(), connect.NewRequest(wrapperspb.String("ada")))
+	if connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("got %v, want Unavailable (the permit stays held)", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// marks[0] is the held call.
+	if len(marks) != 3 || marks[1] != "" || marks[2] != "1" {
+		t.Fatalf("attempts marked %q, want the held call, an unmarked first attempt and a retry marked 1", marks)
+	}
+	if wait := at[2].Sub(at[1]); wait < resilienceconnect.CapacityRetryAfter {
+		t.Fatalf("retried after %v, before the pushback of %v", wait, resilienceconnect.CapacityRetryAfter)
+	}
+}

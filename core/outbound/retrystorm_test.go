@@ -3,6 +3,7 @@ package outbound
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -132,9 +133,22 @@ func TestRefused(t *testing.T) {
 		{resilience.Outcome[*http.Response]{Err: context.Canceled}, false},
 		{resilience.Outcome[*http.Response]{Err: &resilience.ThrottledError{}}, false},
 		{resilience.Outcome[*http.Response]{}, false},
+		{resilience.Outcome[*http.Response]{Value: response(200, "", "Content-Type", "application/grpc", "Grpc-Status", "14")}, true},
+		{resilience.Outcome[*http.Response]{Value: response(200, "", "Content-Type", "application/grpc+proto", "Grpc-Status", "4")}, true},
+		{resilience.Outcome[*http.Response]{Value: response(200, "", "Content-Type", "application/grpc", "Grpc-Status", "5")}, false},
+		{resilience.Outcome[*http.Response]{Value: response(200, "", "Content-Type", "application/json", "Grpc-Status", "14")}, false},
 	} {
 		if got := Refused(tc.o); got != tc.want {
 			t.Errorf("Refused(%v, %v) = %v", tc.o.Value, tc.o.Err, got)
+		}
+	}
+	for _, tc := range []struct {
+		code string
+		want bool
+	}{{"14", true}, {"8", true}, {"4", false}, {"0", false}, {"x", false}} {
+		o := resilience.Outcome[*http.Response]{Value: response(200, "", "Content-Type", "application/grpc", "Grpc-Status", tc.code)}
+		if got := ShouldHandle(o); got != tc.want {
+			t.Errorf("ShouldHandle(grpc-status %s) = %v", tc.code, got)
 		}
 	}
 	if ShouldHandle(resilience.Outcome[*http.Response]{Err: &resilience.ThrottledError{}}) {
@@ -286,4 +300,56 @@ func TestTransportAgainstASheddingServer(t *testing.T) {
 	if s := th.Stats(); s.Accepts != 0 || s.Sent != f+r || s.Throttled < uint64(throttled) {
 		t.Errorf("throttle stats %+v with %d attempts on the wire", s, f+r)
 	}
+}
+
+// trailerBody fills its response's trailers when read to its end, as
+// net/http does.
+type trailerBody struct {
+	resp *http.Response
+	vals http.Header
+}
+
+func (b *trailerBody) Read([]byte) (int, error) {
+	for k, v := range b.vals {
+		b.resp.Trailer[k] = v
+	}
+	return 0, io.EOF
+}
+func (b *trailerBody) Close() error { return nil }
+
+// A gRPC error answered with an empty body and trailers is read before
+// the retry decides: UNAVAILABLE is retried after its pushback, and the
+// caller still gets the trailers of the response it is given.
+func TestTransportReadsGRPCStatusFromTrailers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sent []time.Time
+		base := baseFunc(func(r *http.Request) (*http.Response, error) {
+			sent = append(sent, time.Now())
+			resp := &http.Response{StatusCode: 200, ContentLength: 0,
+				Header:  http.Header{"Content-Type": {"application/grpc"}},
+				Trailer: http.Header{"Grpc-Status": nil, "Grpc-Retry-Pushback-Ms": nil}}
+			resp.Body = &trailerBody{resp: resp, vals: http.Header{"Grpc-Status": {"14"}, "Grpc-Retry-Pushback-Ms": {"1500"}}}
+			return resp, nil
+		})
+		ro := RetryOptions()
+		ro.MaxRetryAttempts = 1
+		tr, err := New(Options{Base: base, Pipeline: pipeline(t, resilience.NewBuilder[*http.Response]().AddRetry(ro)), RetryNonIdempotent: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest(http.MethodPost, "http://example.test/pkg.S/M", nil)
+		req.Header.Set("Content-Type", "application/grpc")
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if len(sent) != 2 || sent[1].Sub(sent[0]) != 1500*time.Millisecond {
+			t.Fatalf("attempts at %v, want two, 1.5 s apart", sent)
+		}
+		if resp.Trailer.Get("Grpc-Status") != "14" {
+			t.Fatalf("the caller's trailers: %v", resp.Trailer)
+		}
+	})
 }

@@ -166,7 +166,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			r.Body = body
 		}
-		return t.attempt(r)
+		resp, err := t.attempt(r)
+		if err == nil {
+			settleGRPCStatus(resp)
+		}
+		return resp, err
 	})
 	if attempts.Load() == 0 && hasBody {
 		// No attempt took the body (an open circuit, a full bulkhead), but
@@ -255,18 +259,67 @@ func HandledStatus(code int) bool {
 // ShouldHandle is the predicate of RetryOptions, CircuitBreakerOptions and
 // HedgingOptions: a transport error other than a cancellation or a local
 // throttling (resilience.ErrThrottled: nothing was sent, and trying again
-// at once would only be throttled again), or a response whose status
-// HandledStatus reports.
+// at once would only be throttled again), a response whose status
+// HandledStatus reports, or a gRPC response without messages (an error
+// answered before any message: trailers-only, or an empty body and
+// trailers, which Transport reads before deciding) whose grpc-status is
+// UNAVAILABLE or RESOURCE_EXHAUSTED. A gRPC error in the trailers after a
+// message is not seen here: the response has been returned by then.
 func ShouldHandle(o resilience.Outcome[*http.Response]) bool {
 	if o.Err != nil {
 		return !errors.Is(o.Err, context.Canceled) && !errors.Is(o.Err, resilience.ErrThrottled)
 	}
-	return o.Value != nil && HandledStatus(o.Value.StatusCode)
+	if o.Value == nil {
+		return false
+	}
+	if HandledStatus(o.Value.StatusCode) {
+		return true
+	}
+	code, ok := grpcStatus(o.Value)
+	return ok && (code == grpcUnavailable || code == grpcResourceExhausted)
+}
+
+// gRPC status codes the predicates read.
+const (
+	grpcDeadlineExceeded  = 4
+	grpcResourceExhausted = 8
+	grpcUnavailable       = 14
+)
+
+// grpcStatus returns the grpc-status of a gRPC response without messages:
+// in its headers (trailers-only) or, once settleGRPCStatus has read its
+// empty body, in its trailers.
+func grpcStatus(r *http.Response) (int, bool) {
+	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+		return 0, false
+	}
+	v := r.Header.Get("Grpc-Status")
+	if v == "" && r.Trailer != nil {
+		v = r.Trailer.Get("Grpc-Status")
+	}
+	if v == "" {
+		return 0, false
+	}
+	code, err := strconv.Atoi(strings.TrimSpace(v))
+	return code, err == nil
+}
+
+// settleGRPCStatus reads the empty body of a gRPC response that has no
+// message (Content-Length 0) and announces trailers, so that its status
+// and pushback, which arrive in the trailers, are known before the
+// retry decides. The caller still reads the body (at its end) and the
+// trailers as usual.
+func settleGRPCStatus(r *http.Response) {
+	if r == nil || r.ContentLength != 0 || len(r.Trailer) == 0 || r.Body == nil || r.Body == http.NoBody ||
+		r.Header.Get("Grpc-Status") != "" || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+		return
+	}
+	io.Copy(io.Discard, io.LimitReader(r.Body, 1)) //nolint:errcheck // an error leaves the status unknown, as before
 }
 
 // DelayGenerator honours the server's pushback: a response's Retry-After
-// header (seconds or an HTTP date), else a gRPC trailers-only response's
-// grpc-retry-pushback-ms, else, on a 429 or 503 whose rate limit has no
+// header (seconds or an HTTP date), else the grpc-retry-pushback-ms of a
+// gRPC response without messages (in its headers or trailers), else, on a 429 or 503 whose rate limit has no
 // quota left (RateLimit-Remaining 0, or r=0 in a RateLimit header), when
 // it resets (RateLimit-Reset seconds, or the t parameter), and otherwise a hint carried by the error
 // (resilience.RetryAfterOf); without any the retry's backoff applies.
@@ -292,6 +345,10 @@ func Pushback(r *http.Response) (d time.Duration, ok, stop bool) {
 	}
 	if v, has := h["Grpc-Retry-Pushback-Ms"]; has && len(v) > 0 {
 		d, ok = resilience.ParseRetryPushback(v[0])
+		return d, ok, !ok
+	}
+	if v := r.Trailer.Get("Grpc-Retry-Pushback-Ms"); v != "" {
+		d, ok = resilience.ParseRetryPushback(v)
 		return d, ok, !ok
 	}
 	if r.StatusCode != http.StatusTooManyRequests && r.StatusCode != http.StatusServiceUnavailable {
@@ -330,9 +387,10 @@ func Pushback(r *http.Response) (d time.Duration, ok, stop bool) {
 
 // Refused is the IsRejected of ThrottleOptions: whether the dependency
 // refused a request rather than answered it. A 429, 502, 503 or 504
-// response, a timeout and a transport error refuse; a cancellation, the
-// throttle's own rejection and every other status (4xx and 500
-// included: the server did the work) do not.
+// response, a gRPC trailers-only UNAVAILABLE, RESOURCE_EXHAUSTED or
+// DEADLINE_EXCEEDED, a timeout and a transport error refuse; a
+// cancellation, the throttle's own rejection and every other status (4xx
+// and 500 included: the server did the work) do not.
 func Refused(o resilience.Outcome[*http.Response]) bool {
 	if o.Err != nil {
 		return !errors.Is(o.Err, context.Canceled) && !errors.Is(o.Err, resilience.ErrThrottled)
@@ -344,7 +402,8 @@ func Refused(o resilience.Outcome[*http.Response]) bool {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return true
 	}
-	return false
+	code, ok := grpcStatus(o.Value)
+	return ok && (code == grpcUnavailable || code == grpcResourceExhausted || code == grpcDeadlineExceeded)
 }
 
 // ThrottleOptions returns adaptive throttle options for HTTP: the core
