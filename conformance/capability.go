@@ -36,6 +36,12 @@ const (
 	// handler's request object then, cannot from its middleware alone:
 	// fiber without its adapter's fasthttp wrapper.)
 	CapOnTime504 Capability = "on-time-504"
+
+	// CapShutdownRetryAfter: a 503 shutting-down carries Retry-After, as
+	// the other capacity 503s do. (An RPC adapter may instead tell its
+	// clients not to retry on this instance: connect sends
+	// grpc-retry-pushback-ms -1 and no Retry-After.)
+	CapShutdownRetryAfter Capability = "shutdown-retry-after"
 )
 
 // Capabilities returns every capability the suite knows, in a stable order,
@@ -47,6 +53,7 @@ func Capabilities() []CapabilityInfo {
 		{CapAbortHandler, "panic(http.ErrAbortHandler) aborts the connection without a response"},
 		{CapRoute, "inbound.Request.Route reports the route pattern to priority and key functions"},
 		{CapOnTime504, "a complete 504 reaches the client at the deadline while a handler that ignores its context runs on"},
+		{CapShutdownRetryAfter, "a 503 shutting-down carries Retry-After like the other capacity 503s"},
 	}
 }
 

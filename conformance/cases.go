@@ -7,6 +7,7 @@ var allCases = concatCases(
 	priorityCases,
 	viewCases,
 	rateLimitCases,
+	headerCases,
 	timeoutCases,
 	disconnectCases,
 	goneCases,

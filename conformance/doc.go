@@ -60,6 +60,9 @@
 //	rate-limit-per-key             the rate limit is per key: 429 for one client, others go on
 //	rate-limit-headers             admitted responses carry the RateLimit fields, counting down
 //	rate-limit-429-vs-503          over quota is 429, over capacity is 503
+//	retry-after-503s               every capacity 503 has Retry-After (1 s default, Options.RetryAfter)
+//	retry-after-shutting-down      the 503 shutting-down has Retry-After too
+//	rate-limit-headers-on-503      a 503 on a rate-limited route has the RateLimit fields
 //	timeout-ignored-context        a handler that ignores its context still gets its client a 504 on time
 //	timeout-late-writes-discarded  after the 504, late writes and headers are dropped without a race
 //	timeout-nested-pipeline        a pipeline run inside the handler observes the inbound deadline

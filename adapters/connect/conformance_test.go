@@ -34,6 +34,10 @@ func connectHarness() conformance.Harness {
 			return conformance.NewHTTPServer(mux, mw.Stats)
 		},
 		DecodeRejection: decodeConnectError,
+		Missing: map[conformance.Capability]string{
+			conformance.CapShutdownRetryAfter: "draining never ends on this instance, so gRPC clients are told not to retry here " +
+				"(grpc-retry-pushback-ms -1), and no Retry-After contradicts that",
+		},
 	}
 }
 

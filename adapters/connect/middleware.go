@@ -45,7 +45,7 @@ func New(opts inbound.Options) (*Middleware, error) {
 	}
 	// Timed: a timeout, or a custom pipeline that may hold a timeout
 	// strategy of its own.
-	m := &Middleware{in: in, errw: connect.NewErrorWriter(), render: render, rej: newRejections(), timed: in.Timed()}
+	m := &Middleware{in: in, errw: connect.NewErrorWriter(), render: render, rej: newRejections(retryAdvice(opts.RetryAfter)), timed: in.Timed()}
 	m.ends = newStreamEnds(m.errw, m.rej.timeout)
 	return m, nil
 }
@@ -206,6 +206,10 @@ func (c *call) serveTimed(ctx context.Context) {
 		panic(http.ErrAbortHandler)
 	}
 	if !c.ran {
+		// The rate limit's fields for an admitted decision went to the
+		// handler's private header; a capacity rejection sends them too,
+		// as the HTTP adapters' 503s do.
+		copyHeader(c.w.Header(), c.tw.h)
 		c.m.reject(c.w, c.r, c.err)
 	}
 }

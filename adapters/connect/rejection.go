@@ -21,12 +21,26 @@ import (
 // queue-timeout, dropped) when there is one.
 const ErrorDomain = "resilience"
 
-// CapacityRetryAfter is the retry advice sent with a capacity rejection
-// (Unavailable: full, queue timeout, dropped): Retry-After: 1,
-// grpc-retry-pushback-ms: 1000 and a google.rpc.RetryInfo of one second. A
-// queue is short by design, so a second is long enough for it to drain and
-// short enough not to idle the server.
-const CapacityRetryAfter = time.Second
+// CapacityRetryAfter is the default retry advice sent with a capacity
+// rejection (Unavailable: full, queue timeout, dropped): Retry-After: 1,
+// grpc-retry-pushback-ms: 1000 and a google.rpc.RetryInfo of one second,
+// inbound.DefaultRetryAfter as the HTTP adapters' 503s. A queue is short
+// by design, so a second is long enough for it to drain and short enough
+// not to idle the server. inbound.Options.RetryAfter changes it; a
+// negative value sends no advice.
+const CapacityRetryAfter = inbound.DefaultRetryAfter
+
+// retryAdvice resolves inbound.Options.RetryAfter: 0 is
+// CapacityRetryAfter, negative none (0 here).
+func retryAdvice(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return CapacityRetryAfter
+	case d < 0:
+		return 0
+	}
+	return d
+}
 
 // noRetry is the grpc-retry-pushback-ms value that tells a gRPC client not
 // to retry (any negative number does): sent when a retry cannot succeed
@@ -50,9 +64,9 @@ type rejections struct {
 	full, queueTimeout, dropped, shuttingDown, timeout, expired, rejected, internal *connect.Error
 }
 
-func newRejections() rejections {
+func newRejections(retryAfter time.Duration) rejections {
 	capacity := func(reason resilience.RejectReason) *connect.Error {
-		return newRejection(connect.CodeUnavailable, msgCapacity, inbound.CodeBulkheadFull, string(reason), CapacityRetryAfter)
+		return newRejection(connect.CodeUnavailable, msgCapacity, inbound.CodeBulkheadFull, string(reason), retryAfter)
 	}
 	return rejections{
 		full:         capacity(resilience.ReasonFull),
@@ -65,7 +79,7 @@ func newRejections() rejections {
 		// The caller's deadline passed before the handler ran: every
 		// retry has the same deadline.
 		expired:  withoutRetry(newRejection(connect.CodeDeadlineExceeded, msgTimeout, inbound.CodeTimeout, "", 0)),
-		rejected: newRejection(connect.CodeUnavailable, msgRejected, inbound.CodeRejected, "", CapacityRetryAfter),
+		rejected: newRejection(connect.CodeUnavailable, msgRejected, inbound.CodeRejected, "", retryAfter),
 		internal: newRejection(connect.CodeInternal, msgInternal, inbound.CodeInternal, "", 0),
 	}
 }

@@ -27,8 +27,12 @@
 //	{"statusCode":503,"error":"Service Unavailable","message":"…","code":"BULKHEAD_FULL","reason":"full"}
 //
 // A full bulkhead is 503, not 429: the server ran out of capacity, not the
-// client out of quota. Retry-After is a whole number of seconds, rounded
-// up. A rate-limited route also carries RateLimit-Limit, RateLimit-Remaining
+// client out of quota. Every 503 carries Retry-After: 1 (Options.RetryAfter
+// changes or removes it), shutting-down too: a client or load balancer
+// that retries a second later reaches an instance still serving, and the
+// field marks the refusal as temporary. A 429 carries the rate limiter's
+// own wait. Retry-After is a whole number of seconds, rounded up. A
+// rate-limited route also carries RateLimit-Limit, RateLimit-Remaining
 // and RateLimit-Reset on admitted responses, or with
 // RateLimitHeadersStructured the fields of
 // draft-ietf-httpapi-ratelimit-headers-09 (RateLimit-Policy and RateLimit).

@@ -50,6 +50,8 @@ type Middleware struct {
 	rateTel, timeoutTel resilience.Telemetry
 	hookTel             resilience.Telemetry // event.HookPanic of Options.Render
 
+	capacity capacityResponses // the 503s, with Options.RetryAfter
+
 	policyValue []string // RateLimit-Policy, constant per middleware
 	policyName  string   // the policy name as a structured-field string
 
@@ -82,6 +84,7 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 	}
 	m := &Middleware{opts: opts, fw: fw, pipeline: opts.Pipeline, timeout: opts.Timeout}
 	m.hookTel = resilience.NewTelemetry(name, "Render", opts.Listener)
+	m.capacity = newCapacityResponses(opts.RetryAfter)
 	switch {
 	case opts.Concurrency != nil:
 		l, err := resilience.NewConcurrencyLimiter(*opts.Concurrency)

@@ -85,6 +85,14 @@ type Options struct {
 	// ParseRateLimitHeaderStyle accepts.
 	RateLimitHeaders RateLimitHeaderStyle
 
+	// RetryAfter is the Retry-After of every 503 (full, queue timeout,
+	// dropped, shutting down, a custom pipeline's rejection): 0 means
+	// DefaultRetryAfter (1 s), a negative value sends none. It is rounded
+	// up to whole seconds. To compute it per response (from Stats, say),
+	// set the field in Render. A 429 always carries the rate limiter's
+	// own wait.
+	RetryAfter time.Duration
+
 	// Render, when set, is called for every rejection with the error and
 	// the default response, and returns the response to send instead
 	// (another body format, an extra header): the 429, every 503 and the
@@ -109,6 +117,9 @@ func configError(field, format string, args ...any) error {
 func (o *Options) validate() error {
 	if o.Timeout < 0 || o.Timeout > maxTimeout {
 		return configError("Options.Timeout", "must be between 0 (no timeout) and %v, got %v", maxTimeout, o.Timeout)
+	}
+	if o.RetryAfter > maxTimeout {
+		return configError("Options.RetryAfter", "must be at most %v (negative sends none), got %v", maxTimeout, o.RetryAfter)
 	}
 	if o.Concurrency != nil && o.Pipeline != nil {
 		return configError("Options.Pipeline", "cannot be set together with Options.Concurrency; put the concurrency limiter in the pipeline")

@@ -90,15 +90,7 @@ func (m *Middleware) renderDefault(err error) (Response, bool) {
 		m.setRateLimitFields(h, rate.Limit, rate.Remaining, rate.Reset)
 		return Response{Status: http.StatusTooManyRequests, Header: h, Body: bodyRateLimited}, true
 	case errors.As(err, &bulk):
-		switch bulk.Reason {
-		case resilience.ReasonQueueTimeout:
-			return respQueueTimeout, true
-		case resilience.ReasonDropped:
-			return respDropped, true
-		case resilience.ReasonShuttingDown:
-			return respShuttingDown, true
-		}
-		return respFull, true
+		return m.capacity.capacity(bulk.Reason), true
 	case errors.Is(err, resilience.ErrTimeoutRejected), errors.Is(err, context.DeadlineExceeded):
 		// Ours, or a caller's deadline carried by the request's context
 		// (a budget from upstream): either way time ran out.
@@ -108,7 +100,7 @@ func (m *Middleware) renderDefault(err error) (Response, bool) {
 	case errors.Is(err, resilience.ErrRejected), errors.Is(err, resilience.ErrRateLimitStore):
 		// Another strategy's rejection, or a rate-limit store that failed
 		// closed: the service declines for now.
-		return respRejected, true
+		return m.capacity.rejected, true
 	}
 	return respInternal, true
 }

@@ -1,0 +1,61 @@
+package inbound
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+)
+
+// DefaultRetryAfter is the Retry-After of a 503 when Options.RetryAfter
+// is 0. A queue is short by design, so a second is long enough for it to
+// drain and short enough not to idle the server; the connect adapter's
+// RetryInfo and grpc-retry-pushback-ms say the same second.
+const DefaultRetryAfter = time.Second
+
+// capacityResponses are the 503s of one middleware, rendered once at New
+// with its Retry-After: a rejection still costs no marshalling.
+type capacityResponses struct {
+	full, queueTimeout, dropped, shuttingDown, rejected Response
+}
+
+// retryAfterValue resolves Options.RetryAfter to the field's value, or
+// nil for none.
+func retryAfterValue(d time.Duration) []string {
+	switch {
+	case d < 0:
+		return nil
+	case d == 0:
+		d = DefaultRetryAfter
+	}
+	return []string{strconv.FormatInt(ceilSeconds(d, 1), 10)}
+}
+
+func newCapacityResponses(retryAfter time.Duration) capacityResponses {
+	h := jsonHeader
+	if v := retryAfterValue(retryAfter); v != nil {
+		h = http.Header{"Content-Type": jsonHeader["Content-Type"], hdrRetryAfter: v}
+	}
+	with := func(r Response) Response { r.Header = h; return r }
+	return capacityResponses{
+		full:         with(respFull),
+		queueTimeout: with(respQueueTimeout),
+		dropped:      with(respDropped),
+		shuttingDown: with(respShuttingDown),
+		rejected:     with(respRejected),
+	}
+}
+
+// capacity returns the 503 for a concurrency limiter's reason.
+func (c *capacityResponses) capacity(reason resilience.RejectReason) Response {
+	switch reason {
+	case resilience.ReasonQueueTimeout:
+		return c.queueTimeout
+	case resilience.ReasonDropped:
+		return c.dropped
+	case resilience.ReasonShuttingDown:
+		return c.shuttingDown
+	}
+	return c.full
+}
