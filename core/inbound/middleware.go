@@ -82,6 +82,7 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 	if fw.Route == nil {
 		fw.Route = PatternRoute
 	}
+	containHooks(&opts, name)
 	m := &Middleware{opts: opts, fw: fw, pipeline: opts.Pipeline, timeout: opts.Timeout}
 	m.hookTel = resilience.NewTelemetry(name, "Render", opts.Listener)
 	m.capacity = newCapacityResponses(opts.RetryAfter)

@@ -15,10 +15,12 @@ import (
 // effect, and New reports an invalid field as a *resilience.ConfigError
 // without building anything. The functions in it (keys, priorities,
 // classifiers, Render, LimiterStats) are called concurrently by requests
-// and must be safe for that. A panic in a key, priority, classifier or
-// Render function stays in its own request and is reported as
-// event.HookPanic: the core package documentation (User hooks)
-// has the rule.
+// and must be safe for that. A panic in one of them is reported as
+// event.HookPanic and its request still gets an ordinary answer, on every
+// adapter: a Priority that panics ranks the request last, a Key counts it
+// against PanickedKey, a Classifier's request is ignored by the adaptive
+// limit, and a Render's gets the default response. (A custom Pipeline's
+// hooks follow core's rule instead: reported, then propagated.)
 type Options struct {
 	// Name labels the telemetry events of the inbound stages (the
 	// pipeline name). Default "inbound".

@@ -1,0 +1,92 @@
+package inbound
+
+import (
+	"context"
+	"math"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
+)
+
+// PanickedKey is the rate-limit key of a request whose Key function
+// panicked: such requests share one quota, so a broken key function
+// limits more, never less.
+const PanickedKey = "inbound: key function panicked"
+
+// containHooks wraps the hooks of opts that run for one request (the
+// limiter's Priority, the rate limit's Key, the adaptive limiter's
+// Classify) so that a panic in one gives that request an ordinary answer
+// instead of a dropped connection, whatever the adapter:
+//
+//   - Priority: the request ranks last (math.MaxInt), so it is served if
+//     there is room and shed first if not;
+//   - Key: the request counts against PanickedKey;
+//   - Classify: the request's outcome is ignored by the adaptive limit.
+//
+// Each panic is reported as event.HookPanic (Reason the hook's name, Err a
+// *resilience.HookPanicError). opts' pointers are copied, never written
+// through. A custom Pipeline's hooks are the pipeline's own and follow
+// core's rule: reported, then propagated.
+func containHooks(opts *Options, name string) {
+	tel := func(hook string) resilience.Telemetry { return resilience.NewTelemetry(name, hook, opts.Listener) }
+	if c := opts.Concurrency; c != nil && c.Priority != nil {
+		cc := *c
+		cc.Priority = containPriority(cc.Priority, tel(event.HookPriority))
+		opts.Concurrency = &cc
+	}
+	if a := opts.Adaptive; a != nil {
+		aa := *a
+		if aa.Priority != nil {
+			aa.Priority = containPriority(aa.Priority, tel(event.HookPriority))
+		}
+		if aa.Classify != nil {
+			aa.Classify = containClassify(aa.Classify, tel(event.HookClassifier))
+		}
+		opts.Adaptive = &aa
+	}
+	if r := opts.RateLimit; r != nil && r.Key != nil {
+		rr := *r
+		rr.Key = containKey(rr.Key, tel(event.HookKey))
+		opts.RateLimit = &rr
+	}
+}
+
+func reportContained(ctx context.Context, tel resilience.Telemetry, hook string, v any) {
+	tel.Emit(ctx, event.Event{Name: event.HookPanic, Reason: hook, Err: &resilience.HookPanicError{Hook: hook, Value: v}})
+}
+
+func containPriority(f func(context.Context) int, tel resilience.Telemetry) func(context.Context) int {
+	return func(ctx context.Context) (rank int) {
+		defer func() {
+			if v := recover(); v != nil {
+				reportContained(ctx, tel, event.HookPriority, v)
+				rank = math.MaxInt
+			}
+		}()
+		return f(ctx)
+	}
+}
+
+func containKey(f func(context.Context) string, tel resilience.Telemetry) func(context.Context) string {
+	return func(ctx context.Context) (key string) {
+		defer func() {
+			if v := recover(); v != nil {
+				reportContained(ctx, tel, event.HookKey, v)
+				key = PanickedKey
+			}
+		}()
+		return f(ctx)
+	}
+}
+
+func containClassify(f resilience.Classifier, tel resilience.Telemetry) resilience.Classifier {
+	return func(ctx context.Context, err error) (o resilience.LimitOutcome) {
+		defer func() {
+			if v := recover(); v != nil {
+				reportContained(ctx, tel, event.HookClassifier, v)
+				o = resilience.LimitIgnored
+			}
+		}()
+		return f(ctx, err)
+	}
+}
