@@ -21,6 +21,7 @@ var defaultModes = map[string][]string{
 	"priority": {"none", "fixed", "fixed-droplow", "fixed-codel", "adaptive"},
 	"step":     {"fixed", "fixed-codel", "adaptive", "adaptive-codel"},
 	"cpu":      {"none", "fixed", "fixed-codel", "adaptive"},
+	"fair":     {"fixed", "fixed-fair", "fixed-codel", "fixed-codel-fair", "adaptive-queue", "adaptive-fair"},
 }
 
 // options is the parsed command line: the scenario and what else to do.

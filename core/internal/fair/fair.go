@@ -310,6 +310,16 @@ func (l *Level[W]) Largest() (f *Flow[W], n int, oldest, newest *Node[W]) {
 	return q.flow, q.n, q.head, q.tail
 }
 
+// Head returns the oldest waiter of flow key at this level, or nil.
+func (l *Level[W]) Head(key string) *Node[W] {
+	if f := l.t.flows[key]; f != nil {
+		if q := f.queueAt(l); q != nil {
+			return q.head
+		}
+	}
+	return nil
+}
+
 // Queued returns how many waiters flow key has at this level.
 func (l *Level[W]) Queued(key string) int {
 	f := l.t.flows[key]

@@ -19,12 +19,13 @@ import (
 //     lowest-priority waiter for a better newcomer;
 //   - adaptive: the adaptive limiter with its defaults (untuned), with
 //     only the timeout;
-//   - adaptive-codel: the adaptive limiter with the knobs' queue and CoDel.
+//   - adaptive-codel: the adaptive limiter with the knobs' queue and CoDel;
+//   - the fair modes and their contrast (see fairContenders).
 //
 // When the knobs are Prioritized, every limiter ranks queued requests by
 // PriorityOf.
 func Ours() []Contender {
-	return []Contender{
+	return append([]Contender{
 		PassThrough,
 		{Name: "fixed", New: func(k Knobs) (func(http.Handler) http.Handler, error) {
 			return inboundMiddleware(k, inbound.Options{Concurrency: fixedOptions(k, nil, "")})
@@ -46,7 +47,7 @@ func Ours() []Contender {
 				CoDel:        &resilience.CoDelOptions{},
 			}})
 		}},
-	}
+	}, fairContenders()...)
 }
 
 func fixedOptions(k Knobs, codel *resilience.CoDelOptions, overflow resilience.OverflowPolicy) *resilience.ConcurrencyLimiterOptions {
