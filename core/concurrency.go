@@ -18,16 +18,17 @@ type OverflowPolicy string
 const (
 	// OverflowRejectNew rejects the newcomer with ReasonFull. It is the
 	// default without a Priority function. With a Flow function, a
-	// newcomer whose flow has fewer queued (per weight) at its priority
-	// than the flow with the most, even counting the newcomer, evicts that
-	// flow's newest waiter with ReasonDropped instead.
+	// newcomer whose flow uses less of the limiter (its waiters at the
+	// priority and its permits, per weight), even counting the newcomer,
+	// than the waiting flow that uses the most, evicts that flow's newest
+	// waiter with ReasonDropped instead.
 	OverflowRejectNew OverflowPolicy = "reject-new"
 	// OverflowDropOldest evicts the waiter that has waited longest, whatever
 	// its priority, with ReasonDropped, and queues the newcomer. Useful when
 	// old requests are likely abandoned by their clients anyway. With a
-	// Flow function it evicts the oldest waiter of the flow with the most
-	// queued (per weight, at any priority; the newcomer's own flow counted
-	// with the newcomer).
+	// Flow function it evicts the oldest waiter of the flow that uses the
+	// most (as for reject-new, at any priority; the newcomer's own flow
+	// counted with the newcomer).
 	OverflowDropOldest OverflowPolicy = "drop-oldest"
 	// OverflowDropLowestPriority evicts the newest waiter of the lowest
 	// priority (the largest Priority number) with ReasonDropped if the
@@ -36,7 +37,7 @@ const (
 	// least important traffic is what gets shed. It is the default with a
 	// Priority function: among equal priorities it is reject-new. With a
 	// Flow function the waiter evicted is the newest of the lowest
-	// priority's flow with the most queued.
+	// priority's flow that uses the most.
 	OverflowDropLowestPriority OverflowPolicy = "drop-lowest-priority"
 )
 
@@ -84,7 +85,9 @@ type ConcurrencyLimiterOptions struct {
 	// made). A freed permit goes to the waiting flow that holds the fewest
 	// permits per unit of FlowWeight, flows that hold equally many take
 	// turns, and a flow's executions keep their arrival order; a full
-	// queue sheds from the flow with the most queued (see OverflowPolicy).
+	// queue sheds from the flow that uses the most, waiters and permits
+	// together (see OverflowPolicy), and CoDel spares the flows whose
+	// demand is met (see CoDelOptions).
 	// It is called like Priority: at most once per execution, only when
 	// the execution must queue or a full queue would shed it, outside the
 	// lock. An execution admitted at once is not counted to its flow (when

@@ -51,8 +51,9 @@ func fxFlow(ctx context.Context) string { return ctx.Value(fxFlowKey{}).(string)
 //   - a freed permit goes to a flow that holds no more permits from the
 //     queue than any other flow waiting, so a waiting quiet flow is
 //     passed over only by flows holding at most its share;
-//   - a full queue sheds from a flow that has at least as many queued as
-//     the newcomer's, the newcomer counted.
+//   - a full queue sheds from a flow that uses at least as much (waiters
+//     and permits from the queue) as the newcomer's, the newcomer
+//     counted.
 func TestFairLimiterStateMachine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rapid.Check(inBubble{t}, func(t *rapid.T) {
@@ -212,8 +213,8 @@ func TestFairLimiterStateMachine(t *testing.T) {
 					for _, o := range all {
 						var br *BulkheadRejectedError
 						if o != e && o.state == fxFinished && errors.As(o.err, &br) && br.Reason == ReasonDropped && o.done != nil {
-							if queuedBefore[o.flow] < queuedBefore[e.flow]+1 && o.flow != e.flow {
-								t.Fatalf("flow %s (%d queued) lost a waiter to a newcomer of flow %s (%d queued)", o.flow, queuedBefore[o.flow], e.flow, queuedBefore[e.flow])
+							if ou, eu := queuedBefore[o.flow]+heldQ(o.flow), queuedBefore[e.flow]+heldQ(e.flow)+1; ou < eu && o.flow != e.flow {
+								t.Fatalf("flow %s (using %d) lost a waiter to a newcomer of flow %s (using %d with it)", o.flow, ou, e.flow, eu)
 							}
 							o.done = nil // checked once
 						}

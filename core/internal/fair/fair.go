@@ -29,6 +29,8 @@
 // Table and everything in it.
 package fair
 
+import "time"
+
 // MaxWeight is the largest weight a flow can have; larger values count as
 // MaxWeight, and values below 1 as 1. It keeps the cross products of the
 // comparisons far from overflow.
@@ -55,7 +57,10 @@ type Flow[W any] struct {
 	// turn orders flows that hold equal shares: when the flow last got a
 	// permit, or became active. The least recent goes first, so such
 	// flows take turns (round robin) whatever their backlogs.
-	turn   uint64
+	turn uint64
+	// shedAt is when a waiter of the flow was last shed (zero: never
+	// while active), for Spared.
+	shedAt time.Time
 	queues *queue[W]
 	next   *Flow[W] // free list
 }
@@ -176,7 +181,28 @@ func (t *Table[W]) hold(f *Flow[W]) {
 	f.turn = t.seq
 	for q := f.queues; q != nil; q = q.nextOfFlow {
 		q.level.shareDown(q.shareAt) // more held, and a later turn: later
+		q.level.lenUp(q.lenAt)       // uses more of the limiter
 	}
+}
+
+// Shed records that a waiter of f is being shed at now (rejected,
+// evicted or timed out); call it before removing the waiter.
+func (t *Table[W]) Shed(f *Flow[W], now time.Time) { f.shedAt = now }
+
+// ShedKey is Shed for a newcomer of flow key that was refused without
+// queueing; a flow that is not active has no state to record it in.
+func (t *Table[W]) ShedKey(key string, now time.Time) {
+	if f := t.flows[key]; f != nil {
+		f.shedAt = now
+	}
+}
+
+// Spared reports whether flow key (active or not) has had no waiter shed
+// within the last interval before now: its demand is being met, so it is
+// not what makes a queue stand.
+func (t *Table[W]) Spared(key string, now time.Time, interval time.Duration) bool {
+	f := t.flows[key]
+	return f == nil || f.shedAt.IsZero() || now.Sub(f.shedAt) >= interval
 }
 
 // Release returns a permit held by f, which may leave the table.
@@ -188,6 +214,7 @@ func (t *Table[W]) Release(f *Flow[W]) {
 	t.held--
 	for q := f.queues; q != nil; q = q.nextOfFlow {
 		q.level.shareUp(q.shareAt) // fewer held: sooner
+		q.level.lenDown(q.lenAt)
 	}
 	t.dropIfIdle(f)
 }
@@ -217,8 +244,9 @@ func (t *Table[W]) FreeLevel(l *Level[W]) {
 type Level[W any] struct {
 	t *Table[W]
 	// byShare is a min-heap of the level's queues: fewest permits held per
-	// weight first, then the oldest head. byLen is a max-heap: most
-	// waiters per weight first. Both hold every non-empty queue.
+	// weight first, then the least recent turn. byLen is a max-heap: most
+	// waiters here and permits held per weight first. Both hold every
+	// non-empty queue.
 	byShare []*queue[W]
 	byLen   []*queue[W]
 	n       int
@@ -299,15 +327,30 @@ func (l *Level[W]) BestNewest() *Node[W] {
 	return l.byShare[0].tail
 }
 
-// Largest returns the flow with the most waiters per weight at this level
-// (the one fair shedding takes from), its number of waiters there and its
-// oldest and newest waiter; nil when the level is empty.
-func (l *Level[W]) Largest() (f *Flow[W], n int, oldest, newest *Node[W]) {
+// Largest returns the flow waiting at this level that uses the most of
+// the limiter (its waiters here and its permits, per weight: the one fair
+// shedding takes from), that use, and its oldest and newest waiter here;
+// nil when the level is empty.
+func (l *Level[W]) Largest() (f *Flow[W], use int, oldest, newest *Node[W]) {
 	if len(l.byLen) == 0 {
 		return nil, 0, nil, nil
 	}
 	q := l.byLen[0]
-	return q.flow, q.n, q.head, q.tail
+	return q.flow, q.n + q.flow.held, q.head, q.tail
+}
+
+// Use returns what flow key would use of the limiter with one more waiter
+// at this level: its waiters here and its permits, plus one.
+func (l *Level[W]) Use(key string) int {
+	f := l.t.flows[key]
+	if f == nil {
+		return 1
+	}
+	n := 0
+	if q := f.queueAt(l); q != nil {
+		n = q.n
+	}
+	return n + f.held + 1
 }
 
 // Head returns the oldest waiter of flow key at this level, or nil.
@@ -432,10 +475,10 @@ func shareLess[W any](a, b *queue[W]) bool {
 	return a.flow.turn < b.flow.turn
 }
 
-// lenMore orders byLen: more waiters per weight first, then the newer
-// tail.
+// lenMore orders byLen: more waiters and permits held per weight first,
+// then the newer tail.
 func lenMore[W any](a, b *queue[W]) bool {
-	x, y := int64(a.n)*b.flow.weight, int64(b.n)*a.flow.weight
+	x, y := int64(a.n+a.flow.held)*b.flow.weight, int64(b.n+b.flow.held)*a.flow.weight
 	if x != y {
 		return x > y
 	}

@@ -102,8 +102,8 @@ func (m *model) queuedAt(key string, level int) int {
 // TestTableMatchesModel checks the table against the model under random
 // pushes, grants, releases and removals: the waiter granted is the model's
 // (fewest permits held per weight, ties to the longest wait), which is the
-// head of its flow (FIFO within a flow); the flow shed from has the most
-// waiters per weight; a permit is held until released, never twice; and
+// head of its flow (FIFO within a flow); the flow shed from uses the most
+// (waiters and permits) per weight; a permit is held until released, never twice; and
 // a flow stays in the table exactly while it waits or holds a permit.
 func TestTableMatchesModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
@@ -195,15 +195,16 @@ func TestTableMatchesModel(t *testing.T) {
 					}
 					return
 				}
-				if n != m.queuedAt(f.Key(), lv) || n != levels[lv].Queued(f.Key()) {
-					rt.Fatalf("Largest %s: %d waiters, model %d", f.Key(), n, m.queuedAt(f.Key(), lv))
+				use := func(k string) int { return m.queuedAt(k, lv) + m.held[k] }
+				if n != use(f.Key()) || n != levels[lv].Use(f.Key())-1 {
+					rt.Fatalf("Largest %s: use %d, model %d", f.Key(), n, use(f.Key()))
 				}
 				if oldest.Flow() != f || newest.Flow() != f {
 					rt.Fatal("Largest's oldest and newest are not of its flow")
 				}
 				for _, k := range keys {
-					if c := m.queuedAt(k, lv); c > 0 && int64(c)*f.Weight() > int64(n)*m.weight[k] {
-						rt.Fatalf("Largest %s has %d/%d per weight, but %s has %d/%d", f.Key(), n, f.Weight(), k, c, m.weight[k])
+					if m.queuedAt(k, lv) > 0 && int64(use(k))*f.Weight() > int64(n)*m.weight[k] {
+						rt.Fatalf("Largest %s uses %d/%d per weight, but %s uses %d/%d", f.Key(), n, f.Weight(), k, use(k), m.weight[k])
 					}
 				}
 			},

@@ -292,7 +292,7 @@ func (e *Engine) wait(ctx context.Context, r Rank, hold bool) (time.Duration, Re
 	p := r.Priority
 	start := time.Now()
 	timeoutAfter := e.queueTimeout
-	if e.codel != nil && e.codel.purgeLocked(&e.queue, start) && !e.codel.sparesNewcomer(&e.queue, p, start) {
+	if e.codel != nil && e.codel.purgeLocked(&e.queue, start) && !e.codel.sparesNewcomer(&e.queue, p, start) && !e.queue.fairSparesNewcomer(r, start, e.codel.interval) {
 		// The queue is standing: newcomers get the short target as their
 		// queue timeout, so a standing queue drains (the spared best class
 		// excepted).
@@ -312,10 +312,16 @@ func (e *Engine) wait(ctx context.Context, r Rank, hold bool) (time.Duration, Re
 		}
 		if victim == nil {
 			if e.codel != nil {
+				if e.queue.flows != nil {
+					e.queue.flows.ShedKey(r.Flow, start)
+				}
 				e.codel.shedLockedPriority(&e.queue, start, true, p)
 			}
 			e.mu.Unlock()
 			return 0, Full, nil
+		}
+		if e.codel != nil {
+			e.queue.fairShed(victim, start)
 		}
 		e.queue.remove(victim)
 		victim.state = waiterEvicted
@@ -351,10 +357,15 @@ func (e *Engine) wait(ctx context.Context, r Rank, hold bool) (time.Duration, Re
 	if ended != waiterQueued {
 		e.mu.Lock()
 		if w.state == waiterQueued { // nobody granted or evicted it first
+			var now time.Time
+			if ended == waiterTimedOut && e.codel != nil {
+				now = time.Now()
+				e.queue.fairShed(w, now)
+			}
 			e.queue.remove(w)
 			w.state = ended
 			if ended == waiterTimedOut && e.codel != nil {
-				e.codel.shedLockedPriority(&e.queue, time.Now(), true, w.priority)
+				e.codel.shedLockedPriority(&e.queue, now, true, w.priority)
 			}
 		}
 		e.mu.Unlock()

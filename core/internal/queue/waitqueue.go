@@ -262,13 +262,16 @@ func (q *waitQueue) unlink(w *waiter, hold bool) {
 // is full, under overflow, or nil to reject the newcomer: the flow with
 // the most queued (per weight) gives up a waiter to a flow with fewer.
 //
-//   - RejectNew: at r's priority, the newest waiter of the flow with the
-//     most queued, if r's flow would still have fewer with the newcomer.
-//   - DropLowestPriority: the newest waiter of the flow with the most
-//     queued at the lowest priority if r outranks it; among equals, as
-//     RejectNew; otherwise none.
-//   - DropOldest: the oldest waiter of the flow with the most queued at
-//     any priority, r's own flow counted with the newcomer.
+// A flow's use is its waiters at the priority and its permits, per
+// weight (see fair.Level.Largest).
+//
+//   - RejectNew: at r's priority, the newest waiter of the flow using the
+//     most, if r's flow would still use less with the newcomer.
+//   - DropLowestPriority: the newest waiter of the flow using the most at
+//     the lowest priority if r outranks it; among equals, as RejectNew;
+//     otherwise none.
+//   - DropOldest: the oldest waiter of the flow using the most at any
+//     priority, r's own flow counted with the newcomer.
 func (q *waitQueue) fairVictim(r Rank, overflow Overflow) *waiter {
 	switch overflow {
 	case DropOldest:
@@ -288,9 +291,8 @@ func (q *waitQueue) fairVictim(r Rank, overflow Overflow) *waiter {
 		return nil
 	}
 	l := q.lists[i].level
-	f, n, _, newest := l.Largest()
-	mine := l.Queued(r.Flow)
-	if f.Key() == r.Flow || int64(n)*q.flows.Weight(r.Flow, r.Weight) <= int64(mine+1)*f.Weight() {
+	f, use, _, newest := l.Largest()
+	if f.Key() == r.Flow || int64(use)*q.flows.Weight(r.Flow, r.Weight) <= int64(l.Use(r.Flow))*f.Weight() {
 		return nil
 	}
 	return newest.Value
@@ -315,11 +317,34 @@ func (q *waitQueue) oldestOfLargest(r Rank) *waiter {
 	}
 	if myLevel != nil {
 		if mine := myLevel.Head(r.Flow); mine != nil {
-			n := myLevel.Queued(r.Flow) + 1
+			n := myLevel.Use(r.Flow)
 			if w := q.flows.Weight(r.Flow, r.Weight); int64(n)*big.Weight() >= int64(bigN)*w {
 				return mine.Value
 			}
 		}
 	}
 	return victim
+}
+
+// fairSpared reports whether CoDel spares w as it spares the best
+// priority: in a fair queue, a waiter of the best priority queued whose
+// flow has had no waiter shed within the interval. A standing queue is
+// the doing of the flows whose demand exceeds what they get; CoDel drains
+// theirs, and the flows it meets in full keep their queue timeout.
+func (q *waitQueue) fairSpared(w *waiter, now time.Time, interval time.Duration) bool {
+	return q.flows != nil && w.priority == q.lists[0].priority && q.flows.Spared(w.flow, now, interval)
+}
+
+// fairSparesNewcomer is fairSpared for a newcomer r.
+func (q *waitQueue) fairSparesNewcomer(r Rank, now time.Time, interval time.Duration) bool {
+	return q.flows != nil && (len(q.lists) == 0 || r.Priority <= q.lists[0].priority) && q.flows.Spared(r.Flow, now, interval)
+}
+
+// fairShed records, in a fair queue, that w is being shed at now.
+func (q *waitQueue) fairShed(w *waiter, now time.Time) {
+	if q.flows != nil {
+		if f := w.node.Flow(); f != nil {
+			q.flows.Shed(f, now)
+		}
+	}
 }
