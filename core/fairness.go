@@ -3,6 +3,7 @@ package resilience
 import (
 	"context"
 
+	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/internal/fair"
 	"github.com/ylcnfrht/resilience/core/internal/queue"
 )
@@ -23,11 +24,11 @@ type ranker struct {
 func (r *ranker) rank(ctx context.Context, tel *Telemetry) queue.Rank {
 	var q queue.Rank
 	if r.priority != nil {
-		q.Priority = callHook(ctx, tel, HookPriority, r.priority)
+		q.Priority = callHook(ctx, tel, event.HookPriority, r.priority)
 	}
-	q.Flow = callHook(ctx, tel, HookFlow, r.flow)
+	q.Flow = callHook(ctx, tel, event.HookFlow, r.flow)
 	if r.weight != nil {
-		q.Weight = callHook(ctx, tel, HookFlowWeight, r.weight)
+		q.Weight = callHook(ctx, tel, event.HookFlowWeight, r.weight)
 	}
 	return q
 }

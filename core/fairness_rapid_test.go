@@ -211,7 +211,7 @@ func TestFairLimiterStateMachine(t *testing.T) {
 					}
 					settle(t)
 					for _, o := range all {
-						var br *BulkheadRejectedError
+						var br *ConcurrencyLimitRejectedError
 						if o != e && o.state == fxFinished && errors.As(o.err, &br) && br.Reason == ReasonDropped && o.done != nil {
 							if ou, eu := queuedBefore[o.flow]+heldQ(o.flow), queuedBefore[e.flow]+heldQ(e.flow)+1; ou < eu && o.flow != e.flow {
 								t.Fatalf("flow %s (using %d) lost a waiter to a newcomer of flow %s (using %d with it)", o.flow, ou, e.flow, eu)

@@ -1,3 +1,8 @@
+// The simulations check the discipline's outcome on a fake clock; the race
+// detector adds nothing to them but minutes (the state machines cover races).
+
+//go:build !race
+
 package queue
 
 import (
