@@ -1,6 +1,7 @@
 // Package queue is the queue engine of the concurrency limiters: a permit
 // count and a limit, a priority wait queue, the overflow policies, queue
-// timeouts and the CoDel discipline, under one mutex. The fixed
+// timeouts and the CoDel discipline, and optionally fair queuing between
+// flows (package fair), under one mutex. The fixed
 // ConcurrencyLimiter and the AdaptiveLimiter of package resilience are
 // both an Engine; they differ only in who moves the limit and in what a
 // release records. The public options, errors and events stay in package
@@ -148,6 +149,18 @@ func (e *Engine) FlowStats() (active int, largestShare float64) {
 		largestShare = float64(t.MaxHeld()) / float64(e.inFlight)
 	}
 	return active, largestShare
+}
+
+// FlowHeldLocked returns the permits counted to flow key: 0 when it is
+// not active or the engine is not fair.
+func (e *Engine) FlowHeldLocked(key string) int {
+	if e.queue.flows == nil {
+		return 0
+	}
+	if f := e.queue.flows.Lookup(key); f != nil {
+		return f.Held()
+	}
+	return 0
 }
 
 // LimitLocked returns the limit.
