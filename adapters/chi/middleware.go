@@ -49,9 +49,8 @@ func NewMiddleware(opts inbound.Options) (func(http.Handler) http.Handler, error
 	return m.Handler, nil
 }
 
-// Inbound returns the underlying inbound middleware: its StatsHandler,
-// its Limiter to change the limit at run time, and Drain to call before
-// http.Server.Shutdown.
+// Inbound returns the underlying inbound middleware: its Limiter to
+// change the limit at run time, and Drain, to call before the server's Shutdown (inbound.Middleware.Drain says what it does).
 func (m *Middleware) Inbound() *inbound.Middleware { return m.in }
 
 // Stats returns the middleware's current load (see inbound.Stats).

@@ -65,11 +65,12 @@ func keepKey(key func(context.Context) string) func(context.Context) string {
 	return func(ctx context.Context) string { return cloneKey(key(ctx)) }
 }
 
-// NewHandler is New for code that only needs the fiber handler:
+// NewMiddleware is New for code that only needs the fiber handler, named
+// as every adapter's shortcut:
 //
-//	h, err := resiliencefiber.NewHandler(opts)
+//	h, err := resiliencefiber.NewMiddleware(opts)
 //	app.Use(h)
-func NewHandler(opts inbound.Options) (fiber.Handler, error) {
+func NewMiddleware(opts inbound.Options) (fiber.Handler, error) {
 	m, err := New(opts)
 	if err != nil {
 		return nil, err
@@ -77,8 +78,13 @@ func NewHandler(opts inbound.Options) (fiber.Handler, error) {
 	return m.Handler, nil
 }
 
-// Inbound returns the underlying inbound middleware: its Stats and
-// StatsHandler, and its Limiter to change the limit at run time.
+// NewHandler is NewMiddleware.
+//
+// Deprecated: use NewMiddleware, the name every adapter uses.
+func NewHandler(opts inbound.Options) (fiber.Handler, error) { return NewMiddleware(opts) }
+
+// Inbound returns the underlying inbound middleware: its Limiter to
+// change the limit at run time, and Drain, to call before the server's Shutdown (inbound.Middleware.Drain says what it does).
 func (m *Middleware) Inbound() *inbound.Middleware { return m.in }
 
 // Stats returns the middleware's current load (see inbound.Stats).

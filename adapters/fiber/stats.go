@@ -1,0 +1,18 @@
+package resiliencefiber
+
+import (
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+)
+
+// StatsHandler serves Stats as JSON, for a debug route outside the
+// middleware (the examples mount it at /debug/limits), as every adapter's
+// StatsHandler does. StatsFiberHandler is the same as a fiber.Handler.
+func (m *Middleware) StatsHandler() http.Handler { return m.in.StatsHandler() }
+
+// StatsFiberHandler is StatsHandler for a fiber route:
+//
+//	app.Get("/debug/limits", mw.StatsFiberHandler())
+func (m *Middleware) StatsFiberHandler() fiber.Handler { return adaptor.HTTPHandler(m.in.StatsHandler()) }
