@@ -64,8 +64,9 @@ var framework = inbound.Framework{
 	SetHeader: func(raw any, name, value string) { raw.(*Call).c.tw.Header().Set(name, value) },
 }
 
-// Inbound returns the underlying inbound middleware: its Limiter to change
-// the limit at run time, its RateLimiter and AdaptiveLimiter.
+// Inbound returns the underlying inbound middleware: its Limiter to
+// change the limit at run time, its RateLimiter and AdaptiveLimiter, and
+// Drain, to call before the server's Shutdown (inbound.Middleware.Drain says what it does).
 func (m *Middleware) Inbound() *inbound.Middleware { return m.in }
 
 // Stats returns the middleware's current load: Inbound().Stats(), whose

@@ -216,7 +216,7 @@ func TestRejectionsThroughCustomErrorHandler(t *testing.T) {
 		_ = c.String(he.Code, fmt.Sprintf("problem %d retry=%q", he.Code, c.Response().Header().Get("Retry-After")))
 	}
 	_, ts, release, _ := rejectionSetup(t, e)
-	if code, body, _ := ts.get(t, "/ok"); code != 503 || body != `problem 503 retry=""` {
+	if code, body, _ := ts.get(t, "/ok"); code != 503 || body != `problem 503 retry="1"` {
 		t.Errorf("503: got %d %q", code, body)
 	}
 	code, body, h := ts.get(t, "/ok")

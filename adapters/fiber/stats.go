@@ -15,4 +15,6 @@ func (m *Middleware) StatsHandler() http.Handler { return m.in.StatsHandler() }
 // StatsFiberHandler is StatsHandler for a fiber route:
 //
 //	app.Get("/debug/limits", mw.StatsFiberHandler())
-func (m *Middleware) StatsFiberHandler() fiber.Handler { return adaptor.HTTPHandler(m.in.StatsHandler()) }
+func (m *Middleware) StatsFiberHandler() fiber.Handler {
+	return adaptor.HTTPHandler(m.in.StatsHandler())
+}
