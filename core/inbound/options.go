@@ -30,6 +30,10 @@ type Options struct {
 	// timeout. At the deadline the request's context is cancelled and, if
 	// the handler has not started its response, a complete 504 is sent at
 	// once, whether or not the handler watches its context.
+	// It counts from admission, not arrival: a request that queued waits
+	// at most QueueTimeout first, so the latest answer a client can get
+	// is QueueTimeout + Timeout. Keep that sum below the timeout of
+	// whoever calls you, so your 504 arrives before they give up.
 	Timeout time.Duration
 
 	// Concurrency, when set, caps the handlers running at once, with a
