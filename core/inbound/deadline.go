@@ -60,7 +60,7 @@ func (m *Middleware) serveTimed(ctx context.Context, c *call, custom bool, res *
 	t.ctx = ctx
 	if m.timeout > 0 {
 		now := time.Now()
-		dl := now.Add(m.timeout)
+		dl := handlerDeadline(now, m.timeout, c.arrival)
 		t.own = true
 		if pd, ok := ctx.Deadline(); ok && pd.Before(dl) {
 			dl, t.own = pd, false // a budget from upstream ends first

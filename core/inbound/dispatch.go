@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/event"
@@ -152,6 +153,9 @@ type call struct {
 	fn   func(ctx context.Context) error
 	// timed, for ExecuteTimed, answers the deadline while fn runs on.
 	timed *timedCall
+	// arrival is the deadline of the request's budget when it counts
+	// from arrival and the request had to queue; zero otherwise.
+	arrival time.Time
 }
 
 func (c *call) isHTTP() bool { return c.r != nil }
@@ -299,6 +303,7 @@ func (m *Middleware) dispatch(c *call) error {
 		x = m.newExchange(c, m.queueView)
 		defer x.done()
 	}
+	x.c.arrival = m.arrivalDeadline() // x holds its own copy of c
 	err := m.gate.execute(x.viewCtx(), x)
 	if !x.ran.Load() {
 		return err // a rejection: the handler did not run

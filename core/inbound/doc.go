@@ -15,7 +15,7 @@
 //	queue full                                 503 at once, code BULKHEAD_FULL, reason full
 //	waited 500 ms without a slot               503, BULKHEAD_FULL, reason queue-timeout
 //	evicted from the queue by overflow policy  503, BULKHEAD_FULL, reason dropped
-//	handler runs past 5 s                      504, code TIMEOUT; the request's context ends (DeadlineExceeded; its cause a *resilience.TimeoutRejectedError)
+//	5 s after arrival, handler still running   504, code TIMEOUT; the request's context ends (DeadlineExceeded; its cause a *resilience.TimeoutRejectedError)
 //	client disconnects (queued or running)     context cancelled; connection aborted, nothing sent; permit or queue place freed
 //	server ends the context (queued)           503, BULKHEAD_FULL, reason shutting-down (a BaseContext cancelled at shutdown)
 //	Middleware.Drain called (queued or new)    503, BULKHEAD_FULL, reason shutting-down; running handlers finish

@@ -163,6 +163,7 @@ type fnDeadline struct {
 	m      *Middleware
 	parent context.Context
 	tc     *timedCall // ExecuteTimed's or ExecuteInPlace's, answered at the deadline; or nil
+	at     time.Time  // the arrival deadline, or zero
 	dctx   deadline.Context
 	node   deadline.Node
 	timer  *time.Timer // when the deadline list could not take it
@@ -180,14 +181,16 @@ func (d *fnDeadline) Fire() {
 func (d *fnDeadline) start(parent context.Context) {
 	d.parent = parent
 	now := time.Now()
-	dl := now.Add(d.m.timeout)
+	own := handlerDeadline(now, d.m.timeout, d.at)
+	dl := own
 	if pd, ok := parent.Deadline(); ok && pd.Before(dl) {
 		dl = pd // reported as the deadline; the parent's own ends the context then
 	}
 	d.dctx.Init(parent, dl)
 	d.node.Owner = d
-	if !d.m.deadlines.Add(&d.node, now, d.m.timeout) {
-		d.timer = time.AfterFunc(d.m.timeout, d.Fire)
+	budget := own.Sub(now)
+	if !d.m.deadlines.Add(&d.node, now, budget) {
+		d.timer = time.AfterFunc(budget, d.Fire)
 	}
 }
 
@@ -207,7 +210,7 @@ func (d *fnDeadline) stop() {
 func (m *Middleware) runFn(ctx context.Context, c *call) error {
 	tctx := ctx
 	if m.timeout > 0 {
-		d := &fnDeadline{m: m, tc: c.timed}
+		d := &fnDeadline{m: m, tc: c.timed, at: c.arrival}
 		d.start(ctx)
 		tctx = &d.dctx
 		defer d.stop()

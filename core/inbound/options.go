@@ -30,10 +30,9 @@ type Options struct {
 	// timeout. At the deadline the request's context is cancelled and, if
 	// the handler has not started its response, a complete 504 is sent at
 	// once, whether or not the handler watches its context.
-	// It counts from admission, not arrival: a request that queued waits
-	// at most QueueTimeout first, so the latest answer a client can get
-	// is QueueTimeout + Timeout. Keep that sum below the timeout of
-	// whoever calls you, so your 504 arrives before they give up.
+	// By default it is the request's whole budget, counted from arrival
+	// (TimeoutFrom): keep it below the timeout of whoever calls you, so
+	// your 504 arrives before they give up.
 	Timeout time.Duration
 
 	// Concurrency, when set, caps the handlers running at once, with a
@@ -91,6 +90,12 @@ type Options struct {
 	// ParseRateLimitHeaderStyle accepts.
 	RateLimitHeaders RateLimitHeaderStyle
 
+	// TimeoutFrom says when Timeout starts counting: "" or
+	// TimeoutFromArrival (the default) counts the whole budget, queue
+	// wait included; TimeoutFromAdmission gives each admitted handler the
+	// full Timeout. See TimeoutStart.
+	TimeoutFrom TimeoutStart
+
 	// RetryAfter is the Retry-After of every 503 (full, queue timeout,
 	// dropped, shutting down, a custom pipeline's rejection): 0 means
 	// DefaultRetryAfter (1 s), a negative value sends none. It is rounded
@@ -129,6 +134,9 @@ func (o *Options) validate() error {
 	}
 	if o.Concurrency != nil && o.Pipeline != nil {
 		return configError("Options.Pipeline", "cannot be set together with Options.Concurrency; put the concurrency limiter in the pipeline")
+	}
+	if err := o.validateBudget(); err != nil {
+		return err
 	}
 	if err := o.validateAdaptive(); err != nil {
 		return err
