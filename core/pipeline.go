@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/ylcnfrht/resilience/core/event"
-	"github.com/ylcnfrht/resilience/core/internal/config"
 )
 
 // Next runs the rest of a pipeline: the strategies inside the current one and
@@ -106,22 +105,20 @@ type stage[T any] struct {
 	tel    Telemetry
 }
 
-// hasTimeout reports whether one of the pipeline's own strategies is a
-// *Timeout (see config.PipelineHasTimeout).
-func (p *Pipeline[T]) hasTimeout() bool {
-	for _, s := range p.stages {
-		if _, ok := s.plain.(*Timeout); ok {
-			return true
+// Strategies returns the pipeline's strategies, outermost first, each the
+// Strategy or ResultStrategy[T] value added to the builder: for code that
+// must refuse a pipeline holding a kind of strategy (package outbound
+// refuses a *Timeout) and for diagnostics. The slice is new on every call.
+func (p *Pipeline[T]) Strategies() []any {
+	out := make([]any, len(p.stages))
+	for i, s := range p.stages {
+		if s.plain != nil {
+			out[i] = s.plain
+		} else {
+			out[i] = s.result
 		}
 	}
-	return false
-}
-
-func init() {
-	config.PipelineHasTimeout = func(pipeline any) bool {
-		p, ok := pipeline.(interface{ hasTimeout() bool })
-		return ok && p.hasTimeout()
-	}
+	return out
 }
 
 // Name returns the pipeline's name.

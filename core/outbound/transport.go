@@ -9,7 +9,6 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
-	"github.com/ylcnfrht/resilience/core/internal/config"
 )
 
 // Options configures a Transport. The zero Options is
@@ -79,13 +78,23 @@ var ErrNoResponse = errors.New("outbound: pipeline returned no response")
 // strategy that ignores it).
 var ErrBodyNotReplayable = errors.New("outbound: request body cannot be replayed")
 
+// holdsTimeout reports whether p holds a Timeout strategy of its own.
+func holdsTimeout(p *resilience.Pipeline[*http.Response]) bool {
+	for _, s := range p.Strategies() {
+		if _, ok := s.(*resilience.Timeout); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // New returns a Transport, or a *resilience.ConfigError naming an invalid
 // option.
 func New(opts Options) (*Transport, error) {
 	if opts.AttemptTimeout < 0 {
 		return nil, &resilience.ConfigError{Field: "Options.AttemptTimeout", Problem: "must not be negative, got " + opts.AttemptTimeout.String()}
 	}
-	if opts.Pipeline != nil && config.PipelineHasTimeout(opts.Pipeline) {
+	if opts.Pipeline != nil && holdsTimeout(opts.Pipeline) {
 		return nil, &resilience.ConfigError{Field: "Options.Pipeline", Problem: "holds a Timeout strategy, whose end would also end reading the response body; bound each attempt with Options.AttemptTimeout and the whole request with its context"}
 	}
 	t := &Transport{base: opts.Base, pipeline: opts.Pipeline, anyMethodRetry: opts.RetryNonIdempotent,
