@@ -135,36 +135,6 @@ func TestAdaptiveLimiterDefaults(t *testing.T) {
 	}
 }
 
-func TestDefaultClassify(t *testing.T) {
-	bg := context.Background()
-	dl, cancel := context.WithDeadline(bg, time.Unix(0, 0))
-	defer cancel()
-	cc, cancel2 := context.WithCancel(bg)
-	cancel2()
-	other := errors.New("boom")
-	for _, c := range []struct {
-		name string
-		ctx  context.Context
-		err  error
-		want LimitOutcome
-	}{
-		{"success", bg, nil, LimitSampled},
-		{"error", bg, other, LimitSampled},
-		{"own deadline", dl, context.DeadlineExceeded, LimitDropped},
-		{"inner timeout strategy", bg, &TimeoutRejectedError{Timeout: time.Second}, LimitDropped},
-		{"inner deadline", bg, context.DeadlineExceeded, LimitDropped},
-		{"caller cancelled", cc, context.Canceled, LimitAbandoned},
-		{"inner rejection", bg, errLimitFull, LimitIgnored},
-	} {
-		if got := DefaultClassify(c.ctx, c.err); got != c.want {
-			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
-		}
-	}
-	if LimitOutcome(9).String() != "LimitOutcome(9)" || LimitDropped.String() != "drop" {
-		t.Error("LimitOutcome.String")
-	}
-}
-
 // Netflix concurrency-limits #176: a window with drops lowers the limit in
 // every built-in algorithm (drops are used, not ignored).
 func TestLimitAlgorithmsUseDrops(t *testing.T) {
