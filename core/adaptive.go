@@ -221,8 +221,8 @@ func (a *AdaptiveLimiter) validate() error {
 	return validateAdaptiveOptions(a.opts)
 }
 
-// StrategyName returns the name used in telemetry.
-func (a *AdaptiveLimiter) StrategyName() string {
+// strategyName is the name used in telemetry (see StrategyName).
+func (a *AdaptiveLimiter) strategyName() string {
 	if a.name == "" {
 		return "AdaptiveLimiter"
 	}

@@ -127,8 +127,8 @@ func TestAdaptiveLimiterDefaults(t *testing.T) {
 	if got := a.Stats(); got != (LimiterStats{Limit: 20}) {
 		t.Fatalf("Stats() = %+v", got)
 	}
-	if a.minLimit != 1 || a.maxLimit != 1000 || a.StrategyName() != "AdaptiveLimiter" {
-		t.Fatalf("defaults: min %d max %d name %q", a.minLimit, a.maxLimit, a.StrategyName())
+	if a.minLimit != 1 || a.maxLimit != 1000 || StrategyName(a) != "AdaptiveLimiter" {
+		t.Fatalf("defaults: min %d max %d name %q", a.minLimit, a.maxLimit, StrategyName(a))
 	}
 	if _, ok := a.alg.(*limit.Gradient2); !ok {
 		t.Fatalf("default algorithm %T", a.alg)

@@ -127,8 +127,8 @@ func (s *Hedging[T]) validate() error {
 	return checkNonNegativeDuration("HedgingOptions.Delay", o.Delay)
 }
 
-// StrategyName returns the name used in telemetry.
-func (s *Hedging[T]) StrategyName() string { return s.name }
+// strategyName is the name used in telemetry (see StrategyName).
+func (s *Hedging[T]) strategyName() string { return s.name }
 
 // hedgeResult is what one attempt reports back.
 type hedgeResult[T any] struct {

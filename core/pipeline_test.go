@@ -255,3 +255,33 @@ func TestPipelineStrategies(t *testing.T) {
 		t.Fatal("the zero pipeline has strategies")
 	}
 }
+
+type namedStrategy string
+
+func (n namedStrategy) StrategyName() string { return string(n) }
+
+// StrategyName is the label a pipeline gives a stage: a built-in
+// strategy's configured name or default, a Named strategy's name, and
+// "Strategy" otherwise.
+func TestStrategyNameLabels(t *testing.T) {
+	to, err := NewTimeout(TimeoutOptions{Name: "db-timeout", Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		s    any
+		want string
+	}{
+		{to, "db-timeout"},
+		{&ConcurrencyLimiter{}, "ConcurrencyLimiter"},
+		{&AdaptiveLimiter{}, "AdaptiveLimiter"},
+		{namedStrategy("mine"), "mine"},
+		{namedStrategy(""), "Strategy"},
+		{42, "Strategy"},
+		{nil, "Strategy"},
+	} {
+		if got := StrategyName(c.s); got != c.want {
+			t.Errorf("StrategyName(%T) = %q, want %q", c.s, got, c.want)
+		}
+	}
+}

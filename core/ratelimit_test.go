@@ -111,12 +111,12 @@ func FuzzRateLimiterOptions(f *testing.F) {
 func TestRateLimiterDefaults(t *testing.T) {
 	l := rlNew(t, RateLimiterOptions{PermitLimit: 5, Window: time.Minute})
 	want := ratelimit.Policy{Name: "default", Algorithm: ratelimit.FixedWindow, Limit: 5, Window: time.Minute}
-	if l.Policy() != want || l.StrategyName() != "RateLimiter" || l.validate() != nil {
-		t.Fatalf("policy %+v name %q", l.Policy(), l.StrategyName())
+	if l.Policy() != want || StrategyName(l) != "RateLimiter" || l.validate() != nil {
+		t.Fatalf("policy %+v name %q", l.Policy(), StrategyName(l))
 	}
 	l = rlNew(t, RateLimiterOptions{Name: "api", Algorithm: ratelimit.TokenBucket, PermitLimit: 5, Window: time.Minute})
-	if l.Policy().Name != "api" || l.StrategyName() != "api" || l.Policy().Algorithm != ratelimit.TokenBucket {
-		t.Fatalf("policy %+v name %q", l.Policy(), l.StrategyName())
+	if l.Policy().Name != "api" || StrategyName(l) != "api" || l.Policy().Algorithm != ratelimit.TokenBucket {
+		t.Fatalf("policy %+v name %q", l.Policy(), StrategyName(l))
 	}
 	d, err := l.Allow(context.Background())
 	if err != nil || d.Policy != l.Policy() {

@@ -186,8 +186,8 @@ func (s *Retry[T]) validate() error {
 	return nil
 }
 
-// StrategyName returns the name used in telemetry.
-func (s *Retry[T]) StrategyName() string { return s.name }
+// strategyName is the name used in telemetry (see StrategyName).
+func (s *Retry[T]) strategyName() string { return s.name }
 
 // ExecuteResult implements ResultStrategy.
 func (s *Retry[T]) ExecuteResult(ctx context.Context, tel Telemetry, next ResultNext[T]) (T, error) {

@@ -89,7 +89,7 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 			return nil, err
 		}
 		m.limiter = l
-		m.gate = &fixedGate{l: l, tel: resilience.NewTelemetry(name, l.StrategyName(), opts.Listener)}
+		m.gate = &fixedGate{l: l, tel: resilience.NewTelemetry(name, resilience.StrategyName(l), opts.Listener)}
 		m.queueView = opts.Concurrency.Priority != nil
 	case opts.Adaptive != nil:
 		a := *opts.Adaptive
@@ -100,7 +100,7 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 			return nil, err
 		}
 		m.adaptive = l
-		m.gate = &adaptiveGate{l: l, tel: resilience.NewTelemetry(name, l.StrategyName(), opts.Listener)}
+		m.gate = &adaptiveGate{l: l, tel: resilience.NewTelemetry(name, resilience.StrategyName(l), opts.Listener)}
 		m.queueView = a.Priority != nil
 		m.measure = true
 	case opts.Pipeline != nil:
@@ -113,7 +113,7 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 			return nil, err
 		}
 		m.rate = rl
-		m.rateTel = resilience.NewTelemetry(name, rl.StrategyName(), opts.Listener)
+		m.rateTel = resilience.NewTelemetry(name, resilience.StrategyName(rl), opts.Listener)
 		m.policyName = structuredName(rl.Policy().Name)
 		m.policyValue = []string{policyField(rl.Policy())}
 	}
