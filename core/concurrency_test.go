@@ -15,10 +15,11 @@ import (
 
 	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/internal/queue"
+	"github.com/ylcnfrht/resilience/core/property"
 )
 
 // clPriorityKey carries a test execution's priority; clPriority reads it.
-var clPriorityKey = NewKey[int]("test-priority")
+var clPriorityKey = property.NewKey[int]("test-priority")
 
 func clPriority(ctx context.Context) int {
 	p, _ := clPriorityKey.Value(ctx)

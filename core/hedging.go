@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ylcnfrht/resilience/core/event"
+	"github.com/ylcnfrht/resilience/core/property"
 )
 
 // HedgingOptions configures a Hedging. The zero value launches one hedged
@@ -74,8 +75,8 @@ const maxHedgedAttempts = 10
 // goroutine (ShouldHandle, ActionGenerator, OnHedging, OnDiscard,
 // KeepWinner), after the launched attempts have been cancelled and have
 // returned (their outcomes discarded, a panic among them dropped in favour
-// of the hook's). A context marked by WithSingleAttempt gets one attempt,
-// run directly.
+// of the hook's). A context marked by property.WithSingleAttempt gets one
+// attempt, run directly.
 //
 // Safe for concurrent use. Emits event.Hedging for each hedged launch and
 // event.ExecutionAttempt for each attempt. Create it with NewHedging or
@@ -155,7 +156,7 @@ type hedgeRun[T any] struct {
 
 // ExecuteResult implements ResultStrategy.
 func (s *Hedging[T]) ExecuteResult(ctx context.Context, tel Telemetry, next ResultNext[T]) (T, error) {
-	if SingleAttempt(ctx) {
+	if property.SingleAttempt(ctx) {
 		return next(ctx)
 	}
 	total := s.max + 1

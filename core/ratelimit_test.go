@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ylcnfrht/resilience/core/event"
+	"github.com/ylcnfrht/resilience/core/property"
 	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
@@ -144,7 +145,7 @@ func TestRateLimiterZeroValue(t *testing.T) {
 	}
 }
 
-var rlClient = NewKey[string]("client")
+var rlClient = property.NewKey[string]("client")
 
 func rlClientCtx(c string) context.Context { return rlClient.With(context.Background(), c) }
 

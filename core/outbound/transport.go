@@ -9,6 +9,8 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/property"
+	"github.com/ylcnfrht/resilience/core/retryafter"
 )
 
 // Options configures a Transport. The zero Options is
@@ -54,7 +56,7 @@ type Options struct {
 // Idempotency-Key header, unless Options.RetryNonIdempotent; and never a
 // request with a body but no GetBody to replay it (http.NewRequest sets
 // GetBody for in-memory bodies). Other requests run through the pipeline
-// under resilience.WithSingleAttempt, so breakers still see them.
+// under property.WithSingleAttempt, so breakers still see them.
 //
 // Safe for concurrent use. The zero value is not usable; use New. A
 // failed request leaves nothing behind: responses retried or hedged away,
@@ -74,7 +76,7 @@ type Transport struct {
 var ErrNoResponse = errors.New("outbound: pipeline returned no response")
 
 // ErrBodyNotReplayable is returned if a strategy repeats a request whose
-// body cannot be replayed despite resilience.WithSingleAttempt (a custom
+// body cannot be replayed despite property.WithSingleAttempt (a custom
 // strategy that ignores it).
 var ErrBodyNotReplayable = errors.New("outbound: request body cannot be replayed")
 
@@ -118,7 +120,7 @@ func New(opts Options) (*Transport, error) {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	if !t.repeatable(req) {
-		ctx = resilience.WithSingleAttempt(ctx)
+		ctx = property.WithSingleAttempt(ctx)
 	}
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	var attempts atomic.Int32
@@ -223,7 +225,7 @@ func ShouldHandle(o resilience.Outcome[*http.Response]) bool {
 func DelayGenerator(_ context.Context, a resilience.RetryArgs[*http.Response]) (time.Duration, bool) {
 	if r := a.Outcome.Value; r != nil {
 		if v := r.Header.Get("Retry-After"); v != "" {
-			return resilience.ParseRetryAfter(v, time.Now())
+			return retryafter.Parse(v, time.Now())
 		}
 	}
 	return resilience.RetryAfterOf(a.Outcome.Err)
