@@ -206,10 +206,24 @@ func validateAdaptiveOptions(o AdaptiveLimiterOptions) error {
 	if err := validateCoDel("AdaptiveLimiterOptions", o.CoDel); err != nil {
 		return err
 	}
-	if c := config.UnbuiltAlgorithm(o.Algorithm); c != "" {
-		return configErrorf(t+"Algorithm", "%T is not built by %s (its zero value and a nil pointer are not usable)", o.Algorithm, c)
+	if nilAlgorithm(o.Algorithm) {
+		return configErrorf(t+"Algorithm", "is a nil %T", o.Algorithm)
 	}
 	return validateStrategy(o.Algorithm)
+}
+
+// nilAlgorithm reports a nil pointer to one of package limit's
+// algorithms (their zero values work; a nil pointer cannot hold state).
+func nilAlgorithm(alg limit.Algorithm) bool {
+	switch a := alg.(type) {
+	case *limit.Gradient2:
+		return a == nil
+	case *limit.Vegas:
+		return a == nil
+	case *limit.AIMD:
+		return a == nil
+	}
+	return false
 }
 
 // validate reports invalid options as a *ConfigError. A limiter made by

@@ -39,8 +39,3 @@ func Rename(field string, err error) error {
 	return &Error{Field: field, Problem: err.(*Error).Problem}
 }
 
-// UnbuiltAlgorithm names the constructor of alg when alg is a built-in
-// limit algorithm that did not come from it (its zero value or a nil
-// pointer), and returns "" otherwise. Package limit sets it when it is
-// initialised; package resilience refuses such an algorithm.
-var UnbuiltAlgorithm = func(alg any) string { return "" }
