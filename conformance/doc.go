@@ -79,8 +79,8 @@
 //
 // # Writing an adapter for a new framework
 //
-// An adapter does three things (the core/inbound package doc, "Writing an
-// adapter", says how): it describes its framework to inbound.NewFor (how to
+// An adapter does three things ("Writing an adapter" in docs/guide.md
+// says how): it describes its framework to inbound.NewFor (how to
 // resolve the route, how to fill the request view), it runs the inbound
 // pipeline around the rest of the chain through the entry point that fits
 // (Middleware.Handler, Serve, ExecuteTimed, ExecuteInPlace or Execute),

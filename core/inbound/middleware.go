@@ -15,8 +15,8 @@ import (
 // concurrency limiter (or a custom pipeline) → timeout, and renders the
 // rejections. Use Handler for net/http (most callers), and Drain before
 // http.Server.Shutdown; an adapter for another framework uses Serve,
-// ExecuteTimed or Execute with Render (the package documentation says
-// which).
+// ExecuteTimed or Execute with Render ("Writing an adapter" in
+// docs/guide.md says which).
 //
 // A Middleware is safe for concurrent use by any number of requests; one
 // value may wrap several handlers, which then share its limits. Build it
@@ -158,8 +158,8 @@ func (m *Middleware) RateLimiter() *resilience.RateLimiter { return m.rate }
 // net/http: the view's Raw is the *http.Request and its Route comes from
 // the Framework's RouteFunc (PatternRoute by default, which needs the
 // middleware inside the ServeMux, around each registered handler, where
-// the request's Pattern is set). See the package documentation for what
-// the wrapped handler guarantees.
+// the request's Pattern is set). "The net/http middleware" in
+// docs/guide.md says what the wrapped handler is guaranteed.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return &handler{m: m, next: next}
 }

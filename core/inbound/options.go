@@ -17,8 +17,8 @@ import (
 // classifiers, Render, LimiterStats) are called concurrently by requests
 // and must be safe for that. A panic in a key, priority, classifier or
 // Render function stays in its own request and is reported as
-// event.HookPanic: the core package documentation (User hooks)
-// has the rule.
+// event.HookPanic: "User hooks and their panics" in docs/guide.md has
+// the rule.
 type Options struct {
 	// Name labels the telemetry events of the inbound stages (the
 	// pipeline name). Default "inbound".

@@ -38,4 +38,3 @@ func Errorf(field, format string, args ...any) error {
 func Rename(field string, err error) error {
 	return &Error{Field: field, Problem: err.(*Error).Problem}
 }
-
