@@ -30,11 +30,7 @@ type Middleware struct {
 	adaptive *resilience.AdaptiveLimiter
 	rate     *resilience.RateLimiter
 	pipeline *resilience.Pipeline[struct{}]
-	gate     gate // the concurrency stage; nil without one
-	// plain is the fixed limiter when it is the only stage (no rate
-	// limit or timeout): Handler and Serve take a free permit from it
-	// directly, without building a call for dispatch.
-	plain *resilience.ConcurrencyLimiter
+	gate     *gate // the fixed or adaptive limiter; nil without one
 
 	// queueView: a request that does not find a free permit needs the
 	// view (a Priority function, or a custom pipeline's strategies, may
@@ -89,23 +85,22 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 			return nil, err
 		}
 		m.limiter = l
-		m.gate = &fixedGate{l: l, tel: resilience.NewTelemetry(name, l.StrategyName(), opts.Listener)}
+		m.gate = &gate{fixed: l, tel: resilience.NewTelemetry(name, l.StrategyName(), opts.Listener)}
 		m.queueView = opts.Concurrency.Priority != nil
 	case opts.Adaptive != nil:
 		a := *opts.Adaptive
-		m.classify = classifyWith(a.Classify)
-		a.Classify = m.classify
+		m.classify = a.Classify
+		if m.classify == nil {
+			m.classify = resilience.DefaultClassify
+		}
 		l, err := resilience.NewAdaptiveLimiter(a)
 		if err != nil {
 			return nil, err
 		}
 		m.adaptive = l
-		m.gate = &adaptiveGate{l: l, tel: resilience.NewTelemetry(name, l.StrategyName(), opts.Listener)}
+		m.gate = &gate{adaptive: l, tel: resilience.NewTelemetry(name, l.StrategyName(), opts.Listener)}
 		m.queueView = a.Priority != nil
 		m.measure = true
-	case opts.Pipeline != nil:
-		m.gate = &pipelineGate{p: opts.Pipeline, statsFn: opts.LimiterStats}
-		m.queueView = true
 	}
 	if opts.RateLimit != nil {
 		rl, err := resilience.NewRateLimiter(*opts.RateLimit)
@@ -116,9 +111,6 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 		m.rateTel = resilience.NewTelemetry(name, rl.StrategyName(), opts.Listener)
 		m.policyName = structuredName(rl.Policy().Name)
 		m.policyValue = []string{policyField(rl.Policy())}
-	}
-	if m.limiter != nil && m.rate == nil && opts.Timeout == 0 {
-		m.plain = m.limiter
 	}
 	if opts.Timeout > 0 {
 		m.timeoutErr = &resilience.TimeoutRejectedError{Timeout: opts.Timeout}
@@ -170,13 +162,6 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if l := h.m.plain; l != nil && !h.m.draining.Load() && r.Context().Err() == nil && l.TryAcquire() {
-		// What dispatch does for it (runHeld, then an untimed runHTTP),
-		// without building a call: the path most requests take.
-		defer l.Release()
-		h.next.ServeHTTP(w, r)
-		return
-	}
 	if r.ProtoMajor >= 2 && h.m.Timed() {
 		h.serveDetached(w, r)
 		return
@@ -215,13 +200,6 @@ func (m *Middleware) Serve(w http.ResponseWriter, r *http.Request, raw any, next
 	}
 	if raw == nil {
 		raw = r
-	}
-	if l := m.plain; l != nil && !m.draining.Load() && r.Context().Err() == nil && l.TryAcquire() {
-		// Handler's shortcut: what dispatch does for it (runHeld, then an
-		// untimed runHTTP), without building a call.
-		defer l.Release()
-		next(w, r, raw)
-		return nil
 	}
 	c := call{ctx: r.Context(), raw: raw, w: w, r: r, cont: next}
 	return m.dispatch(&c)

@@ -25,10 +25,11 @@ type Stats struct {
 // are read one after the other, not as one atomic snapshot.
 func (m *Middleware) Stats() Stats {
 	var s Stats
-	if m.gate != nil {
-		if ls, ok := m.gate.stats(); ok {
-			s.LimiterStats = ls
-		}
+	switch {
+	case m.gate != nil:
+		s.LimiterStats = m.gate.stats()
+	case m.pipeline != nil && m.opts.LimiterStats != nil:
+		s.LimiterStats = m.opts.LimiterStats()
 	}
 	s.Late = m.late.Load()
 	s.LateTotal = m.lateTotal.Load()
