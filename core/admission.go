@@ -10,8 +10,12 @@ import "context"
 // requests this way, so that it can release a permit when the handler
 // really returns.
 func (l *ConcurrencyLimiter) Admit(ctx context.Context, tel Telemetry) error {
-	waited, err := l.acquire(ctx, &tel)
-	if err != nil {
+	var rank func(context.Context) int
+	if p := l.opts.Priority; p != nil {
+		rank = func(ctx context.Context) int { return callPriority(ctx, &tel, p) }
+	}
+	waited, r := l.engine.Acquire(ctx, rank)
+	if err := engineError(ctx, r); err != nil {
 		emitBulkheadRejection(ctx, tel, waited, err)
 		return err
 	}
