@@ -83,7 +83,7 @@
 // adapter", says how): it describes its framework to inbound.NewFor (how to
 // resolve the route, how to fill the request view), it runs the inbound
 // pipeline around the rest of the chain through the entry point that fits
-// (Middleware.Handler, Serve, ExecuteTimed, ExecuteInPlace or Execute),
+// (Middleware.Handler, Serve, ExecuteInPlace or Execute),
 // and it renders returned rejections with Middleware.Render through the
 // framework's own response. Then, in the adapter's package, add a test:
 //

@@ -128,8 +128,7 @@ func (t *timedRequest) expireLocked() bool {
 	}
 	// Counted before the 504 goes out, so whoever sees the 504 sees it.
 	t.tw.late = true
-	t.m.late.Add(1)
-	t.m.lateTotal.Add(1)
+	t.m.lateBegins()
 	t.tw.expireLocked()
 	if t.detached != nil && t.tw.state == stateTimedOut {
 		// The 504 is whole: ServeHTTP returns, and HTTP/2 ends the stream.
@@ -223,7 +222,7 @@ func (t *timedRequest) finish(completed bool, res *result) {
 	}
 	if tw.late {
 		tw.late = false
-		t.m.late.Add(-1)
+		t.m.lateEnds()
 	}
 	tw.mu.Unlock()
 	if t.timed {

@@ -90,7 +90,7 @@ type call struct {
 	next http.Handler // Handler
 	cont Continue     // Serve
 	fn   func(ctx context.Context) error
-	// timed, for ExecuteTimed, answers the deadline while fn runs on.
+	// timed, for ExecuteInPlace, answers the deadline while fn runs on.
 	timed *timedCall
 }
 

@@ -183,11 +183,8 @@
 //	  func(http.Handler) http.Handler
 //	built on net/http with its own context Serve            written by the timed writer
 //	  (gin, echo, connect)
-//	not on net/http, response sent when    ExecuteTimed     returned at the deadline; the
-//	  the handler returns (fasthttp)                        adapter sends Render's 504 and
-//	                                                        drops the handler's later writes
-//	not on net/http, the handler must stay ExecuteInPlace   expired is called at the deadline;
-//	  on the framework's goroutine (fiber                   a layer below the framework sends
+//	not on net/http, the 504 must go out   ExecuteInPlace   expired is called at the deadline;
+//	  while the handler runs on (fiber                      a layer below the framework sends
 //	  recycles its Ctx when it returns)                     Render's 504 (fasthttp's
 //	                                                        TimeoutErrorWithResponse)
 //	not on net/http, no early answer       Execute          returned when fn returns
@@ -203,16 +200,13 @@
 // framework that keeps its own view of the response (gin's writer,
 // echo's Committed) and must not write a second one.
 //
-// ExecuteTimed runs the handler on a goroutine of its own when a deadline
-// can end it and returns at the deadline with a *resilience.TimeoutRejectedError
-// while the handler runs on, holding its permit until it returns (Stats
-// counts it as late). The adapter then sends Render's 504 at once and
-// makes sure nothing the handler writes later leaves (with fasthttp,
-// RequestCtx.TimeoutErrorWithResponse). Execute runs the handler on the
-// caller's goroutine and reports the timeout when it returns.
-// ExecuteInPlace keeps fn on the caller's goroutine too, but calls the
-// adapter's expired function at the deadline, while fn runs on with its
-// permit, so that a layer below the framework can answer on time. An
+// Execute runs the handler on the caller's goroutine and reports the
+// timeout when it returns. ExecuteInPlace keeps fn on the caller's
+// goroutine too, but calls the adapter's expired function at the
+// deadline, while fn runs on holding its permit (Stats counts it as
+// late), so that a layer below the framework can answer on time and drop
+// what the handler writes later (with fasthttp,
+// RequestCtx.TimeoutErrorWithResponse). An
 // adapter that answers a deadline itself while the handler runs on
 // (connect, which ends a gRPC stream with its trailers and honours
 // callers' deadlines) calls CountLate as it answers, so Stats counts the

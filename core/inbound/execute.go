@@ -21,7 +21,7 @@ import (
 // *resilience.TimeoutRejectedError when the timeout fired before fn
 // returned, whatever fn returned. fn's panics propagate after its permit
 // is returned. To answer at the deadline while fn runs on, use
-// ExecuteTimed.
+// ExecuteInPlace.
 func (m *Middleware) Execute(ctx context.Context, raw any, fn func(ctx context.Context) error) error {
 	if fn == nil {
 		return resilience.ErrNilCallback
@@ -30,63 +30,16 @@ func (m *Middleware) Execute(ctx context.Context, raw any, fn func(ctx context.C
 	return m.dispatch(&c)
 }
 
-// ExecuteTimed is Execute that returns at the deadline: for an adapter
-// that must send the 504 on time while the handler still runs (fasthttp,
-// whose response goes out when the adapter's handler returns).
-//
-// With Options.Timeout set or a custom Pipeline, when the deadline (the
-// timeout, an earlier deadline of ctx, or a timeout strategy of the
-// pipeline) passes before fn returns,
-// ExecuteTimed returns a *resilience.TimeoutRejectedError (or the
-// context's error) at once, for the adapter to send Render's 504, while fn
-// runs on with its context ended: it keeps its permit until it returns,
-// and Stats counts it as late meanwhile. The adapter must then make sure
-// nothing fn writes later reaches the client (fasthttp:
-// RequestCtx.TimeoutErrorWithResponse). Otherwise, and always without a
-// Timeout or a Pipeline (ctx's own deadline then ends fn's context but
-// not the wait), it is Execute.
-//
-// With a Timeout or a Pipeline, fn runs on a goroutine of its own and
-// ExecuteTimed waits for it. A panic in fn is re-raised by
-// ExecuteTimed if it is still waiting; after the deadline it is dropped,
-// as net/http's TimeoutHandler does, since no one is left to answer.
-func (m *Middleware) ExecuteTimed(ctx context.Context, raw any, fn func(ctx context.Context) error) error {
-	if fn == nil {
-		return resilience.ErrNilCallback
-	}
-	if !m.Timed() {
-		return m.Execute(ctx, raw, fn) // nothing can end it early
-	}
-	tc := &timedCall{m: m, done: make(chan struct{})}
-	c := call{ctx: ctx, raw: raw, fn: fn, timed: tc}
-	go tc.run(&c)
-	<-tc.done
-	tc.mu.Lock()
-	defer tc.mu.Unlock()
-	switch {
-	case tc.state == timedExpired:
-		return tc.err
-	case tc.panicked:
-		panic(tc.panicVal)
-	}
-	return tc.err
-}
-
-// timedCall is one ExecuteTimed or ExecuteInPlace: whichever of fn's
-// return and the deadline comes first decides, under mu, what the caller
-// returns.
+// timedCall is one ExecuteInPlace: whichever of fn's return and the
+// deadline comes first decides, under mu, whether expired is called.
 type timedCall struct {
-	m    *Middleware
-	done chan struct{} // ExecuteTimed's: closed once the caller may return
+	m *Middleware
 	// onExpire is ExecuteInPlace's expired, called once the deadline has
 	// won, outside mu, on the deadline's goroutine.
 	onExpire func(cause error)
 
-	mu       sync.Mutex
-	state    uint8 // timedRunning, timedReturned or timedExpired
-	err      error
-	panicked bool
-	panicVal any
+	mu    sync.Mutex
+	state uint8 // timedRunning, timedReturned or timedExpired
 }
 
 const (
@@ -94,29 +47,6 @@ const (
 	timedReturned
 	timedExpired
 )
-
-func (tc *timedCall) run(c *call) {
-	panicked := true
-	var err error
-	defer func() {
-		var p any
-		if panicked {
-			p = recover()
-		}
-		tc.mu.Lock()
-		switch tc.state {
-		case timedRunning:
-			tc.state = timedReturned
-			tc.err, tc.panicked, tc.panicVal = err, panicked, p
-			close(tc.done)
-		case timedExpired:
-			tc.m.late.Add(-1) // fn ended: no longer late
-		}
-		tc.mu.Unlock()
-	}()
-	err = tc.m.dispatch(c)
-	panicked = false
-}
 
 // expire answers the deadline with cause, if fn has not returned.
 func (tc *timedCall) expire(cause error) bool {
@@ -126,14 +56,9 @@ func (tc *timedCall) expire(cause error) bool {
 		return false
 	}
 	tc.state = timedExpired
-	tc.err = cause
 	// Counted before the caller can answer, so whoever sees the 504 sees
 	// the late handler.
-	tc.m.late.Add(1)
-	tc.m.lateTotal.Add(1)
-	if tc.done != nil {
-		close(tc.done)
-	}
+	tc.m.lateBegins()
 	return true
 }
 
@@ -162,7 +87,7 @@ func (tc *timedCall) deadlinePassed(ctx context.Context, cause error) {
 type fnDeadline struct {
 	m      *Middleware
 	parent context.Context
-	tc     *timedCall // ExecuteTimed's or ExecuteInPlace's, answered at the deadline; or nil
+	tc     *timedCall // ExecuteInPlace's, answered at the deadline; or nil
 	dctx   deadline.Context
 	node   deadline.Node
 	timer  *time.Timer // when the deadline list could not take it
@@ -201,7 +126,7 @@ func (d *fnDeadline) stop() {
 	d.dctx.End(context.Canceled, nil)
 }
 
-// runFn runs Execute's callback with the timeout. Under ExecuteTimed
+// runFn runs Execute's callback with the timeout. Under ExecuteInPlace
 // (c.timed set), the deadline is answered when it passes, not when fn
 // returns.
 func (m *Middleware) runFn(ctx context.Context, c *call) error {

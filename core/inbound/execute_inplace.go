@@ -6,15 +6,16 @@ import (
 	resilience "github.com/ylcnfrht/resilience/core"
 )
 
-// ExecuteInPlace is ExecuteTimed for a framework that owns the handler's
-// goroutine: fn runs on the caller's goroutine, because the framework
-// recycles its request object as soon as the adapter's handler returns
+// ExecuteInPlace is Execute that answers at the deadline, for a framework
+// not on net/http that owns the handler's goroutine: fn runs on the
+// caller's goroutine, because the framework recycles its request object as soon as the adapter's handler returns
 // (fiber pools its Ctx), and the 504 is sent by a layer below the
 // framework that can answer for the request while fn runs on (a fasthttp
 // handler wrapping the framework's, which calls
 // RequestCtx.TimeoutErrorWithResponse).
 //
-// When the deadline (as for ExecuteTimed) passes before fn returns,
+// When the deadline (the timeout, an earlier deadline of ctx, or a
+// timeout strategy of a custom pipeline) passes before fn returns,
 // expired is called once, on a goroutine of its own, with the error to
 // pass to Render; from then until fn returns the request counts as late
 // in Stats, and it keeps its permit. ExecuteInPlace itself returns when fn
@@ -33,7 +34,7 @@ func (m *Middleware) ExecuteInPlace(ctx context.Context, raw any, fn func(ctx co
 	defer func() {
 		tc.mu.Lock()
 		if tc.state == timedExpired {
-			m.late.Add(-1) // fn ended: no longer late
+			m.lateEnds() // fn ended: no longer late
 		} else {
 			tc.state = timedReturned
 		}

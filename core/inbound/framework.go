@@ -24,15 +24,15 @@ type Framework struct {
 
 	// View fills v.Method, v.Path, v.RemoteAddr and v.Header (and
 	// v.ClientIP, if the framework resolves the client itself) from raw,
-	// for Execute, ExecuteTimed and ExecuteInPlace. It runs only when a
-	// function may read the view. Default: from raw when it is an
+	// for Execute and ExecuteInPlace. It runs only when a function may
+	// read the view. Default: from raw when it is an
 	// *http.Request, else nothing. Serve and Handler take these fields
 	// from the *http.Request.
 	View func(raw any, v *Request)
 
-	// SetHeader sets a header field on raw's response: Execute,
-	// ExecuteTimed and ExecuteInPlace use it to put the RateLimit fields
-	// on admitted responses of a rate-limited route before fn runs. Nil:
+	// SetHeader sets a header field on raw's response: Execute and
+	// ExecuteInPlace use it to put the RateLimit fields on admitted
+	// responses of a rate-limited route before fn runs. Nil:
 	// none are set. Serve and Handler use the http.ResponseWriter.
 	SetHeader func(raw any, name, value string)
 }

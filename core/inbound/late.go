@@ -7,15 +7,14 @@ import "sync/atomic"
 // deadlines of their own): from now until the returned function is
 // called, when the handler returns, Stats counts the handler in Late, and
 // LateTotal counts it once. Calling the function again does nothing.
-// Adapters that answer deadlines through Handler, Serve, ExecuteTimed or
+// Adapters that answer deadlines through Handler, Serve or
 // ExecuteInPlace need not call it: those count late handlers already.
 func (m *Middleware) CountLate() (returned func()) {
-	m.late.Add(1)
-	m.lateTotal.Add(1)
+	m.lateBegins()
 	var done atomic.Bool
 	return func() {
 		if done.CompareAndSwap(false, true) {
-			m.late.Add(-1)
+			m.lateEnds()
 		}
 	}
 }

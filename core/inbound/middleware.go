@@ -15,7 +15,7 @@ import (
 // concurrency limiter (or a custom pipeline) → timeout, and renders the
 // rejections. Use Handler for net/http (most callers), and Drain before
 // http.Server.Shutdown; an adapter for another framework uses Serve,
-// ExecuteTimed or Execute with Render (the package documentation says
+// ExecuteInPlace or Execute with Render (the package documentation says
 // which).
 //
 // A Middleware is safe for concurrent use by any number of requests; one
@@ -136,8 +136,8 @@ func (m *Middleware) Limiter() *resilience.ConcurrencyLimiter { return m.limiter
 // Timed reports whether a deadline can answer for a handler: Options.Timeout
 // is set, or a custom Pipeline runs the requests (a timeout strategy in it
 // may end them). Then Serve hands the chain the timed writer, and
-// ExecuteTimed and ExecuteInPlace answer at the deadline; otherwise they
-// are Execute and a passing deadline is the handler's to answer. An
+// ExecuteInPlace answers at the deadline; otherwise ExecuteInPlace is
+// Execute and a passing deadline is the handler's to answer. An
 // adapter that prepares for the deadline (a writer to install, a goroutine
 // to run on) asks here, never re-reading Options, so that it decides as
 // the middleware does.

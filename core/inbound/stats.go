@@ -46,3 +46,14 @@ func (m *Middleware) StatsHandler() http.Handler {
 		w.Write(append(b, '\n')) //nolint:errcheck
 	})
 }
+
+// lateBegins counts a handler whose deadline was answered while it runs
+// on; lateEnds, when it returns. Every entry point counts through these
+// two, before the answer goes out, so whoever sees the 504 sees the late
+// handler in Stats.
+func (m *Middleware) lateBegins() {
+	m.late.Add(1)
+	m.lateTotal.Add(1)
+}
+
+func (m *Middleware) lateEnds() { m.late.Add(-1) }
