@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log"
 	"net/http"
 	"runtime/debug"
 	"sync"
@@ -277,9 +276,5 @@ func (c *call) runHandler(ctx context.Context) error {
 // logLatePanic reports a panic of a handler past its deadline: the call is
 // answered DeadlineExceeded, and the request's goroutine may be gone.
 func (c *call) logLatePanic(p any) {
-	logf := log.Printf
-	if srv, ok := c.r.Context().Value(http.ServerContextKey).(*http.Server); ok && srv.ErrorLog != nil {
-		logf = srv.ErrorLog.Printf
-	}
-	logf("resilienceconnect: panic in %s after its deadline was answered: %v\n%s", c.info.Procedure, p, debug.Stack())
+	inbound.LogPanic(c.r, "resilienceconnect: panic in %s after its deadline was answered: %v\n%s", c.info.Procedure, p, debug.Stack())
 }

@@ -212,7 +212,7 @@ func (t *timedRequest) finish(completed bool, res *result) {
 			resp, _ := t.m.Render(errShuttingDown)
 			tw.state = stateDone
 			tw.status = int16(resp.Status)
-			writeResponse(tw.w, resp)
+			WriteResponse(tw.w, resp)
 		}
 	} else {
 		before = tw.finishLocked(completed, expired)

@@ -121,15 +121,18 @@ func (h *handler) runDetached(d *detachedWriter, r *http.Request) {
 		close(d.done)
 		d.mu.Unlock()
 		if gone && !completed && v != http.ErrAbortHandler {
-			logf(r, "http: panic serving %v after its 504: %v", r.RemoteAddr, v)
+			LogPanic(r, "http: panic serving %v after its 504: %v", r.RemoteAddr, v)
 		}
 	}()
 	h.serveHTTP(d, r)
 	completed = true
 }
 
-// logf logs to the server's error log, as net/http does.
-func logf(r *http.Request, format string, args ...any) {
+// LogPanic logs to the ErrorLog of the server serving r (the log
+// package's default logger without one), as net/http logs a handler's
+// panic: for a panic after the deadline was answered, which no one is left
+// to re-raise it to.
+func LogPanic(r *http.Request, format string, args ...any) {
 	if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok && srv.ErrorLog != nil {
 		srv.ErrorLog.Printf(format, args...)
 		return

@@ -63,7 +63,7 @@ func (m *Middleware) rejectHTTP(w http.ResponseWriter, r *http.Request, err erro
 		}
 		resp, _ = m.Render(errShuttingDown)
 	}
-	writeResponse(w, resp)
+	WriteResponse(w, resp)
 }
 
 // closeWait bounds how long clientGone waits for net/http's close
