@@ -289,3 +289,74 @@ func (m *Middleware) runHTTP(ctx context.Context, c *call, res *result, custom b
 		}
 	}
 }
+
+// result is how a net/http request under the adaptive limiter ended,
+// filled in by whichever writer it ran with.
+type result struct {
+	completed  bool        // the handler returned (false: it panicked)
+	state      writerState // the writer's state when it returned
+	status     int         // the response status; 0 if none was written
+	clientGone bool        // the request's own context ended, not by time
+}
+
+// outcome is the inbound classification: a request that hit the timeout
+// signals overload; a client that left is abandoned (the limiter counts it
+// as overload only if the client had waited longer than it expects); a
+// panic, a hijacked connection (its duration is the connection's, not the
+// service's) and a client error (4xx: the request was wrong, however fast)
+// say nothing about capacity; anything else is a latency sample, failures
+// included.
+func (r *result) outcome() resilience.LimitOutcome {
+	switch {
+	case !r.completed:
+		return resilience.LimitIgnored
+	case r.state == stateTimedOut || r.state == stateAborted:
+		return resilience.LimitDropped
+	case r.clientGone:
+		return resilience.LimitAbandoned
+	case r.state == stateHijacked, r.status >= 400 && r.status < 500:
+		return resilience.LimitIgnored
+	}
+	return resilience.LimitSampled
+}
+
+// takeRate applies the rate limit to the request in x, with core's
+// events, and records the decision on its view, and on the response's
+// header when admitted.
+func (m *Middleware) takeRate(x *exchange) error {
+	d, err := m.rate.Take(x.viewCtx(), m.rateTel) // core's decision and events
+	if !d.Allowed {
+		return err
+	}
+	if err != nil {
+		return nil // the store failed open: no numbers to report, no headers
+	}
+	v := &x.vc.req
+	v.rateLimited = true
+	v.rateDecision = d
+	if m.opts.RateLimitHeaders == RateLimitHeadersOff {
+		return nil
+	}
+	switch {
+	case x.c.w != nil:
+		m.setRateLimitFields(x.c.w.Header(), d.Limit, d.Remaining, d.Reset)
+	case m.fw.SetHeader != nil:
+		h := make(http.Header, 3)
+		m.setRateLimitFields(h, d.Limit, d.Remaining, d.Reset)
+		for k, vs := range h {
+			m.fw.SetHeader(x.c.raw, k, vs[0])
+		}
+	}
+	return nil
+}
+
+// reportHookPanic, deferred around a user's hook that runs for one request
+// alone, emits event.HookPanic for a panic passing through and lets it go
+// on, with the same value, to that request (see the core package
+// documentation, User hooks).
+func reportHookPanic(ctx context.Context, tel resilience.Telemetry, hook string) {
+	if v := recover(); v != nil {
+		tel.Emit(ctx, event.Event{Name: event.HookPanic, Reason: hook, Err: &resilience.HookPanicError{Hook: hook, Value: v}})
+		panic(v)
+	}
+}

@@ -1,11 +1,40 @@
 package inbound
 
 import (
-	"log"
 	"net/http"
 	"sync"
 	"time"
 )
+
+// Handler returns next wrapped in the inbound pipeline, for plain
+// net/http: the view's Raw is the *http.Request and its Route comes from
+// the Framework's RouteFunc (PatternRoute by default, which needs the
+// middleware inside the ServeMux, around each registered handler, where
+// the request's Pattern is set). See the package documentation for what
+// the wrapped handler guarantees.
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	return &handler{m: m, next: next}
+}
+
+type handler struct {
+	m    *Middleware
+	next http.Handler
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor >= 2 && h.m.Timed() {
+		h.serveDetached(w, r)
+		return
+	}
+	h.serveHTTP(w, r)
+}
+
+func (h *handler) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	c := call{ctx: r.Context(), raw: r, w: w, r: r, next: h.next}
+	if err := h.m.dispatch(&c); err != nil {
+		h.m.rejectHTTP(w, r, err)
+	}
+}
 
 // HTTP/2 ends a response's stream (END_STREAM) only when ServeHTTP
 // returns. So that a 504 sent at the deadline is a complete response even
@@ -126,16 +155,4 @@ func (h *handler) runDetached(d *detachedWriter, r *http.Request) {
 	}()
 	h.serveHTTP(d, r)
 	completed = true
-}
-
-// LogPanic logs to the ErrorLog of the server serving r (the log
-// package's default logger without one), as net/http logs a handler's
-// panic: for a panic after the deadline was answered, which no one is left
-// to re-raise it to.
-func LogPanic(r *http.Request, format string, args ...any) {
-	if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok && srv.ErrorLog != nil {
-		srv.ErrorLog.Printf(format, args...)
-		return
-	}
-	log.Printf(format, args...)
 }
