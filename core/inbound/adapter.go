@@ -196,19 +196,9 @@ func (m *Middleware) ExecuteInPlace(ctx context.Context, raw any, fn func(ctx co
 	if expired == nil || !m.Timed() {
 		return m.Execute(ctx, raw, fn)
 	}
-	// The deadline (runFn) moves the timed call to expired, counts it
-	// late and calls expired, unless fn has returned.
-	tc := &timedCall{m: m, onExpire: expired}
-	defer func() {
-		tc.mu.Lock()
-		if tc.state == timedExpired {
-			m.lateEnds() // fn ended: no longer late
-		} else {
-			tc.state = timedReturned
-		}
-		tc.mu.Unlock()
-	}()
-	c := call{ctx: ctx, raw: raw, fn: fn, timed: tc}
+	// The deadline (runFn) counts the call late and calls expired,
+	// unless fn has returned.
+	c := call{ctx: ctx, raw: raw, fn: fn, expired: expired}
 	return m.dispatch(&c)
 }
 

@@ -237,123 +237,127 @@ func (t *timedRequest) finish(completed bool, res *result) {
 	}
 }
 
-// timedCall is one ExecuteInPlace: whichever of fn's return and the
-// deadline comes first decides, under mu, whether expired is called.
-type timedCall struct {
-	m *Middleware
-	// onExpire is ExecuteInPlace's expired, called once the deadline has
-	// won, outside mu, on the deadline's goroutine.
-	onExpire func(cause error)
-
-	mu    sync.Mutex
-	state uint8 // timedRunning, timedReturned or timedExpired
-}
-
-const (
-	timedRunning uint8 = iota
-	timedReturned
-	timedExpired
-)
-
-// expire answers the deadline with cause, if fn has not returned.
-func (tc *timedCall) expire(cause error) bool {
-	tc.mu.Lock()
-	defer tc.mu.Unlock()
-	if tc.state != timedRunning {
-		return false
-	}
-	tc.state = timedExpired
-	// Counted before the caller can answer, so whoever sees the 504 sees
-	// the late handler.
-	tc.m.lateBegins()
-	return true
-}
-
-// deadlinePassed answers the deadline of fn's context, ended with cause,
-// if that is a timeout and fn has not returned; ctx is for telemetry.
-func (tc *timedCall) deadlinePassed(ctx context.Context, cause error) {
-	if !isTimeout(cause) || !tc.expire(cause) {
-		return
-	}
-	if tc.onExpire != nil {
-		tc.onExpire(cause)
-	}
-	if m := tc.m; cause == error(m.timeoutErr) {
-		m.emitTimeout(ctx)
-	}
-}
-
-// fnDeadline is the timeout of one Execute callback: its context and its
-// place on the middleware's deadline list, in one allocation (where
-// context.WithTimeoutCause costs four). It behaves as that context: at the
-// timeout Err is context.DeadlineExceeded and Cause the middleware's
-// *resilience.TimeoutRejectedError; an earlier deadline of the parent ends
-// it with the parent's error and cause. It is not pooled: a deadline that
-// fired as fn returned may still run Fire afterwards, which then finds the
-// context ended and leaves.
+// fnDeadline times one callback (Execute, ExecuteInPlace): its context
+// under the timeout, its place on the middleware's deadline list and,
+// under ExecuteInPlace, who answers the deadline, in one allocation (where
+// context.WithTimeoutCause alone costs four). The context behaves as that
+// one: at the timeout Err is context.DeadlineExceeded and Cause the
+// middleware's *resilience.TimeoutRejectedError; an earlier deadline of
+// the parent ends it with the parent's error and cause. It is not pooled:
+// a deadline that fired as fn returned may still run Fire afterwards,
+// which then finds the context ended, or the call returned, and leaves.
 type fnDeadline struct {
 	m      *Middleware
 	parent context.Context
-	tc     *timedCall // ExecuteInPlace's, answered at the deadline; or nil
+	armed  bool // the middleware's timeout is on the list (or its own timer)
 	dctx   deadline.Context
 	node   deadline.Node
 	timer  *time.Timer // when the deadline list could not take it
+
+	// onExpire is ExecuteInPlace's expired, called once the deadline has
+	// won, outside mu, on the deadline's goroutine; nil under Execute.
+	onExpire func(cause error)
+	mu       sync.Mutex
+	state    uint8 // fnRunning, fnReturned or fnExpired
 }
+
+const (
+	fnRunning uint8 = iota
+	fnReturned
+	fnExpired
+)
 
 // Fire is the timeout, on the deadline's goroutine.
 func (d *fnDeadline) Fire() {
 	d.dctx.End(context.DeadlineExceeded, d.m.timeoutErr)
-	if d.tc != nil && d.dctx.EndedWith(d.m.timeoutErr) {
-		d.tc.deadlinePassed(d.parent, d.m.timeoutErr)
+	if d.onExpire != nil && d.dctx.EndedWith(d.m.timeoutErr) {
+		d.deadlinePassed(d.m.timeoutErr)
 	}
 }
 
-// start arms the timeout for fn's context under parent.
-func (d *fnDeadline) start(parent context.Context) {
-	d.parent = parent
+// start arms the timeout for fn's context under the parent.
+func (d *fnDeadline) start() {
 	now := time.Now()
 	dl := now.Add(d.m.timeout)
-	if pd, ok := parent.Deadline(); ok && pd.Before(dl) {
+	if pd, ok := d.parent.Deadline(); ok && pd.Before(dl) {
 		dl = pd // reported as the deadline; the parent's own ends the context then
 	}
-	d.dctx.Init(parent, dl)
+	d.dctx.Init(d.parent, dl)
 	d.node.Owner = d
+	d.armed = true
 	if !d.m.deadlines.Add(&d.node, now, d.m.timeout) {
 		d.timer = time.AfterFunc(d.m.timeout, d.Fire)
 	}
 }
 
-// stop disarms the timeout and ends the context, as a CancelFunc does.
-func (d *fnDeadline) stop() {
-	if d.timer != nil {
-		d.timer.Stop()
-	} else {
-		d.m.deadlines.Remove(&d.node)
+// deadlinePassed answers the deadline, ended with cause, if that is a
+// timeout and fn has not returned: the call counts as late before the
+// adapter is told, so whoever sees the 504 sees the late handler.
+func (d *fnDeadline) deadlinePassed(cause error) {
+	if !isTimeout(cause) {
+		return
 	}
-	d.dctx.End(context.Canceled, nil)
+	d.mu.Lock()
+	if d.state != fnRunning {
+		d.mu.Unlock()
+		return
+	}
+	d.state = fnExpired
+	d.m.lateBegins()
+	d.mu.Unlock()
+	d.onExpire(cause)
+	if m := d.m; cause == error(m.timeoutErr) {
+		m.emitTimeout(d.parent)
+	}
 }
 
-// runFn runs Execute's callback with the timeout. Under ExecuteInPlace
-// (c.timed set), the deadline is answered when it passes, not when fn
+// finish runs when fn returns or panics: the timeout is disarmed and the
+// context ended, as a CancelFunc does, and a call answered at its
+// deadline is late no more.
+func (d *fnDeadline) finish() {
+	if d.armed {
+		if d.timer != nil {
+			d.timer.Stop()
+		} else {
+			d.m.deadlines.Remove(&d.node)
+		}
+		d.dctx.End(context.Canceled, nil)
+	}
+	if d.onExpire != nil {
+		d.mu.Lock()
+		if d.state == fnExpired {
+			d.m.lateEnds()
+		} else {
+			d.state = fnReturned
+		}
+		d.mu.Unlock()
+	}
+}
+
+// runFn runs a callback with the timeout. Under ExecuteInPlace
+// (c.expired set), the deadline is answered when it passes, not when fn
 // returns.
 func (m *Middleware) runFn(ctx context.Context, c *call) error {
+	if m.timeout == 0 && c.expired == nil {
+		return c.fn(ctx)
+	}
+	d := &fnDeadline{m: m, parent: ctx, onExpire: c.expired}
 	tctx := ctx
 	if m.timeout > 0 {
-		d := &fnDeadline{m: m, tc: c.timed}
-		d.start(ctx)
+		d.start()
 		tctx = &d.dctx
-		defer d.stop()
 	}
-	if tc := c.timed; tc != nil && ctx.Done() != nil {
-		// The middleware's own timeout is answered by its Fire; this
-		// watches what can end ctx earlier: an upstream deadline, or a
-		// custom pipeline's timeout.
-		stop := context.AfterFunc(ctx, func() { tc.deadlinePassed(ctx, context.Cause(ctx)) })
+	defer d.finish()
+	if c.expired != nil && ctx.Done() != nil {
+		// The middleware's own timeout is answered by Fire; this watches
+		// what can end ctx earlier: an upstream deadline, or a custom
+		// pipeline's timeout.
+		stop := context.AfterFunc(ctx, func() { d.deadlinePassed(context.Cause(ctx)) })
 		defer stop()
 	}
 	err := c.fn(tctx)
 	if m.timeout > 0 && context.Cause(tctx) == error(m.timeoutErr) {
-		if c.timed == nil {
+		if c.expired == nil {
 			m.emitTimeout(ctx)
 		}
 		return m.timeoutErr

@@ -90,8 +90,8 @@ type call struct {
 	next http.Handler // Handler
 	cont Continue     // Serve
 	fn   func(ctx context.Context) error
-	// timed, for ExecuteInPlace, answers the deadline while fn runs on.
-	timed *timedCall
+	// expired, for ExecuteInPlace, answers the deadline while fn runs on.
+	expired func(cause error)
 }
 
 func (c *call) isHTTP() bool { return c.r != nil }
