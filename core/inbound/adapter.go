@@ -186,7 +186,9 @@ func (m *Middleware) Execute(ctx context.Context, raw any, fn func(ctx context.C
 // timeout strategy of a custom pipeline) passes before fn returns,
 // expired is called once, on a goroutine of its own, with the error to
 // pass to Render; from then until fn returns the request counts as late
-// in Stats, and it keeps its permit. ExecuteInPlace itself returns when fn
+// in Stats, and it keeps its permit. expired must not wait for fn; it has
+// returned by the time ExecuteInPlace returns, so the adapter may then
+// reuse what expired reads. ExecuteInPlace itself returns when fn
 // returns, like Execute (with the *resilience.TimeoutRejectedError when
 // the timeout fired). A nil expired makes it Execute.
 func (m *Middleware) ExecuteInPlace(ctx context.Context, raw any, fn func(ctx context.Context) error, expired func(cause error)) error {

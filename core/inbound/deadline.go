@@ -255,7 +255,8 @@ type fnDeadline struct {
 	timer  *time.Timer // when the deadline list could not take it
 
 	// onExpire is ExecuteInPlace's expired, called once the deadline has
-	// won, outside mu, on the deadline's goroutine; nil under Execute.
+	// won, under mu (so that finish waits for it), on the deadline's
+	// goroutine; nil under Execute.
 	onExpire func(cause error)
 	mu       sync.Mutex
 	state    uint8 // fnRunning, fnReturned or fnExpired
@@ -304,8 +305,10 @@ func (d *fnDeadline) deadlinePassed(cause error) {
 	}
 	d.state = fnExpired
 	d.m.lateBegins()
-	d.mu.Unlock()
-	d.onExpire(cause)
+	func() {
+		defer d.mu.Unlock() // a panicking expired must not keep fn's return waiting
+		d.onExpire(cause)
+	}()
 	if m := d.m; cause == error(m.timeoutErr) {
 		m.emitTimeout(d.parent)
 	}
@@ -313,7 +316,7 @@ func (d *fnDeadline) deadlinePassed(cause error) {
 
 // finish runs when fn returns or panics: the timeout is disarmed and the
 // context ended, as a CancelFunc does, and a call answered at its
-// deadline is late no more.
+// deadline is late no more, once expired has returned.
 func (d *fnDeadline) finish() {
 	if d.armed {
 		if d.timer != nil {
