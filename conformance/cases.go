@@ -8,6 +8,7 @@ var allCases = concatCases(
 	viewCases,
 	rateLimitCases,
 	timeoutCases,
+	http2Cases,
 	disconnectCases,
 	goneCases,
 	panicCases,

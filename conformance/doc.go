@@ -63,6 +63,7 @@
 //	timeout-ignored-context        a handler that ignores its context still gets its client a 504 on time
 //	timeout-late-writes-discarded  after the 504, late writes and headers are dropped without a race
 //	timeout-nested-pipeline        a pipeline run inside the handler observes the inbound deadline
+//	timeout-http2-clean-end        over HTTP/2 the 504 is on time and its stream ends cleanly (no reset)
 //	disconnect-while-queued        a client gone while queued frees its queue place at once
 //	disconnect-while-running       a client gone while its handler runs cancels its context
 //	disconnect-unread-post-body    net/http gap, pinned: a disconnect is noticed once the body is read

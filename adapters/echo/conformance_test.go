@@ -14,7 +14,8 @@ import (
 // middleware, with echo's default error handler.
 func echoHarness() conformance.Harness {
 	return conformance.Harness{
-		Name: "echo",
+		Name:         "echo",
+		KnownFailing: map[string]string{"timeout-http2-clean-end": "under Serve the framework owns ServeHTTP: the 504 is whole at the deadline, but HTTP/2 ends a stream only when ServeHTTP returns, so the stream is reset after the 504 instead (issue 21, item 6)"},
 		Start: func(cfg conformance.Config) (*conformance.Server, error) {
 			mw, err := resilienceecho.New(cfg.Options)
 			if err != nil {

@@ -18,7 +18,8 @@ func ginHarness(fallback bool) conformance.Harness {
 		name = "gin-fallback"
 	}
 	return conformance.Harness{
-		Name: name,
+		Name:         name,
+		KnownFailing: map[string]string{"timeout-http2-clean-end": http2Reset},
 		Start: func(cfg conformance.Config) (*conformance.Server, error) {
 			mw, err := resiliencegin.New(cfg.Options)
 			if err != nil {
@@ -48,3 +49,6 @@ func TestConformance(t *testing.T) {
 	t.Run("fallback-off", func(t *testing.T) { conformance.Run(t, ginHarness(false)) })
 	t.Run("fallback-on", func(t *testing.T) { conformance.Run(t, ginHarness(true)) })
 }
+
+// http2Reset is why the HTTP/2 case fails on gin today.
+const http2Reset = "under Serve the framework owns ServeHTTP: the 504 is whole at the deadline, but HTTP/2 ends a stream only when ServeHTTP returns, so the stream is reset after the 504 instead (issue 21, item 6)"
