@@ -5,8 +5,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/ylcnfrht/resilience/adapters/gin"
+	resiliencegin "github.com/ylcnfrht/resilience/adapters/gin"
 	"github.com/ylcnfrht/resilience/conformance"
+	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 // ginHarness mounts the suite the way a gin user would: the health route
@@ -18,8 +19,7 @@ func ginHarness(fallback bool) conformance.Harness {
 		name = "gin-fallback"
 	}
 	return conformance.Harness{
-		Name:         name,
-		KnownFailing: map[string]string{"timeout-http2-clean-end": http2Reset},
+		Name: name,
 		Start: func(cfg conformance.Config) (*conformance.Server, error) {
 			mw, err := resiliencegin.New(cfg.Options)
 			if err != nil {
@@ -37,7 +37,8 @@ func ginHarness(fallback bool) conformance.Harness {
 			g.Any("/:first", h)
 			g.Any("/:first/*rest", h)
 			g.Any("/route/:id", h) // conformance.RoutePattern
-			return conformance.NewHTTPServer(e, mw.Inbound().Stats)
+			// DetachHTTP2: the 504 then ends its HTTP/2 stream cleanly.
+			return conformance.NewHTTPServer(inbound.DetachHTTP2(e), mw.Inbound().Stats)
 		},
 	}
 }
@@ -49,6 +50,3 @@ func TestConformance(t *testing.T) {
 	t.Run("fallback-off", func(t *testing.T) { conformance.Run(t, ginHarness(false)) })
 	t.Run("fallback-on", func(t *testing.T) { conformance.Run(t, ginHarness(true)) })
 }
-
-// http2Reset is why the HTTP/2 case fails on gin today.
-const http2Reset = "under Serve the framework owns ServeHTTP: the 504 is whole at the deadline, but HTTP/2 ends a stream only when ServeHTTP returns, so the stream is reset after the 504 instead (issue 21, item 6)"

@@ -57,7 +57,9 @@ func (m *Middleware) serveTimed(ctx context.Context, c *call, custom bool, res *
 	t.tw.w = c.w
 	t.tw.owner = t
 	t.tw.h1 = r.ProtoMajor < 2
-	t.detached, _ = c.w.(*detachedWriter)
+	if !t.tw.h1 {
+		t.detached = findDetached(c.w)
+	}
 	t.ctx = ctx
 	if m.timeout > 0 {
 		now := time.Now()

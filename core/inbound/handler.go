@@ -3,6 +3,7 @@ package inbound
 import (
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,11 +24,16 @@ type handler struct {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor >= 2 && h.m.Timed() {
-		h.serveDetached(w, r)
+		serveDetached(w, r, (*admitting)(h), false)
 		return
 	}
 	h.serveHTTP(w, r)
 }
+
+// admitting is the handler's own work, as the detached goroutine runs it.
+type admitting handler
+
+func (a *admitting) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*handler)(a).serveHTTP(w, r) }
 
 func (h *handler) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	c := call{ctx: r.Context(), raw: r, w: w, r: r, next: h.next}
@@ -56,6 +62,13 @@ type detachedWriter struct {
 	timedOut chan struct{} // closed once the 504 is out: ServeHTTP may return
 	done     chan struct{} // closed when the middleware's work returns
 
+	// guard: writes too are refused once ServeHTTP returned (DetachHTTP2,
+	// where the framework, not the timed writer, writes last).
+	guard bool
+	spare http.Header // Header once gone, under guard
+
+	signalled atomic.Bool // timedOut is closed
+
 	mu   sync.Mutex
 	gone bool // ServeHTTP has returned
 
@@ -63,9 +76,41 @@ type detachedWriter struct {
 	panicVal any
 }
 
-func (d *detachedWriter) Header() http.Header         { return d.w.Header() }
-func (d *detachedWriter) WriteHeader(code int)        { d.w.WriteHeader(code) }
-func (d *detachedWriter) Write(p []byte) (int, error) { return d.w.Write(p) }
+func (d *detachedWriter) Header() http.Header {
+	if d.guard {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.gone {
+			if d.spare == nil {
+				d.spare = make(http.Header)
+			}
+			return d.spare
+		}
+	}
+	return d.w.Header()
+}
+
+func (d *detachedWriter) WriteHeader(code int) {
+	if d.guard {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.gone {
+			return
+		}
+	}
+	d.w.WriteHeader(code)
+}
+
+func (d *detachedWriter) Write(p []byte) (int, error) {
+	if d.guard {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.gone {
+			return 0, http.ErrHandlerTimeout
+		}
+	}
+	return d.w.Write(p)
+}
 
 // FlushError flushes the response while it is still net/http's.
 func (d *detachedWriter) FlushError() error {
@@ -108,17 +153,60 @@ func (d *detachedWriter) EnableFullDuplex() error {
 }
 
 // signalTimedOut lets ServeHTTP return: the 504 has been written and
-// flushed. Called with the timed writer's mutex held, once.
-func (d *detachedWriter) signalTimedOut() { close(d.timedOut) }
+// flushed. Called with a timed writer's mutex held; two timed writers
+// over one detached request signal it once.
+func (d *detachedWriter) signalTimedOut() {
+	if d.signalled.CompareAndSwap(false, true) {
+		close(d.timedOut)
+	}
+}
+
+// findDetached returns the detached writer w writes to, directly or
+// through a framework's writer (gin's and echo's unwrap), or nil.
+func findDetached(w http.ResponseWriter) *detachedWriter {
+	for range 4 {
+		if d, ok := w.(*detachedWriter); ok {
+			return d
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
+	return nil
+}
+
+// DetachHTTP2 returns h, a framework's router (gin, echo) whose adapter
+// uses Serve, so that each HTTP/2 request runs on a goroutine of its own:
+// ServeHTTP then returns once the 504 sent at the deadline is out, and
+// HTTP/2 ends its stream cleanly while the late handler runs on, as
+// Handler does by itself. Without it, under Serve the stream is reset
+// after the complete 504 (HTTP/2 ends a stream only when ServeHTTP
+// returns, and the framework owns that call). Set it as the server's
+// handler: srv.Handler = inbound.DetachHTTP2(router). HTTP/1 requests
+// pass through; an HTTP/2 request costs a goroutine and a few
+// allocations.
+func DetachHTTP2(h http.Handler) http.Handler { return detach{h} }
+
+type detach struct{ next http.Handler }
+
+func (x detach) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor < 2 {
+		x.next.ServeHTTP(w, r)
+		return
+	}
+	serveDetached(w, r, x.next, true)
+}
 
 // serveDetached runs the request on its own goroutine and returns when it
 // is done or its 504 is out. A panic of the middleware or the handler is
 // re-raised here while ServeHTTP is still waiting (so net/http and outer
 // middlewares see it, http.ErrAbortHandler included); after, it is logged
 // the way net/http logs a handler's panic.
-func (h *handler) serveDetached(w http.ResponseWriter, r *http.Request) {
-	d := &detachedWriter{w: w, timedOut: make(chan struct{}), done: make(chan struct{})}
-	go h.runDetached(d, r)
+func serveDetached(w http.ResponseWriter, r *http.Request, next http.Handler, guard bool) {
+	d := &detachedWriter{w: w, guard: guard, timedOut: make(chan struct{}), done: make(chan struct{})}
+	go runDetached(d, r, next)
 	select {
 	case <-d.done:
 	case <-d.timedOut:
@@ -137,7 +225,7 @@ func (h *handler) serveDetached(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (h *handler) runDetached(d *detachedWriter, r *http.Request) {
+func runDetached(d *detachedWriter, r *http.Request, next http.Handler) {
 	completed := false
 	defer func() {
 		var v any
@@ -153,6 +241,6 @@ func (h *handler) runDetached(d *detachedWriter, r *http.Request) {
 			LogPanic(r, "http: panic serving %v after its 504: %v", r.RemoteAddr, v)
 		}
 	}()
-	h.serveHTTP(d, r)
+	next.ServeHTTP(d, r)
 	completed = true
 }
