@@ -16,7 +16,7 @@ func (l *ConcurrencyLimiter) Admit(ctx context.Context, tel Telemetry) error {
 	}
 	waited, r := l.engine.Acquire(ctx, rank)
 	if err := engineError(ctx, r); err != nil {
-		emitBulkheadRejection(ctx, tel, waited, err)
+		emitLimiterRejection(ctx, tel, waited, err)
 		return err
 	}
 	emitQueueAdmitted(ctx, tel, waited)
@@ -29,7 +29,7 @@ func (l *ConcurrencyLimiter) Admit(ctx context.Context, tel Telemetry) error {
 func (a *AdaptiveLimiter) Admit(ctx context.Context, tel Telemetry) (AdaptivePermit, error) {
 	p, waited, err := a.begin(ctx, &tel)
 	if err != nil {
-		emitBulkheadRejection(ctx, tel, waited, err)
+		emitLimiterRejection(ctx, tel, waited, err)
 		return AdaptivePermit{}, err
 	}
 	emitQueueAdmitted(ctx, tel, waited)

@@ -60,7 +60,7 @@ func (g *gate) release(ctx context.Context, p permit, o resilience.LimitOutcome)
 	if err := p.adaptive.Release(o); err != nil {
 		// The limit.Algorithm panicked as this release closed its window:
 		// contained by the limiter, reported here.
-		g.tel.Emit(ctx, event.Event{Name: event.HookPanic, Reason: resilience.HookLimitAlgorithm, Err: err})
+		g.tel.Emit(ctx, event.Event{Name: event.HookPanic, Reason: event.HookLimitAlgorithm, Err: err})
 	}
 }
 
@@ -75,7 +75,7 @@ func (g *gate) stats() resilience.LimiterStats {
 // with a panic of the user's Classifier reported before it fails this
 // request.
 func (g *gate) classify(ctx context.Context, c resilience.Classifier, err error) resilience.LimitOutcome {
-	defer reportHookPanic(ctx, g.tel, resilience.HookClassifier)
+	defer reportHookPanic(ctx, g.tel, event.HookClassifier)
 	return c(ctx, err)
 }
 

@@ -89,7 +89,7 @@ func staticResponse(status int, code, msg string, reason resilience.RejectReason
 // renderDefault maps an error from the inbound pipeline to a response. ok
 // is false when nothing must be sent: the client went away.
 func (m *Middleware) renderDefault(err error) (Response, bool) {
-	var bulk *resilience.BulkheadRejectedError
+	var bulk *resilience.ConcurrencyLimitRejectedError
 	var rate *resilience.RateLimitRejectedError
 	switch {
 	case err == nil:
@@ -151,7 +151,7 @@ func (m *Middleware) renderHook(err error, def Response) (r Response, ok bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			ok = false
-			perr := &resilience.HookPanicError{Hook: resilience.HookRender, Value: v}
+			perr := &resilience.HookPanicError{Hook: event.HookRender, Value: v}
 			m.hookTel.Emit(context.Background(), event.Event{Name: event.HookPanic, Reason: perr.Hook, Err: perr})
 		}
 	}()
@@ -189,7 +189,7 @@ func RetryAfter(d time.Duration) int64 { return ceilSeconds(d, 1) }
 
 // errShuttingDown is what a draining middleware answers every arrival
 // with: 503 BULKHEAD_FULL, reason "shutting-down".
-var errShuttingDown = &resilience.BulkheadRejectedError{Reason: resilience.ReasonShuttingDown}
+var errShuttingDown = &resilience.ConcurrencyLimitRejectedError{Reason: resilience.ReasonShuttingDown}
 
 // rejectHTTP answers a request that did not reach its handler. When its
 // context ended while it waited, nothing was rendered: if the client is
