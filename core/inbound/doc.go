@@ -199,6 +199,10 @@
 // response is the middleware's own answer at the deadline, for a
 // framework that keeps its own view of the response (gin's writer,
 // echo's Committed) and must not write a second one.
+// Over HTTP/2 a 504 under Serve ends its stream cleanly only with the
+// framework's router wrapped in DetachHTTP2; without it the stream is
+// reset after the complete 504. Adapters write a rendered Response with
+// WriteResponse, and a panic after the deadline with LogPanic.
 //
 // Execute runs the handler on the caller's goroutine and reports the
 // timeout when it returns. ExecuteInPlace keeps fn on the caller's

@@ -334,10 +334,11 @@ func (tw *timeoutWriter) expireLocked() bool {
 		_ = flushUnderlying(tw.w)
 		if !tw.h1 && tw.owner.detached == nil {
 			// HTTP/2 ends a stream only when ServeHTTP returns. Handler
-			// detaches the request and returns once this 504 is out (see
-			// detach.go); under Serve the framework owns the call, so the
-			// stream is reset instead, and the client is not held until
-			// the handler returns. The connection's other streams go on.
+			// (and DetachHTTP2 around a framework) detaches the request
+			// and returns once this 504 is out (see handler.go); under
+			// Serve alone the framework owns the call, so the stream is
+			// reset instead, and the client is not held until the
+			// handler returns. The connection's other streams go on.
 			_ = http.NewResponseController(tw.w).SetWriteDeadline(time.Now())
 		}
 		tw.state = stateTimedOut
