@@ -26,25 +26,28 @@ type gate struct {
 	tel      resilience.Telemetry
 }
 
-// permit is a permit of the gate's limiter.
+// permit is a permit of the gate's limiter: free is one TryAcquire took
+// (not counted to a flow), queued one Admit took.
 type permit struct {
-	fixed    *resilience.ConcurrencyLimiter
+	free     bool
+	queued   resilience.ConcurrencyPermit
 	adaptive resilience.AdaptivePermit
 }
 
 func (g *gate) tryAcquire() (permit, bool) {
 	if g.fixed != nil {
-		return permit{fixed: g.fixed}, g.fixed.TryAcquire()
+		return permit{free: true}, g.fixed.TryAcquire()
 	}
 	p, ok := g.adaptive.TryAcquire()
 	return permit{adaptive: p}, ok
 }
 
 // acquire queues for a permit, or rejects, with ctx carrying the view the
-// Priority function reads.
+// Priority and Flow functions read.
 func (g *gate) acquire(ctx context.Context) (permit, error) {
 	if g.fixed != nil {
-		return permit{fixed: g.fixed}, g.fixed.Admit(ctx, g.tel)
+		p, err := g.fixed.Admit(ctx, g.tel)
+		return permit{queued: p}, err
 	}
 	p, err := g.adaptive.Admit(ctx, g.tel)
 	return permit{adaptive: p}, err
@@ -53,8 +56,12 @@ func (g *gate) acquire(ctx context.Context) (permit, error) {
 // release returns p with the request's outcome (the fixed limiter ignores
 // it).
 func (g *gate) release(ctx context.Context, p permit, o resilience.LimitOutcome) {
-	if p.fixed != nil {
-		p.fixed.Release()
+	switch {
+	case p.free:
+		g.fixed.Release()
+		return
+	case g.fixed != nil:
+		p.queued.Release()
 		return
 	}
 	if err := p.adaptive.Release(o); err != nil {

@@ -31,8 +31,8 @@ type Middleware struct {
 	gate     *gate // the fixed or adaptive limiter; nil without one
 
 	// queueView: a request that does not find a free permit needs the
-	// view (a Priority function, or a custom pipeline's strategies, may
-	// read it).
+	// view (a Priority or Flow function, or a custom pipeline's
+	// strategies, may read it).
 	queueView bool
 	// measure: the adaptive limiter counts each request by its outcome.
 	measure  bool
@@ -84,7 +84,7 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 		}
 		m.limiter = l
 		m.gate = &gate{fixed: l, tel: resilience.NewTelemetry(name, l.StrategyName(), opts.Listener)}
-		m.queueView = opts.Concurrency.Priority != nil
+		m.queueView = ranksQueued(opts.Concurrency.Priority, opts.Concurrency.Flow)
 	case opts.Adaptive != nil:
 		a := *opts.Adaptive
 		m.classify = a.Classify
@@ -97,7 +97,7 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 		}
 		m.adaptive = l
 		m.gate = &gate{adaptive: l, tel: resilience.NewTelemetry(name, l.StrategyName(), opts.Listener)}
-		m.queueView = a.Priority != nil
+		m.queueView = ranksQueued(a.Priority, a.Flow)
 		m.measure = true
 	}
 	if opts.RateLimit != nil {

@@ -19,12 +19,16 @@ import (
 //     lowest-priority waiter for a better newcomer;
 //   - adaptive: the adaptive limiter with its defaults (untuned), with
 //     only the timeout;
-//   - adaptive-codel: the adaptive limiter with the knobs' queue and CoDel.
+//   - adaptive-codel: the adaptive limiter with the knobs' queue and CoDel;
+//   - fixed-retrylast: the fixed limiter ranking requests marked as
+//     retries (inbound.RetryPriority) below first attempts, so that a
+//     full queue sheds them first;
+//   - the fair modes and their contrast (see fairContenders).
 //
 // When the knobs are Prioritized, every limiter ranks queued requests by
 // PriorityOf.
 func Ours() []Contender {
-	return []Contender{
+	return append([]Contender{
 		PassThrough,
 		{Name: "fixed", New: func(k Knobs) (func(http.Handler) http.Handler, error) {
 			return inboundMiddleware(k, inbound.Options{Concurrency: fixedOptions(k, nil, "")})
@@ -46,7 +50,12 @@ func Ours() []Contender {
 				CoDel:        &resilience.CoDelOptions{},
 			}})
 		}},
-	}
+		{Name: "fixed-retrylast", New: func(k Knobs) (func(http.Handler) http.Handler, error) {
+			o := fixedOptions(k, nil, resilience.OverflowDropLowestPriority)
+			o.Priority = inbound.RetryPriority(o.Priority)
+			return inboundMiddleware(k, inbound.Options{Concurrency: o})
+		}},
+	}, fairContenders()...)
 }
 
 func fixedOptions(k Knobs, codel *resilience.CoDelOptions, overflow resilience.OverflowPolicy) *resilience.ConcurrencyLimiterOptions {

@@ -46,6 +46,9 @@ func Run(ctx context.Context, cfg Config, contenders []Contender, progress io.Wr
 	if len(contenders) == 0 {
 		return nil, errors.New("no contender to run")
 	}
+	if cfg.Scenario == ScenarioRetryStorm {
+		return runStorm(ctx, cfg, contenders, progress)
+	}
 	rep := &Report{Config: cfg, Machine: machine()}
 	if cfg.PinCPUs {
 		split, unpin, err := pinGenerator()
@@ -168,6 +171,9 @@ func classes(cfg *Config, n int) []uint8 {
 func runOne(ctx context.Context, cfg *Config, capacity float64, name string, t *target, progress io.Writer) (*Result, error) {
 	arr := arrivals(cfg)
 	cls := classes(cfg, len(arr))
+	if len(cfg.Tenants) > 0 {
+		arr, cls = tenantArrivals(cfg)
+	}
 	recs := make([]record, 2*len(arr)) // attempt 0 and the retry
 	lags := make([]time.Duration, len(arr))
 
@@ -192,6 +198,9 @@ func runOne(ctx context.Context, cfg *Config, capacity float64, name string, t *
 				p = HighPriority
 			}
 			req.Header.Set(PriorityHeader, fmt.Sprint(p))
+		}
+		if len(cfg.Tenants) > 0 {
+			req.Header.Set(TenantHeader, cfg.Tenants[cls[i]].Name)
 		}
 		sent.Add(1)
 		t0 := time.Now()
