@@ -42,6 +42,10 @@ const (
 	// clients not to retry on this instance: connect sends
 	// grpc-retry-pushback-ms -1 and no Retry-After.)
 	CapShutdownRetryAfter Capability = "shutdown-retry-after"
+
+	// CapHTTP2: the server speaks HTTP/2 without TLS (h2c, prior
+	// knowledge), as NewHTTPServer's does. (fasthttp speaks HTTP/1 only.)
+	CapHTTP2 Capability = "http2"
 )
 
 // Capabilities returns every capability the suite knows, in a stable order,
@@ -54,6 +58,7 @@ func Capabilities() []CapabilityInfo {
 		{CapRoute, "inbound.Request.Route reports the route pattern to priority and key functions"},
 		{CapOnTime504, "a complete 504 reaches the client at the deadline while a handler that ignores its context runs on"},
 		{CapShutdownRetryAfter, "a 503 shutting-down carries Retry-After like the other capacity 503s"},
+		{CapHTTP2, "the server speaks HTTP/2 without TLS (h2c, prior knowledge)"},
 	}
 }
 

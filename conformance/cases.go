@@ -10,6 +10,7 @@ var allCases = concatCases(
 	rateLimitCases,
 	headerCases,
 	timeoutCases,
+	http2Cases,
 	disconnectCases,
 	goneCases,
 	panicCases,
