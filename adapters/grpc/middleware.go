@@ -1,0 +1,371 @@
+package resiliencegrpc
+
+import (
+	"context"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/inbound"
+)
+
+// Middleware is the inbound pipeline in front of grpc-go services.
+// Register services through Registrar (most callers), or install
+// UnaryInterceptor and StreamInterceptor; not both, or every call is
+// admitted twice. A Middleware is safe for concurrent use, and every
+// service it fronts shares its limits. Build it with New: the zero value
+// is not usable. A rejected, timed-out or panicking call leaves nothing
+// behind (permit and queue place returned).
+type Middleware struct {
+	in    *inbound.Middleware
+	rej   rejections
+	timed bool // inbound's Timed: a deadline can answer for every call
+}
+
+// New validates opts and returns the middleware, or a
+// *resilience.ConfigError naming the first invalid field (errors.Is
+// resilience.ErrInvalidOptions). Options.Render restyles HTTP responses,
+// which gRPC does not send: New refuses it.
+func New(opts inbound.Options) (*Middleware, error) {
+	if opts.Render != nil {
+		return nil, &resilience.ConfigError{Field: "Options.Render", Problem: "gRPC rejections are statuses (see the package documentation's table), not HTTP responses; leave it nil"}
+	}
+	in, err := inbound.NewFor(framework, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Middleware{in: in, rej: newRejections(), timed: in.Timed()}, nil
+}
+
+// Inbound returns the underlying inbound middleware: its Limiter to change
+// the limit at run time, its RateLimiter and AdaptiveLimiter, and Drain.
+func (m *Middleware) Inbound() *inbound.Middleware { return m.in }
+
+// Stats returns the middleware's current load: Inbound().Stats(), whose
+// Late and LateTotal count the handlers still running after their
+// deadline was answered.
+func (m *Middleware) Stats() inbound.Stats { return m.in.Stats() }
+
+// UnaryInterceptor returns the pipeline as a unary server interceptor, for
+// grpc.ChainUnaryInterceptor. grpc-go decodes a unary call's request
+// message before any unary interceptor runs, so a call shed here has been
+// decoded: prefer Registrar, which sheds before decoding.
+func (m *Middleware) UnaryInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		var reply any
+		err := m.serve(ctx, func(hctx context.Context, _ *timedCall) error {
+			var err error
+			reply, err = handler(hctx, req)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return reply, nil
+	}
+}
+
+// StreamInterceptor returns the pipeline as a stream server interceptor,
+// for grpc.ChainStreamInterceptor. It admits a stream before its first
+// message is read and holds the permit until the handler returns.
+// grpc-go calls stream interceptors for streaming RPCs only (and for
+// grpc.UnknownServiceHandler): pair it with UnaryInterceptor.
+func (m *Middleware) StreamInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		return m.stream(srv, ss, handler)
+	}
+}
+
+// Registrar returns r with every service registered through it behind the
+// pipeline: pass it to the generated Register…Server functions in place of
+// the *grpc.Server. A unary call is admitted before its request message is
+// decoded, and before the server's unary interceptors run; a stream before
+// its first message. Services registered on r directly (health,
+// reflection) are not shed.
+//
+//	pb.RegisterGreeterServer(mw.Registrar(s), impl)
+func (m *Middleware) Registrar(r grpc.ServiceRegistrar) grpc.ServiceRegistrar {
+	return registrar{m: m, r: r}
+}
+
+type registrar struct {
+	m *Middleware
+	r grpc.ServiceRegistrar
+}
+
+// RegisterService registers a copy of desc whose method and stream
+// handlers run behind the pipeline.
+func (r registrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
+	d := *desc
+	d.Methods = make([]grpc.MethodDesc, len(desc.Methods))
+	for i, md := range desc.Methods {
+		d.Methods[i] = grpc.MethodDesc{MethodName: md.MethodName, Handler: r.m.methodHandler(md.Handler)}
+	}
+	d.Streams = make([]grpc.StreamDesc, len(desc.Streams))
+	for i, sd := range desc.Streams {
+		h := sd.Handler
+		sd.Handler = func(srv any, ss grpc.ServerStream) error { return r.m.stream(srv, ss, h) }
+		d.Streams[i] = sd
+	}
+	r.r.RegisterService(&d, impl)
+}
+
+// methodHandler wraps a generated unary method handler: admission first,
+// then the handler decodes the message (dec) and runs the server's unary
+// interceptors and the method.
+func (m *Middleware) methodHandler(h grpc.MethodHandler) grpc.MethodHandler {
+	return func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+		var reply any
+		err := m.serve(ctx, func(hctx context.Context, t *timedCall) error {
+			d := dec
+			if t != nil {
+				d = t.dec(dec)
+			}
+			var err error
+			reply, err = h(srv, hctx, d, interceptor)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return reply, nil
+	}
+}
+
+// stream runs a streaming RPC's handler behind the pipeline.
+func (m *Middleware) stream(srv any, ss grpc.ServerStream, handler grpc.StreamHandler) error {
+	ctx := ss.Context()
+	return m.serve(ctx, func(hctx context.Context, t *timedCall) error {
+		if t != nil {
+			return handler(srv, &guardedStream{ServerStream: ss, ctx: hctx, t: t})
+		}
+		if hctx != ctx { // the context of a custom pipeline's strategies
+			return handler(srv, &ctxStream{ServerStream: ss, ctx: hctx})
+		}
+		return handler(srv, ss)
+	})
+}
+
+// serve runs fn, the rest of the call, through the pipeline and returns
+// fn's error or the status of a rejection. Without a deadline of the
+// middleware fn runs on the caller's goroutine and t is nil; with one it
+// runs on a goroutine of its own, so that the call is answered at the
+// deadline whether or not fn watches its context, and t guards what fn
+// may still send afterwards.
+func (m *Middleware) serve(ctx context.Context, fn func(hctx context.Context, t *timedCall) error) error {
+	if err := ctx.Err(); err != nil {
+		// Expired (or cancelled) on arrival: answered at once, never queued.
+		return m.reject(ctx, err)
+	}
+	if !m.timed {
+		ran := false
+		err := m.in.Execute(ctx, ctx, func(hctx context.Context) error {
+			ran = true
+			return fn(hctx, nil)
+		})
+		if !ran {
+			return m.reject(ctx, err)
+		}
+		return err
+	}
+	t := &timedCall{}
+	err := m.in.ExecuteTimed(ctx, ctx, func(hctx context.Context) error {
+		t.hctx = hctx
+		hctx = grpc.NewContextWithServerTransportStream(hctx, &guardedTransportStream{s: grpc.ServerTransportStreamFromContext(ctx), t: t})
+		err := fn(hctx, t)
+		if t.state.CompareAndSwap(timedRunning, timedReturned) {
+			return err
+		}
+		return nil // answered already; nobody reads it
+	})
+	if t.state.CompareAndSwap(timedRunning, timedAnswered) {
+		// Not admitted, or the deadline passed while fn runs on: fn keeps
+		// its permit until it returns, and what it sends is dropped.
+		return m.reject(ctx, err)
+	}
+	if isTimeout(err) {
+		return m.reject(ctx, err) // fn returned after the middleware's timeout
+	}
+	return err
+}
+
+// isTimeout reports whether err is the middleware's timeout, as
+// ExecuteTimed reports a callback that outlived it.
+func isTimeout(err error) bool {
+	_, ok := err.(*resilience.TimeoutRejectedError)
+	return ok
+}
+
+// reject sends the rejection for err, an error from inbound for a call
+// that did not run to its end, and returns its status.
+func (m *Middleware) reject(ctx context.Context, err error) error {
+	r, ok := m.rej.rejectionFor(m.in, err)
+	if !ok {
+		// The client went away: nobody reads the status.
+		return status.FromContextError(err).Err()
+	}
+	return r.send(ctx)
+}
+
+// GracefulStop drains the middleware and stops s gracefully: from the
+// moment it is called every queued and arriving call is answered
+// UNAVAILABLE (reason shutting-down, negative pushback) at once, while
+// running calls finish; then s.GracefulStop closes the listeners and
+// waits for them. When ctx ends first (the grace period is over) it stops
+// s at once (s.Stop, cancelling what still runs) and returns ctx's error.
+// It returns nil once every handler, late ones included, has returned.
+func (m *Middleware) GracefulStop(ctx context.Context, s *grpc.Server) error {
+	// Drain marks the middleware draining and closes its limiter before
+	// it first waits: with an ended context it does just that, here, so
+	// no call is admitted once GracefulStop has begun.
+	now, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = m.in.Drain(now)
+	stopped := make(chan struct{})
+	go func() {
+		s.GracefulStop()
+		close(stopped)
+	}()
+	err := m.in.Drain(ctx)
+	if err == nil {
+		select {
+		case <-stopped:
+			return nil
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	s.Stop()
+	<-stopped
+	return err
+}
+
+// The states of a timed call: whichever of fn's return and the answer
+// (a rejection or the deadline) comes first decides.
+const (
+	timedRunning uint32 = iota
+	timedReturned
+	timedAnswered
+)
+
+// timedCall is the state a timed call's handler shares with the call.
+type timedCall struct {
+	state atomic.Uint32
+	hctx  context.Context // the handler's, set before it runs
+}
+
+// errLate is what a handler's sends and receives get once its call was
+// answered at the deadline.
+var errLate = status.Error(codes.DeadlineExceeded, msgTimeout)
+
+// refusing reports whether the handler must no longer touch the stream:
+// its call was answered, or its deadline has passed (a handler woken by
+// its context's end must find the stream refusing, or it could send after
+// the deadline before the call is answered).
+func (t *timedCall) refusing() bool {
+	return t.state.Load() == timedAnswered || t.hctx.Err() == context.DeadlineExceeded
+}
+
+// dec guards a unary call's decode function: once the call is answered
+// the stream is grpc-go's again.
+func (t *timedCall) dec(dec func(any) error) func(any) error {
+	return func(v any) error {
+		if t.refusing() {
+			return errLate
+		}
+		return dec(v)
+	}
+}
+
+// guardedStream is a timed stream's handler's view of it: its context ends
+// at the deadline, and once the call is answered its sends and receives
+// fail with DEADLINE_EXCEEDED instead of reaching grpc-go's stream.
+type guardedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+	t   *timedCall
+}
+
+func (s *guardedStream) Context() context.Context { return s.ctx }
+
+func (s *guardedStream) SendMsg(msg any) error {
+	if s.t.refusing() {
+		return errLate
+	}
+	return s.ServerStream.SendMsg(msg)
+}
+
+func (s *guardedStream) RecvMsg(msg any) error {
+	if s.t.refusing() {
+		return errLate
+	}
+	return s.ServerStream.RecvMsg(msg)
+}
+
+func (s *guardedStream) SetHeader(md metadata.MD) error {
+	if s.t.refusing() {
+		return errLate
+	}
+	return s.ServerStream.SetHeader(md)
+}
+
+func (s *guardedStream) SendHeader(md metadata.MD) error {
+	if s.t.refusing() {
+		return errLate
+	}
+	return s.ServerStream.SendHeader(md)
+}
+
+func (s *guardedStream) SetTrailer(md metadata.MD) {
+	if !s.t.refusing() {
+		s.ServerStream.SetTrailer(md)
+	}
+}
+
+// ctxStream is a stream whose handler sees another context.
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *ctxStream) Context() context.Context { return s.ctx }
+
+// guardedTransportStream is what grpc.SetHeader, grpc.SendHeader and
+// grpc.SetTrailer reach from a timed handler's context: grpc-go's stream
+// until the call is answered.
+type guardedTransportStream struct {
+	s grpc.ServerTransportStream // nil outside a grpc-go server (tests)
+	t *timedCall
+}
+
+func (g *guardedTransportStream) Method() string {
+	if g.s == nil {
+		return ""
+	}
+	return g.s.Method()
+}
+
+func (g *guardedTransportStream) SetHeader(md metadata.MD) error {
+	if g.s == nil || g.t.refusing() {
+		return errLate
+	}
+	return g.s.SetHeader(md)
+}
+
+func (g *guardedTransportStream) SendHeader(md metadata.MD) error {
+	if g.s == nil || g.t.refusing() {
+		return errLate
+	}
+	return g.s.SendHeader(md)
+}
+
+func (g *guardedTransportStream) SetTrailer(md metadata.MD) error {
+	if g.s == nil || g.t.refusing() {
+		return errLate
+	}
+	return g.s.SetTrailer(md)
+}
