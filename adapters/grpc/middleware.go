@@ -216,7 +216,9 @@ func (m *Middleware) reject(ctx context.Context, err error) error {
 // UNAVAILABLE (reason shutting-down, negative pushback) at once, while
 // running calls finish; then s.GracefulStop closes the listeners and
 // waits for them. When ctx ends first (the grace period is over) it stops
-// s at once (s.Stop, cancelling what still runs) and returns ctx's error.
+// s at once (s.Stop: connections closed, the calls' contexts cancelled)
+// and returns ctx's error without waiting for handlers that ignore their
+// context.
 // It returns nil once every handler, late ones included, has returned.
 func (m *Middleware) GracefulStop(ctx context.Context, s *grpc.Server) error {
 	// Drain marks the middleware draining and closes its limiter before
@@ -239,8 +241,10 @@ func (m *Middleware) GracefulStop(ctx context.Context, s *grpc.Server) error {
 			err = ctx.Err()
 		}
 	}
+	// Stop closes every connection and cancels the calls' contexts; a
+	// handler that ignores its context may still run, and GracefulStop's
+	// own goroutine returns when it does.
 	s.Stop()
-	<-stopped
 	return err
 }
 

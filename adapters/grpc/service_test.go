@@ -102,12 +102,18 @@ func (m mode) String() string {
 // listener; clientOpts are added to the client's dial options.
 func start(t *testing.T, opts inbound.Options, svc *service, how mode, clientOpts ...grpc.DialOption) *server {
 	t.Helper()
+	return startWith(t, opts, svc, how, nil, clientOpts...)
+}
+
+// startWith is start with extra server options.
+func startWith(t *testing.T, opts inbound.Options, svc *service, how mode, extra []grpc.ServerOption, clientOpts ...grpc.DialOption) *server {
+	t.Helper()
 	mw, err := resiliencegrpc.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	codec := &countingCodec{}
-	serverOpts := []grpc.ServerOption{grpc.ForceServerCodec(codec)}
+	serverOpts := append([]grpc.ServerOption{grpc.ForceServerCodec(codec)}, extra...)
 	if how == viaInterceptors {
 		serverOpts = append(serverOpts, grpc.ChainUnaryInterceptor(mw.UnaryInterceptor()), grpc.ChainStreamInterceptor(mw.StreamInterceptor()))
 	}
