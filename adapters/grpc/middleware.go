@@ -2,6 +2,7 @@ package resiliencegrpc
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
@@ -24,6 +25,7 @@ type Middleware struct {
 	in    *inbound.Middleware
 	rej   rejections
 	timed bool // inbound's Timed: a deadline can answer for every call
+	pool  sync.Pool // of *untimedCall
 }
 
 // New validates opts and returns the middleware, or a
@@ -38,7 +40,13 @@ func New(opts inbound.Options) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Middleware{in: in, rej: newRejections(), timed: in.Timed()}, nil
+	m := &Middleware{in: in, rej: newRejections(), timed: in.Timed()}
+	m.pool.New = func() any {
+		u := &untimedCall{}
+		u.run = u.call
+		return u
+	}
+	return m, nil
 }
 
 // Inbound returns the underlying inbound middleware: its Limiter to change
@@ -56,8 +64,13 @@ func (m *Middleware) Stats() inbound.Stats { return m.in.Stats() }
 // decoded: prefer Registrar, which sheds before decoding.
 func (m *Middleware) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if !m.timed {
+			u := m.untimed()
+			u.handler, u.req = handler, req
+			return u.serve(ctx)
+		}
 		var reply any
-		err := m.serve(ctx, func(hctx context.Context, _ *timedCall) error {
+		err := m.serveTimed(ctx, func(hctx context.Context, _ *timedCall) error {
 			var err error
 			reply, err = handler(hctx, req)
 			return err
@@ -119,14 +132,15 @@ func (r registrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 // interceptors and the method.
 func (m *Middleware) methodHandler(h grpc.MethodHandler) grpc.MethodHandler {
 	return func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+		if !m.timed {
+			u := m.untimed()
+			u.method, u.srv, u.dec, u.interceptor = h, srv, dec, interceptor
+			return u.serve(ctx)
+		}
 		var reply any
-		err := m.serve(ctx, func(hctx context.Context, t *timedCall) error {
-			d := dec
-			if t != nil {
-				d = t.dec(dec)
-			}
+		err := m.serveTimed(ctx, func(hctx context.Context, t *timedCall) error {
 			var err error
-			reply, err = h(srv, hctx, d, interceptor)
+			reply, err = h(srv, hctx, t.dec(dec), interceptor)
 			return err
 		})
 		if err != nil {
@@ -138,39 +152,99 @@ func (m *Middleware) methodHandler(h grpc.MethodHandler) grpc.MethodHandler {
 
 // stream runs a streaming RPC's handler behind the pipeline.
 func (m *Middleware) stream(srv any, ss grpc.ServerStream, handler grpc.StreamHandler) error {
-	ctx := ss.Context()
-	return m.serve(ctx, func(hctx context.Context, t *timedCall) error {
-		if t != nil {
-			return handler(srv, &guardedStream{ServerStream: ss, ctx: hctx, t: t})
-		}
-		if hctx != ctx { // the context of a custom pipeline's strategies
-			return handler(srv, &ctxStream{ServerStream: ss, ctx: hctx})
-		}
-		return handler(srv, ss)
+	if !m.timed {
+		u := m.untimed()
+		u.stream, u.srv, u.ss = handler, srv, ss
+		_, err := u.serve(ss.Context())
+		return err
+	}
+	return m.serveTimed(ss.Context(), func(hctx context.Context, t *timedCall) error {
+		return handler(srv, &guardedStream{ServerStream: ss, ctx: hctx, t: t})
 	})
 }
 
-// serve runs fn, the rest of the call, through the pipeline and returns
-// fn's error or the status of a rejection. Without a deadline of the
-// middleware fn runs on the caller's goroutine and t is nil; with one it
-// runs on a goroutine of its own, so that the call is answered at the
-// deadline whether or not fn watches its context, and t guards what fn
-// may still send afterwards.
-func (m *Middleware) serve(ctx context.Context, fn func(hctx context.Context, t *timedCall) error) error {
-	if err := ctx.Err(); err != nil {
+// untimedCall is a call served without a deadline of the middleware: the
+// handler runs on the call's goroutine, inside Execute. It is pooled, and
+// Execute's callback is bound to it once, so an admitted call allocates
+// nothing. One of handler, method and stream is set.
+type untimedCall struct {
+	m   *Middleware
+	run func(ctx context.Context) error // u.call, bound once
+	ran bool
+
+	handler grpc.UnaryHandler // UnaryInterceptor's
+	req     any
+
+	method      grpc.MethodHandler // Registrar's unary
+	dec         func(any) error
+	interceptor grpc.UnaryServerInterceptor
+
+	stream grpc.StreamHandler // a stream's
+	ss     grpc.ServerStream
+
+	srv   any
+	reply any
+}
+
+func (m *Middleware) untimed() *untimedCall {
+	u := m.pool.Get().(*untimedCall)
+	u.m = m
+	return u
+}
+
+// serve runs the call through the pipeline and returns its reply and
+// error, or the status of its rejection. The call goes back to the pool
+// once Execute has returned, when nothing refers to it any more; after a
+// panic it is left to the collector.
+func (u *untimedCall) serve(ctx context.Context) (any, error) {
+	m := u.m
+	var reply any
+	var err error
+	if err = ctx.Err(); err != nil {
 		// Expired (or cancelled) on arrival: answered at once, never queued.
-		return m.reject(ctx, err)
-	}
-	if !m.timed {
-		ran := false
-		err := m.in.Execute(ctx, ctx, func(hctx context.Context) error {
-			ran = true
-			return fn(hctx, nil)
-		})
-		if !ran {
-			return m.reject(ctx, err)
+		err = m.reject(ctx, err)
+	} else {
+		err = m.in.Execute(ctx, ctx, u.run)
+		if !u.ran {
+			err = m.reject(ctx, err)
 		}
-		return err
+		reply = u.reply
+	}
+	*u = untimedCall{run: u.run}
+	m.pool.Put(u)
+	if err != nil {
+		return nil, err
+	}
+	return reply, nil
+}
+
+// call is Execute's callback.
+func (u *untimedCall) call(ctx context.Context) error {
+	u.ran = true
+	var err error
+	switch {
+	case u.handler != nil:
+		u.reply, err = u.handler(ctx, u.req)
+	case u.method != nil:
+		u.reply, err = u.method(u.srv, ctx, u.dec, u.interceptor)
+	default:
+		ss := u.ss
+		if ctx != ss.Context() { // a queued call's context carries its view
+			ss = &ctxStream{ServerStream: ss, ctx: ctx}
+		}
+		err = u.stream(u.srv, ss)
+	}
+	return err
+}
+
+// serveTimed runs fn, the rest of the call, through the pipeline with a
+// deadline of the middleware and returns fn's error or the status of a
+// rejection. fn runs on a goroutine of its own, so that the call is
+// answered at the deadline whether or not fn watches its context; t
+// guards what fn may still send afterwards.
+func (m *Middleware) serveTimed(ctx context.Context, fn func(hctx context.Context, t *timedCall) error) error {
+	if err := ctx.Err(); err != nil {
+		return m.reject(ctx, err) // expired on arrival
 	}
 	t := &timedCall{}
 	err := m.in.ExecuteTimed(ctx, ctx, func(hctx context.Context) error {
