@@ -32,7 +32,9 @@ func TestAdmittedCallAllocatesNothing(t *testing.T) {
 	}
 
 	var desc = grpc.ServiceDesc{ServiceName: "s", HandlerType: (*any)(nil), Methods: []grpc.MethodDesc{{MethodName: "M",
-		Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) { return nil, dec(nil) }}},
+		Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			return nil, dec(nil)
+		}}},
 		Streams: []grpc.StreamDesc{{StreamName: "S", Handler: func(any, grpc.ServerStream) error { return nil }}}}
 	var reg captureRegistrar
 	mw.Registrar(&reg).RegisterService(&desc, nil)

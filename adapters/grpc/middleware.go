@@ -24,7 +24,7 @@ import (
 type Middleware struct {
 	in    *inbound.Middleware
 	rej   rejections
-	timed bool // inbound's Timed: a deadline can answer for every call
+	timed bool      // inbound's Timed: a deadline can answer for every call
 	pool  sync.Pool // of *untimedCall
 }
 
