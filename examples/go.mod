@@ -13,9 +13,12 @@ require (
 	github.com/ylcnfrht/resilience/adapters/echo v0.1.0
 	github.com/ylcnfrht/resilience/adapters/fiber v0.1.0
 	github.com/ylcnfrht/resilience/adapters/gin v0.1.0
+	github.com/ylcnfrht/resilience/adapters/grpc v0.1.0
 	github.com/ylcnfrht/resilience/core v0.1.0
 	go.uber.org/goleak v1.3.0
-	google.golang.org/protobuf v1.36.11
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -67,6 +70,7 @@ replace (
 	github.com/ylcnfrht/resilience/adapters/echo => ../adapters/echo
 	github.com/ylcnfrht/resilience/adapters/fiber => ../adapters/fiber
 	github.com/ylcnfrht/resilience/adapters/gin => ../adapters/gin
+	github.com/ylcnfrht/resilience/adapters/grpc => ../adapters/grpc
 	github.com/ylcnfrht/resilience/conformance => ../conformance
 	github.com/ylcnfrht/resilience/core => ../core
 )
