@@ -117,7 +117,7 @@ func withDetails(st *status.Status, details ...protoadapt.MessageV1) *status.Sta
 // reached its handler, to what to send; ok is false when nothing must be
 // sent (the client went away).
 func (rs *rejections) rejectionFor(in *inbound.Middleware, err error) (rejection, bool) {
-	var bulk *resilience.BulkheadRejectedError
+	var bulk *resilience.ConcurrencyLimitRejectedError
 	var rate *resilience.RateLimitRejectedError
 	switch {
 	case err == nil:
