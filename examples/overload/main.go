@@ -23,6 +23,10 @@
 // says which). Every other flag overrides the scenario's value; -h lists
 // them.
 //
+// -protocol grpc drives the overload scenario over gRPC instead: the slot
+// service on grpc-go behind the gRPC adapter, in this process, loaded by
+// grpc-go clients (grpc.go).
+//
 // Modes (-modes, comma-separated, or all): none, fixed, fixed-codel,
 // fixed-droplow, adaptive, adaptive-codel; see the lab package's Ours.
 package main
