@@ -29,8 +29,8 @@ import (
 // its Registrar) on a loopback port, and the load is grpc-go unary calls
 // from a few client connections, each with the client timeout as its
 // deadline (grpc-timeout). A call answered OK is goodput; UNAVAILABLE and
-// RESOURCE_EXHAUSTED are shed; a call whose deadline passed at the client
-// is a timeout. Unlike the HTTP lab, the service runs in this process,
+// RESOURCE_EXHAUSTED are shed; DEADLINE_EXCEEDED (the client's deadline,
+// or the adapter's timeout answered on time) is a timeout. Unlike the HTTP lab, the service runs in this process,
 // beside the generator. The overload scenario's slot service only, one
 // class of calls, without -steps or -retry-once.
 
@@ -241,7 +241,8 @@ func runGRPCMode(ctx context.Context, cfg lab.Config, mode string, progress io.W
 			case code == codes.Unavailable || code == codes.ResourceExhausted:
 				r.kind = 2
 				shedN.Add(1)
-			case code == codes.DeadlineExceeded && cctx.Err() != nil:
+			case code == codes.DeadlineExceeded: // the client's deadline, or the server's answer to it
+
 				r.kind = 3
 				toN.Add(1)
 			default:
