@@ -2,6 +2,7 @@ package resiliencegrpc_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,10 +13,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -178,7 +181,14 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (w *streamWriter) Flush() {} // every write is sent at once
+// Flush commits the response: every write is sent at once, and a flush
+// with nothing written since sends an empty message, which the front
+// takes as the commit, as net/http commits a flushed response.
+func (w *streamWriter) Flush() {
+	if w.commit(http.StatusOK) == nil {
+		_ = w.ss.SendMsg(wrapperspb.Bytes(nil))
+	}
+}
 
 func startConformance(cfg conformance.Config) (*conformance.Server, error) {
 	mw, err := resiliencegrpc.New(cfg.Options)
@@ -198,6 +208,13 @@ func startConformance(cfg conformance.Config) (*conformance.Server, error) {
 		gs.Stop()
 		return nil, err
 	}
+	// Connected before the first case request: a call waiting for the
+	// connection would count against the case's timings.
+	if err := awaitReady(conn); err != nil {
+		_ = conn.Close()
+		gs.Stop()
+		return nil, err
+	}
 	front := &front{conn: conn}
 	srv, err := conformance.NewHTTPServer(front, mw.Stats)
 	if err != nil {
@@ -212,6 +229,19 @@ func startConformance(cfg conformance.Config) (*conformance.Server, error) {
 		gs.Stop()
 	}
 	return srv, nil
+}
+
+// awaitReady connects conn and waits until it is ready.
+func awaitReady(conn *grpc.ClientConn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn.Connect()
+	for st := conn.GetState(); st != connectivity.Ready; st = conn.GetState() {
+		if !conn.WaitForStateChange(ctx, st) {
+			return fmt.Errorf("gRPC connection not ready: %v", st)
+		}
+	}
+	return nil
 }
 
 // front carries the suite's HTTP requests over gRPC.
@@ -262,22 +292,41 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header()[http.CanonicalHeaderKey(k)] = vs
 		}
 	}
-	w.WriteHeader(code)
+	// The response commits with its first message (a write or a flush)
+	// or its clean end, as net/http's does when the handler writes,
+	// flushes or returns: a call answered at its deadline before that
+	// gets its rejection instead, never a 200 cut short.
 	rc := http.NewResponseController(w)
-	_ = rc.Flush()
+	committed := false
 	for {
 		msg := new(wrapperspb.BytesValue)
 		err := stream.RecvMsg(msg)
-		if errors.Is(err, io.EOF) {
+		switch {
+		case errors.Is(err, io.EOF):
+			if !committed {
+				w.WriteHeader(code)
+			}
 			return
-		}
-		if err != nil {
+		case err != nil && !committed:
+			for k := range hdr {
+				delete(w.Header(), http.CanonicalHeaderKey(k))
+			}
+			w.Header().Del("Content-Type")
+			f.rejection(w, r, err, stream.Trailer())
+			return
+		case err != nil:
 			// Ended after the response started (the deadline after a
 			// flush, a panic, the client gone): never a complete response.
 			panic(http.ErrAbortHandler)
 		}
-		if _, err := w.Write(msg.Value); err != nil {
-			panic(http.ErrAbortHandler)
+		if !committed {
+			committed = true
+			w.WriteHeader(code)
+		}
+		if len(msg.Value) > 0 {
+			if _, err := w.Write(msg.Value); err != nil {
+				panic(http.ErrAbortHandler)
+			}
 		}
 		_ = rc.Flush()
 	}
