@@ -69,16 +69,10 @@ func (m *Middleware) UnaryInterceptor() grpc.UnaryServerInterceptor {
 			u.handler, u.req = handler, req
 			return u.serve(ctx)
 		}
-		var reply any
-		err := m.serveTimed(ctx, func(hctx context.Context, _ *timedCall) error {
-			var err error
-			reply, err = handler(hctx, req)
+		return m.serveTimed(ctx, func(hctx context.Context, t *timedCall) (err error) {
+			t.reply, err = handler(hctx, req)
 			return err
 		})
-		if err != nil {
-			return nil, err
-		}
-		return reply, nil
 	}
 }
 
@@ -137,16 +131,10 @@ func (m *Middleware) methodHandler(h grpc.MethodHandler) grpc.MethodHandler {
 			u.method, u.srv, u.dec, u.interceptor = h, srv, dec, interceptor
 			return u.serve(ctx)
 		}
-		var reply any
-		err := m.serveTimed(ctx, func(hctx context.Context, t *timedCall) error {
-			var err error
-			reply, err = h(srv, hctx, t.dec(dec), interceptor)
+		return m.serveTimed(ctx, func(hctx context.Context, t *timedCall) (err error) {
+			t.reply, err = h(srv, hctx, t.dec(dec), interceptor)
 			return err
 		})
-		if err != nil {
-			return nil, err
-		}
-		return reply, nil
 	}
 }
 
@@ -158,9 +146,10 @@ func (m *Middleware) stream(srv any, ss grpc.ServerStream, handler grpc.StreamHa
 		_, err := u.serve(ss.Context())
 		return err
 	}
-	return m.serveTimed(ss.Context(), func(hctx context.Context, t *timedCall) error {
+	_, err := m.serveTimed(ss.Context(), func(hctx context.Context, t *timedCall) error {
 		return handler(srv, &guardedStream{ServerStream: ss, ctx: hctx, t: t})
 	})
+	return err
 }
 
 // untimedCall is a call served without a deadline of the middleware: the
@@ -238,19 +227,18 @@ func (u *untimedCall) call(ctx context.Context) error {
 }
 
 // serveTimed runs fn, the rest of the call, through the pipeline with a
-// deadline of the middleware and returns fn's error or the status of a
-// rejection. fn runs on a goroutine of its own, so that the call is
-// answered at the deadline whether or not fn watches its context; t
-// guards what fn may still send afterwards.
-func (m *Middleware) serveTimed(ctx context.Context, fn func(hctx context.Context, t *timedCall) error) error {
+// deadline of the middleware and returns the reply fn left in t.reply and
+// fn's error, or the status of a rejection. fn runs on a goroutine of its
+// own, so that the call is answered at the deadline whether or not fn
+// watches its context; t guards what fn may still send afterwards.
+func (m *Middleware) serveTimed(ctx context.Context, fn func(hctx context.Context, t *timedCall) error) (any, error) {
 	if err := ctx.Err(); err != nil {
-		return m.reject(ctx, err) // expired on arrival
+		return nil, m.reject(ctx, err) // expired on arrival
 	}
-	t := &timedCall{}
+	t := &timedCall{sts: grpc.ServerTransportStreamFromContext(ctx)}
 	err := m.in.ExecuteTimed(ctx, ctx, func(hctx context.Context) error {
 		t.hctx = hctx
-		hctx = grpc.NewContextWithServerTransportStream(hctx, &guardedTransportStream{s: grpc.ServerTransportStreamFromContext(ctx), t: t})
-		err := fn(hctx, t)
+		err := fn(grpc.NewContextWithServerTransportStream(hctx, t), t)
 		if t.state.CompareAndSwap(timedRunning, timedReturned) {
 			return err
 		}
@@ -259,12 +247,15 @@ func (m *Middleware) serveTimed(ctx context.Context, fn func(hctx context.Contex
 	if t.state.CompareAndSwap(timedRunning, timedAnswered) {
 		// Not admitted, or the deadline passed while fn runs on: fn keeps
 		// its permit until it returns, and what it sends is dropped.
-		return m.reject(ctx, err)
+		return nil, m.reject(ctx, err)
 	}
 	if isTimeout(err) {
-		return m.reject(ctx, err) // fn returned after the middleware's timeout
+		return nil, m.reject(ctx, err) // fn returned after the middleware's timeout
 	}
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return t.reply, nil // written before fn's state changed to returned
 }
 
 // isTimeout reports whether err is the middleware's timeout, as
@@ -330,10 +321,15 @@ const (
 	timedAnswered
 )
 
-// timedCall is the state a timed call's handler shares with the call.
+// timedCall is the state a timed call's handler shares with the call. It
+// is also what grpc.SetHeader, grpc.SendHeader and grpc.SetTrailer reach
+// from the handler's context: grpc-go's stream until the call is
+// answered.
 type timedCall struct {
 	state atomic.Uint32
-	hctx  context.Context // the handler's, set before it runs
+	hctx  context.Context            // the handler's, set before it runs
+	sts   grpc.ServerTransportStream // grpc-go's; nil outside a grpc-go server (tests)
+	reply any                        // a unary handler's, read once it returned in time
 }
 
 // errLate is what a handler's sends and receives get once its call was
@@ -412,38 +408,30 @@ type ctxStream struct {
 
 func (s *ctxStream) Context() context.Context { return s.ctx }
 
-// guardedTransportStream is what grpc.SetHeader, grpc.SendHeader and
-// grpc.SetTrailer reach from a timed handler's context: grpc-go's stream
-// until the call is answered.
-type guardedTransportStream struct {
-	s grpc.ServerTransportStream // nil outside a grpc-go server (tests)
-	t *timedCall
-}
-
-func (g *guardedTransportStream) Method() string {
-	if g.s == nil {
+func (t *timedCall) Method() string {
+	if t.sts == nil {
 		return ""
 	}
-	return g.s.Method()
+	return t.sts.Method()
 }
 
-func (g *guardedTransportStream) SetHeader(md metadata.MD) error {
-	if g.s == nil || g.t.refusing() {
+func (t *timedCall) SetHeader(md metadata.MD) error {
+	if t.sts == nil || t.refusing() {
 		return errLate
 	}
-	return g.s.SetHeader(md)
+	return t.sts.SetHeader(md)
 }
 
-func (g *guardedTransportStream) SendHeader(md metadata.MD) error {
-	if g.s == nil || g.t.refusing() {
+func (t *timedCall) SendHeader(md metadata.MD) error {
+	if t.sts == nil || t.refusing() {
 		return errLate
 	}
-	return g.s.SendHeader(md)
+	return t.sts.SendHeader(md)
 }
 
-func (g *guardedTransportStream) SetTrailer(md metadata.MD) error {
-	if g.s == nil || g.t.refusing() {
+func (t *timedCall) SetTrailer(md metadata.MD) error {
+	if t.sts == nil || t.refusing() {
 		return errLate
 	}
-	return g.s.SetTrailer(md)
+	return t.sts.SetTrailer(md)
 }

@@ -57,7 +57,7 @@ func TestCapacityRejections(t *testing.T) {
 			g := make(gate)
 			svc, entered := holdOne(g)
 			s := start(t, inbound.Options{Concurrency: &resilience.ConcurrencyLimiterOptions{
-				PermitLimit: 1, QueueLimit: 1, QueueTimeout: 200 * time.Millisecond, Overflow: resilience.OverflowDropOldest,
+				PermitLimit: 1, QueueLimit: 1, QueueTimeout: time.Second, Overflow: resilience.OverflowDropOldest,
 			}}, svc, how)
 			defer g.open()
 			held := s.callUnary(context.Background())
