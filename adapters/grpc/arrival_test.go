@@ -17,7 +17,8 @@ import (
 // answered DEADLINE_EXCEEDED at once, its handler never run, whether a
 // permit is free or not, with or without a timeout of the middleware. (A
 // grpc-go client does not send such a call, so the interceptor is called
-// directly.)
+// directly; over the wire grpc-go's transport answers an expired call
+// itself, as the interop tests in interop/grpc pin.)
 func TestExpiredOnArrival(t *testing.T) {
 	for _, opts := range []inbound.Options{
 		{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}},

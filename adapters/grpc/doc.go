@@ -48,10 +48,10 @@
 //	waited QueueTimeout                  UNAVAILABLE         BULKHEAD_FULL / queue-timeout   1 s, 1000
 //	evicted by the overflow policy       UNAVAILABLE         BULKHEAD_FULL / dropped         1 s, 1000
 //	draining (GracefulStop, Drain)       UNAVAILABLE         BULKHEAD_FULL / shutting-down   none, -1 (do not retry here)
-//	rate limit exceeded                  RESOURCE_EXHAUSTED  RATE_LIMITED                    the limiter's wait, + RateLimit-* trailers
+//	rate limit exceeded                  RESOURCE_EXHAUSTED  RATE_LIMITED                    the limiter's wait (pushback -1 past the caller's deadline), + RateLimit-* trailers
 //	handler past the deadline            DEADLINE_EXCEEDED   TIMEOUT                         none
-//	caller's deadline passed (queued)    DEADLINE_EXCEEDED   TIMEOUT                         none
-//	deadline already expired on arrival  DEADLINE_EXCEEDED   TIMEOUT                         none
+//	caller's deadline passed (queued)    grpc-go resets the stream (see Deadlines)
+//	deadline already expired on arrival  grpc-go answers DEADLINE_EXCEEDED itself (see Deadlines)
 //	other custom-pipeline rejection      UNAVAILABLE         REJECTED                        1 s, 1000
 //	custom-pipeline error                INTERNAL            INTERNAL                        none
 //	client cancelled while queued        CANCELLED (nobody reads it)
@@ -63,10 +63,17 @@
 // # Deadlines
 //
 // The caller's grpc-timeout is the call's budget: grpc-go puts it on the
-// call's context, so a queued call waits no longer than it, and a call
-// whose deadline has already passed is answered DEADLINE_EXCEEDED at once,
-// never queued. The effective deadline is the earlier of it and
-// Options.Timeout, counted from admission.
+// call's context, so a queued call waits no longer than it and leaves the
+// queue then, and a call whose deadline has already passed is never
+// queued. The effective deadline is the earlier of it and Options.Timeout,
+// counted from admission. The caller's own deadline belongs to grpc-go's
+// transport: at it the transport resets the stream (RST_STREAM CANCEL),
+// and it answers a call that arrives expired with its own
+// DEADLINE_EXCEEDED, so neither carries the adapter's ErrorInfo; the
+// caller's client reports DEADLINE_EXCEEDED either way. The adapter's
+// DEADLINE_EXCEEDED with ErrorInfo TIMEOUT is the answer to
+// Options.Timeout (and to a call whose context ended before grpc-go's
+// transport did).
 //
 // With Options.Timeout (or a custom Pipeline) the handler runs on a
 // goroutine of its own, because grpc-go sends a call's status only when

@@ -268,7 +268,7 @@ func isTimeout(err error) bool {
 // reject sends the rejection for err, an error from inbound for a call
 // that did not run to its end, and returns its status.
 func (m *Middleware) reject(ctx context.Context, err error) error {
-	r, ok := m.rej.rejectionFor(m.in, err)
+	r, ok := m.rej.rejectionFor(ctx, m.in, err)
 	if !ok {
 		// The client went away: nobody reads the status.
 		return status.FromContextError(err).Err()

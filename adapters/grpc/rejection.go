@@ -116,14 +116,14 @@ func withDetails(st *status.Status, details ...protoadapt.MessageV1) *status.Sta
 // rejectionFor maps an error from inbound's Execute, for a call that never
 // reached its handler, to what to send; ok is false when nothing must be
 // sent (the client went away).
-func (rs *rejections) rejectionFor(in *inbound.Middleware, err error) (rejection, bool) {
+func (rs *rejections) rejectionFor(ctx context.Context, in *inbound.Middleware, err error) (rejection, bool) {
 	var bulk *resilience.ConcurrencyLimitRejectedError
 	var rate *resilience.RateLimitRejectedError
 	switch {
 	case err == nil:
 		return rejection{}, false
 	case errors.As(err, &rate):
-		return rateRejection(in, err, rate), true
+		return rateRejection(ctx, in, err, rate), true
 	case errors.As(err, &bulk):
 		switch bulk.Reason {
 		case resilience.ReasonQueueTimeout:
@@ -146,10 +146,15 @@ func (rs *rejections) rejectionFor(in *inbound.Middleware, err error) (rejection
 
 // rateRejection is the RESOURCE_EXHAUSTED of a rate-limited call: its
 // RetryInfo and pushback are the limiter's wait, and the RateLimit fields
-// inbound renders go out as trailers.
-func rateRejection(in *inbound.Middleware, err error, rate *resilience.RateLimitRejectedError) rejection {
+// inbound renders go out as trailers. A wait that outlasts the caller's
+// deadline gets a pushback of -1: a retry could only end in
+// DEADLINE_EXCEEDED, so the client is better told at once.
+func rateRejection(ctx context.Context, in *inbound.Middleware, err error, rate *resilience.RateLimitRejectedError) rejection {
 	wait := max(rate.RetryAfter, time.Millisecond)
 	r := newRejection(codes.ResourceExhausted, msgRate, inbound.CodeRateLimited, "", wait)
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+		r.trailer[PushbackTrailer] = []string{"-1"}
+	}
 	if resp, ok := in.Render(err); ok {
 		for k, v := range resp.Header {
 			if k == "Content-Type" {
