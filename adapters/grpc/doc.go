@@ -50,7 +50,7 @@
 //	draining (GracefulStop, Drain)       UNAVAILABLE         BULKHEAD_FULL / shutting-down   none, -1 (do not retry here)
 //	rate limit exceeded                  RESOURCE_EXHAUSTED  RATE_LIMITED                    the limiter's wait (pushback -1 past the caller's deadline), + RateLimit-* trailers
 //	handler past the deadline            DEADLINE_EXCEEDED   TIMEOUT                         none
-//	caller's deadline passed (queued)    grpc-go resets the stream (see Deadlines)
+//	caller's deadline passed (queued)    DEADLINE_EXCEEDED   TIMEOUT                         none, -1 (when it beats grpc-go's reset; see Deadlines)
 //	deadline already expired on arrival  grpc-go answers DEADLINE_EXCEEDED itself (see Deadlines)
 //	other custom-pipeline rejection      UNAVAILABLE         REJECTED                        1 s, 1000
 //	custom-pipeline error                INTERNAL            INTERNAL                        none
@@ -67,10 +67,11 @@
 // queue then, and a call whose deadline has already passed is never
 // queued. The effective deadline is the earlier of it and Options.Timeout,
 // counted from admission. The caller's own deadline belongs to grpc-go's
-// transport: at it the transport resets the stream (RST_STREAM CANCEL),
-// and it answers a call that arrives expired with its own
-// DEADLINE_EXCEEDED, so neither carries the adapter's ErrorInfo; the
-// caller's client reports DEADLINE_EXCEEDED either way. The adapter's
+// transport too: at it the transport resets the stream (RST_STREAM
+// CANCEL), racing the adapter's DEADLINE_EXCEEDED (ErrorInfo TIMEOUT,
+// pushback -1) for a call still queued, and it answers a call that
+// arrives expired with its own DEADLINE_EXCEEDED, without the adapter's
+// ErrorInfo; the caller's client reports DEADLINE_EXCEEDED either way. The adapter's
 // DEADLINE_EXCEEDED with ErrorInfo TIMEOUT is the answer to
 // Options.Timeout (and to a call whose context ended before grpc-go's
 // transport did).

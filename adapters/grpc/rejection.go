@@ -57,7 +57,7 @@ type rejection struct {
 // rejections holds the constant rejections, built once per middleware and
 // only read afterwards.
 type rejections struct {
-	full, queueTimeout, dropped, shuttingDown, timeout, rejected, internal rejection
+	full, queueTimeout, dropped, shuttingDown, timeout, callerTimeout, rejected, internal rejection
 }
 
 func newRejections() rejections {
@@ -74,8 +74,10 @@ func newRejections() rejections {
 		// GracefulStop's GOAWAY arrives.
 		shuttingDown: newRejection(codes.Unavailable, msgShuttingDown, inbound.CodeBulkheadFull, string(resilience.ReasonShuttingDown), -1),
 		timeout:      newRejection(codes.DeadlineExceeded, msgTimeout, inbound.CodeTimeout, "", 0),
-		rejected:     newRejection(codes.Unavailable, msgRejected, inbound.CodeRejected, "", CapacityRetryAfter),
-		internal:     newRejection(codes.Internal, msgInternal, inbound.CodeInternal, "", 0),
+		// The caller's own budget is spent: a retry cannot help.
+		callerTimeout: newRejection(codes.DeadlineExceeded, msgTimeout, inbound.CodeTimeout, "", -1),
+		rejected:      newRejection(codes.Unavailable, msgRejected, inbound.CodeRejected, "", CapacityRetryAfter),
+		internal:      newRejection(codes.Internal, msgInternal, inbound.CodeInternal, "", 0),
 	}
 }
 
@@ -134,8 +136,10 @@ func (rs *rejections) rejectionFor(ctx context.Context, in *inbound.Middleware, 
 			return rs.shuttingDown, true
 		}
 		return rs.full, true
-	case errors.Is(err, resilience.ErrTimeoutRejected), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, resilience.ErrTimeoutRejected):
 		return rs.timeout, true
+	case errors.Is(err, context.DeadlineExceeded):
+		return rs.callerTimeout, true
 	case errors.Is(err, context.Canceled):
 		return rejection{}, false
 	case errors.Is(err, resilience.ErrRejected), errors.Is(err, resilience.ErrRateLimitStore):
