@@ -38,7 +38,8 @@ import (
 // adapter's Registrar: the HTTP method, URL and headers as metadata, the
 // body as the first message. Behind the adapter the call's handler runs
 // the suite's net/http handler, sending the status and header fields as
-// the call's response headers and each write as a message. The front
+// the call's response headers and what it wrote as a message at each
+// flush and at its return (buffered like net/http's writer). The front
 // writes those back and flushes each; a call refused by the adapter is
 // sent as the HTTP status of its code (UNAVAILABLE 503,
 // DEADLINE_EXCEEDED 504, RESOURCE_EXHAUSTED 429) with the gRPC status
@@ -128,7 +129,7 @@ func serveStream(ss grpc.ServerStream, h http.Handler) (err error) {
 		}
 	}()
 	h.ServeHTTP(w, r)
-	return w.commit(http.StatusOK)
+	return w.flush(false)
 }
 
 func first(md metadata.MD, k string) string {
@@ -138,56 +139,79 @@ func first(md metadata.MD, k string) string {
 	return ""
 }
 
-// streamWriter is the handler's ResponseWriter: the status and header
-// fields go out as the call's response headers, each write as a message.
+// streamWriter is the handler's ResponseWriter. Like net/http's, it
+// buffers what the handler writes until a flush or the handler's return:
+// then the status and header fields go out as the call's response
+// headers and the buffer as a message (an empty one for a flush with
+// nothing written), so a call answered at its deadline before that sends
+// nothing of the handler's.
 type streamWriter struct {
 	ss        grpc.ServerStream
 	h         http.Header
 	mu        sync.Mutex
+	code      int
+	buf       []byte
 	committed bool
 	err       error
 }
 
 func (w *streamWriter) Header() http.Header { return w.h }
 
-func (w *streamWriter) commit(code int) error {
+func (w *streamWriter) WriteHeader(code int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.committed {
-		return w.err
+	if w.code == 0 {
+		w.code = code
 	}
-	w.committed = true
-	md := metadata.Pairs(mdStatus, strconv.Itoa(code))
-	for k, vs := range w.h {
-		k = strings.ToLower(k)
-		if k == "content-type" {
-			k = mdCT
-		}
-		md[k] = append([]string(nil), vs...)
-	}
-	w.err = w.ss.SendHeader(md)
-	return w.err
 }
 
-func (w *streamWriter) WriteHeader(code int) { _ = w.commit(code) }
-
 func (w *streamWriter) Write(p []byte) (int, error) {
-	if err := w.commit(http.StatusOK); err != nil {
-		return 0, err
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return 0, w.err
 	}
-	if err := w.ss.SendMsg(wrapperspb.Bytes(p)); err != nil {
-		return 0, err
+	if w.code == 0 {
+		w.code = http.StatusOK
 	}
+	w.buf = append(w.buf, p...)
 	return len(p), nil
 }
 
-// Flush commits the response: every write is sent at once, and a flush
-// with nothing written since sends an empty message, which the front
-// takes as the commit, as net/http commits a flushed response.
-func (w *streamWriter) Flush() {
-	if w.commit(http.StatusOK) == nil {
-		_ = w.ss.SendMsg(wrapperspb.Bytes(nil))
+// Flush sends the header, if not yet sent, and what was written since the
+// last flush.
+func (w *streamWriter) Flush() { _ = w.flush(true) }
+
+// flush sends the response so far; a message goes out when there is
+// something buffered or always is set.
+func (w *streamWriter) flush(always bool) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
 	}
+	if !w.committed {
+		w.committed = true
+		if w.code == 0 {
+			w.code = http.StatusOK
+		}
+		md := metadata.Pairs(mdStatus, strconv.Itoa(w.code))
+		for k, vs := range w.h {
+			k = strings.ToLower(k)
+			if k == "content-type" {
+				k = mdCT
+			}
+			md[k] = append([]string(nil), vs...)
+		}
+		if w.err = w.ss.SendHeader(md); w.err != nil {
+			return w.err
+		}
+	}
+	if len(w.buf) > 0 || always {
+		w.err = w.ss.SendMsg(wrapperspb.Bytes(w.buf))
+		w.buf = nil
+	}
+	return w.err
 }
 
 func startConformance(cfg conformance.Config) (*conformance.Server, error) {
