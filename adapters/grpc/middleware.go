@@ -235,31 +235,68 @@ func (m *Middleware) serveTimed(ctx context.Context, fn func(hctx context.Contex
 	if err := ctx.Err(); err != nil {
 		return nil, m.reject(ctx, err) // expired on arrival
 	}
-	t := &timedCall{sts: grpc.ServerTransportStreamFromContext(ctx)}
-	err := m.in.ExecuteTimed(ctx, ctx, func(hctx context.Context) error {
+	t := &timedCall{sts: grpc.ServerTransportStreamFromContext(ctx), out: make(chan timedOutcome, 2)}
+	go t.run(m, ctx, fn)
+	res := <-t.out
+	if res.expired {
+		if t.state.CompareAndSwap(timedRunning, timedAnswered) {
+			// The deadline passed while fn runs on: fn keeps its permit
+			// until it returns, and what it sends is dropped.
+			return nil, m.reject(ctx, res.err)
+		}
+		res = <-t.out // fn returned as the deadline passed: its result decides
+	}
+	if res.panicked {
+		panic(res.val) // on the call's goroutine, as without the middleware
+	}
+	if t.state.CompareAndSwap(timedRunning, timedAnswered) {
+		return nil, m.reject(ctx, res.err) // not admitted
+	}
+	if isTimeout(res.err) {
+		return nil, m.reject(ctx, res.err) // fn returned after the middleware's timeout
+	}
+	if res.err != nil {
+		return nil, res.err
+	}
+	return t.reply, nil // written before fn's state changed to returned
+}
+
+// timedOutcome is what a timed call's goroutine reports: the deadline's
+// answer (expired), or ExecuteInPlace's return or fn's panic.
+type timedOutcome struct {
+	expired  bool
+	err      error
+	panicked bool
+	val      any
+}
+
+// run is a timed call's goroutine: fn through ExecuteInPlace, whose
+// expired callback reports the deadline while fn runs on. A panic of fn
+// is handed to the call's goroutine, or dropped once the deadline has
+// answered the call.
+func (t *timedCall) run(m *Middleware, ctx context.Context, fn func(hctx context.Context, t *timedCall) error) {
+	panicked := true
+	var err error
+	defer func() {
+		res := timedOutcome{err: err}
+		if panicked {
+			res.panicked, res.val = true, recover()
+		}
+		t.out <- res // buffered: never blocks, read or not
+	}()
+	err = m.in.ExecuteInPlace(ctx, ctx, func(hctx context.Context) error {
 		t.hctx = hctx
 		err := fn(grpc.NewContextWithServerTransportStream(hctx, t), t)
 		if t.state.CompareAndSwap(timedRunning, timedReturned) {
 			return err
 		}
 		return nil // answered already; nobody reads it
-	})
-	if t.state.CompareAndSwap(timedRunning, timedAnswered) {
-		// Not admitted, or the deadline passed while fn runs on: fn keeps
-		// its permit until it returns, and what it sends is dropped.
-		return nil, m.reject(ctx, err)
-	}
-	if isTimeout(err) {
-		return nil, m.reject(ctx, err) // fn returned after the middleware's timeout
-	}
-	if err != nil {
-		return nil, err
-	}
-	return t.reply, nil // written before fn's state changed to returned
+	}, func(cause error) { t.out <- timedOutcome{expired: true, err: cause} })
+	panicked = false
 }
 
 // isTimeout reports whether err is the middleware's timeout, as
-// ExecuteTimed reports a callback that outlived it.
+// ExecuteInPlace reports a callback that outlived it.
 func isTimeout(err error) bool {
 	_, ok := err.(*resilience.TimeoutRejectedError)
 	return ok
@@ -330,6 +367,7 @@ type timedCall struct {
 	hctx  context.Context            // the handler's, set before it runs
 	sts   grpc.ServerTransportStream // grpc-go's; nil outside a grpc-go server (tests)
 	reply any                        // a unary handler's, read once it returned in time
+	out   chan timedOutcome          // the deadline's answer, then run's end
 }
 
 // errLate is what a handler's sends and receives get once its call was
