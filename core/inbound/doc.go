@@ -13,7 +13,9 @@
 //   - KeyByClientIP, KeyByHeader and PriorityByHeader, the ready-made key
 //     and priority functions, which read the request view (RequestFrom);
 //   - to write an adapter, NewFor with a Framework, the entry points Serve,
-//     ExecuteTimed, ExecuteInPlace and Execute, and Render for rejections.
+//     ExecuteInPlace and Execute, Render for rejections, and DetachHTTP2
+//     around a router that recycles its context (gin, echo) so a 504
+//     ends its HTTP/2 stream cleanly.
 //
 // Rejections are JSON, rendered once at start-up, and never carry
 // internal error text: 503 BULKHEAD_FULL (reason full, queue-timeout,

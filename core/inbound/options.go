@@ -123,3 +123,18 @@ func (o *Options) validate() error {
 	o.RateLimitHeaders = style // the canonical spelling, for the comparisons per request
 	return o.ClientIP.validate()
 }
+
+// validateAdaptive rejects the combinations that would put two limiters
+// in the concurrency stage.
+func (o *Options) validateAdaptive() error {
+	if o.Adaptive == nil {
+		return nil
+	}
+	if o.Concurrency != nil {
+		return configError("Options.Adaptive", "cannot be set together with Options.Concurrency; choose one limiter")
+	}
+	if o.Pipeline != nil {
+		return configError("Options.Adaptive", "cannot be set together with Options.Pipeline; put the adaptive limiter in the pipeline")
+	}
+	return nil
+}
