@@ -272,7 +272,10 @@ func (x *exchange) run(ctx context.Context) error {
 // straight to the handler without one). It returns a rejection that came
 // before the handler ran, for the entry point to render, or fn's error;
 // after a net/http handler ran it returns nil (the response is sent).
-func (m *Middleware) dispatch(c *call) error {
+func (m *Middleware) dispatch(c *call) (err error) {
+	if m.opts.AnswerPanics {
+		defer answerPanic(c, c.watchPanics(), &err) // see panics.go
+	}
 	if m.draining.Load() {
 		return errShuttingDown
 	}
@@ -299,7 +302,7 @@ func (m *Middleware) dispatch(c *call) error {
 		x = m.newExchange(c, m.queueView)
 		defer x.done()
 	}
-	err := m.gate.execute(x.viewCtx(), x)
+	err = m.gate.execute(x.viewCtx(), x)
 	if !x.ran.Load() {
 		return err // a rejection: the handler did not run
 	}

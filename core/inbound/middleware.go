@@ -117,7 +117,7 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 		m.policyName = structuredName(rl.Policy().Name)
 		m.policyValue = []string{policyField(rl.Policy())}
 	}
-	if m.limiter != nil && m.rate == nil && opts.Timeout == 0 {
+	if m.limiter != nil && m.rate == nil && opts.Timeout == 0 && !opts.AnswerPanics {
 		m.plain = m.limiter
 	}
 	if opts.Timeout > 0 {
