@@ -39,7 +39,7 @@ const (
 
 func soak(ctx context.Context, cfg *Config, addr string, w io.Writer) (*result, error) {
 	cl := newClients(cfg, addr)
-	poll := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: false, MaxIdleConnsPerHost: 1}}
+	poll := &http.Client{Timeout: min(2*time.Second, cfg.Interval/2), Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 	defer poll.CloseIdleConnections()
 	statsURL := "http://" + addr + statsPath
 
@@ -47,8 +47,8 @@ func soak(ctx context.Context, cfg *Config, addr string, w io.Writer) (*result, 
 		cfg.capacity(), cfg.Rate, cfg.Rate/cfg.capacity(), cfg.Duration, loadAvg())
 	fmt.Fprintf(w, "faults: panic %.0f %%, cancel %.0f %%, h2c %.0f %%, %d KB header %.0f %%, half-closed %.0f %%, %d slowloris\n",
 		cfg.Panic*100, cfg.Cancel*100, cfg.H2C*100, cfg.LargeHeader>>10, cfg.Large*100, cfg.HalfClosed*100, cfg.Slowloris)
-	fmt.Fprintf(w, "%7s %7s %7s %5s %5s %5s %5s %5s %5s %7s %7s %7s %7s %6s %6s %5s\n",
-		"t", "sent/s", "good/s", "%cap", "200%", "503%", "504%", "500%", "oth%", "missing", "cancel", "RSS MB", "heap MB", "gor", "fds", "load")
+	fmt.Fprintf(w, "%7s %7s %6s %7s %5s %5s %5s %5s %5s %5s %7s %6s %6s %7s %7s %6s %6s %5s\n",
+		"t", "sent/s", "skip/s", "good/s", "%cap", "200%", "503%", "504%", "500%", "oth%", "missing", "hc-no", "cancel", "RSS MB", "heap MB", "gor", "fds", "load")
 
 	lctx, stop := context.WithTimeout(ctx, cfg.Duration)
 	defer stop()
@@ -111,10 +111,10 @@ func writeRow(w io.Writer, cfg *Config, r row) {
 	if r.polled {
 		srv = fmt.Sprintf("%7.1f %7.1f %6d %6d", mb(r.stats.RSS), mb(r.stats.HeapInUse), r.stats.Goroutines, r.stats.FDs)
 	}
-	fmt.Fprintf(w, "%7s %7.0f %7.0f %5.1f %5s %5s %5s %5s %5s %7d %7d %s %5s\n",
-		r.at.Round(time.Second), float64(r.d.sent)/r.secs, good, 100*good/cfg.capacity(),
+	fmt.Fprintf(w, "%7s %7.0f %6.0f %7.0f %5.1f %5s %5s %5s %5s %5s %7d %6d %6d %s %5s\n",
+		r.at.Round(time.Second), float64(r.d.sent)/r.secs, float64(r.d.skipped)/r.secs, good, 100*good/cfg.capacity(),
 		pct(r.d.ok), pct(r.d.shed), pct(r.d.timeout), pct(r.d.internal), pct(r.d.other),
-		r.d.missing, r.d.cancelled, srv, r.load)
+		r.d.missing, r.d.halfLost, r.d.cancelled, srv, r.load)
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
@@ -123,8 +123,8 @@ func mb(b int64) float64 { return float64(b) / (1 << 20) }
 // res.held.
 func summarise(w io.Writer, cfg *Config, cl *clients, res *result) {
 	t := res.total
-	fmt.Fprintf(w, "\ntotal: %d sent, %d answered (200 %d, 503 %d, 504 %d, 500 %d, other %d), %d cancelled by their client, %d missing\n",
-		t.sent, t.answered(), t.ok, t.shed, t.timeout, t.internal, t.other, t.cancelled, t.missing)
+	fmt.Fprintf(w, "\ntotal: %d sent, %d answered (200 %d, 503 %d, 504 %d, 500 %d, other %d), %d cancelled by their client, %d missing, %d half-closed unanswered; %d arrivals skipped by a late generator\n",
+		t.sent, t.answered(), t.ok, t.shed, t.timeout, t.internal, t.other, t.cancelled, t.missing, t.halfLost, t.skipped)
 	var by []string
 	for k := range nKinds {
 		by = append(by, fmt.Sprintf("%s %d of %d", kindNames[k], cl.t.missingBy[k].Load(), cl.t.sentBy[k].Load()))
