@@ -47,8 +47,8 @@ func soak(ctx context.Context, cfg *Config, addr string, w io.Writer) (*result, 
 		cfg.capacity(), cfg.Rate, cfg.Rate/cfg.capacity(), cfg.Duration, loadAvg())
 	fmt.Fprintf(w, "faults: panic %.0f %%, cancel %.0f %%, h2c %.0f %%, %d KB header %.0f %%, half-closed %.0f %%, %d slowloris\n",
 		cfg.Panic*100, cfg.Cancel*100, cfg.H2C*100, cfg.LargeHeader>>10, cfg.Large*100, cfg.HalfClosed*100, cfg.Slowloris)
-	fmt.Fprintf(w, "%7s %7s %6s %7s %5s %5s %5s %5s %5s %5s %7s %6s %6s %7s %7s %6s %6s %5s\n",
-		"t", "sent/s", "skip/s", "good/s", "%cap", "200%", "503%", "504%", "500%", "oth%", "missing", "hc-no", "cancel", "RSS MB", "heap MB", "gor", "fds", "load")
+	fmt.Fprintf(w, "%7s %7s %6s %7s %5s %5s %5s %5s %5s %5s %7s %6s %6s %7s %7s %6s %6s %6s %5s\n",
+		"t", "sent/s", "skip/s", "good/s", "%cap", "200%", "503%", "504%", "500%", "oth%", "missing", "hc-no", "cancel", "RSS MB", "heap MB", "gor", "fds", "sch ms", "load")
 
 	lctx, stop := context.WithTimeout(ctx, cfg.Duration)
 	defer stop()
@@ -107,9 +107,9 @@ func writeRow(w io.Writer, cfg *Config, r row) {
 		}
 		return "-"
 	}
-	srv := fmt.Sprintf("%7s %7s %6s %6s", "-", "-", "-", "-")
+	srv := fmt.Sprintf("%7s %7s %6s %6s %6s", "-", "-", "-", "-", "-")
 	if r.polled {
-		srv = fmt.Sprintf("%7.1f %7.1f %6d %6d", mb(r.stats.RSS), mb(r.stats.HeapInUse), r.stats.Goroutines, r.stats.FDs)
+		srv = fmt.Sprintf("%7.1f %7.1f %6d %6d %6.0f", mb(r.stats.RSS), mb(r.stats.HeapInUse), r.stats.Goroutines, r.stats.FDs, r.stats.SchedP99)
 	}
 	fmt.Fprintf(w, "%7s %7.0f %6.0f %7.0f %5.1f %5s %5s %5s %5s %5s %7d %6d %6d %s %5s\n",
 		r.at.Round(time.Second), float64(r.d.sent)/r.secs, float64(r.d.skipped)/r.secs, good, 100*good/cfg.capacity(),
@@ -175,8 +175,13 @@ func summarise(w io.Writer, cfg *Config, cl *clients, res *result) {
 			stalls = append(stalls, fmt.Sprintf("t=%v (%.0f %% of capacity, %d missing)", r.at.Round(time.Second), 100*good, r.d.missing))
 		}
 	}
-	if len(stalls) > 0 {
-		why = append(why, "stalls at "+strings.Join(stalls, ", "))
+	if n := len(stalls); n > 0 {
+		more := ""
+		if n > 5 {
+			more = fmt.Sprintf(" and %d more", n-5)
+			stalls = stalls[:5]
+		}
+		why = append(why, fmt.Sprintf("%d of %d intervals stalled: %s%s", n, len(res.rows)-1, strings.Join(stalls, ", "), more))
 	}
 	if unpolled > 0 {
 		why = append(why, fmt.Sprintf("%d stats polls unanswered", unpolled))

@@ -11,6 +11,7 @@ import (
 	"runtime/metrics"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -54,6 +55,10 @@ type serverStats struct {
 	FDs        int64 `json:"fds"` // open file descriptors (-1 where /proc is missing)
 	Panics     int64 `json:"panics"`
 	Finished   int64 `json:"finished"`
+	// SchedP99 is the 99th percentile of the time goroutines waited to run
+	// once runnable, since the previous poll, in milliseconds: a process
+	// starved of CPU shows it here first.
+	SchedP99 float64 `json:"schedP99"`
 }
 
 // ServeChildIfAsked makes this process the soak's server when the soak
@@ -111,6 +116,9 @@ type server struct {
 	svcTime  time.Duration
 	panics   atomic.Int64
 	finished atomic.Int64
+
+	mu        sync.Mutex
+	lastSched []uint64 // the scheduling-latency histogram's counts at the last poll
 }
 
 func newServer(cfg serverConfig) (http.Handler, error) {
@@ -156,9 +164,45 @@ func (s *server) work(w http.ResponseWriter, r *http.Request) {
 func (s *server) stats(w http.ResponseWriter, _ *http.Request) {
 	st := readStats()
 	st.Panics, st.Finished = s.panics.Load(), s.finished.Load()
+	st.SchedP99 = s.schedP99()
 	b, _ := json.Marshal(st)
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(b) //nolint:errcheck
+}
+
+// schedP99 is the 99th percentile of /sched/latencies:seconds over the
+// counts added since the previous call.
+func (s *server) schedP99() float64 {
+	sample := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0
+	}
+	h := sample[0].Value.Float64Histogram()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delta := make([]uint64, len(h.Counts))
+	var total uint64
+	for i, c := range h.Counts {
+		if i < len(s.lastSched) {
+			c -= s.lastSched[i]
+		}
+		delta[i] = c
+		total += c
+	}
+	s.lastSched = append(s.lastSched[:0], h.Counts...)
+	if total == 0 {
+		return 0
+	}
+	want := total - total/100
+	var seen uint64
+	for i, c := range delta {
+		seen += c
+		if seen >= want {
+			return h.Buckets[i+1] * 1000 // the bucket's upper bound
+		}
+	}
+	return 0
 }
 
 var statSamples = []metrics.Sample{
