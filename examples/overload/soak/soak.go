@@ -18,9 +18,13 @@
 //
 // Each row gives the requests sent and the goodput per second (200s, and
 // their share of capacity), the status shares of the answers, the answers
-// missing (a client's error or timeout, not its own cancel) and the
-// server's RSS, heap in use (runtime/metrics), goroutines and file
-// descriptors. The summary gives the memory at 1, 5 and 10 minutes, the
+// missing (a client's error or timeout, not its own cancel; half-closed
+// requests without an answer apart, in hc-no: net/http cancels a request
+// whose client half-closes, and the middleware sends nothing to a client
+// that left), the arrivals a late generator skipped, and the server's
+// RSS, heap in use (runtime/metrics), goroutines, file descriptors and the
+// 99th percentile of its goroutines' scheduling latency (sch ms: a server
+// starved of CPU shows it there). The summary gives the memory at 1, 5 and 10 minutes, the
 // missing answers by kind of client, and a verdict line; the exit code is
 // 1 when the verdict is not "held". It is not part of CI: its test runs
 // it for a few seconds.
