@@ -168,3 +168,34 @@ func TestAnswerPanicsExecuteReturnsPanicError(t *testing.T) {
 		t.Errorf("Render: %d %q %v, want the 500 INTERNAL", resp.Status, resp.Body, ok)
 	}
 }
+
+// Over HTTP/2 with a timeout the handler runs detached from ServeHTTP's
+// goroutine; its panic is answered all the same, on the stream.
+func TestAnswerPanicsOverH2C(t *testing.T) {
+	m, err := inbound.New(panicOptions(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedLog
+	srv := httptest.NewUnstartedServer(m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("a handler's bug") })))
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	srv.Config.Protocols = &p
+	srv.Config.ErrorLog = log.New(&logs, "", 0)
+	srv.Start()
+	defer srv.Close()
+	tr := &http.Transport{Protocols: &p}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.StatusCode != 500 || !strings.Contains(string(body), `"INTERNAL"`) {
+		t.Errorf("%s %d %q, want a 500 INTERNAL over HTTP/2", resp.Proto, resp.StatusCode, body)
+	}
+	if st := m.Stats(); st.InFlight != 0 {
+		t.Errorf("%d in flight after the panic, want 0", st.InFlight)
+	}
+}
