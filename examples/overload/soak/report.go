@@ -19,6 +19,9 @@ type row struct {
 	stats  serverStats
 	polled bool // the server answered its stats poll
 	load   string
+	// genSched is the soak's own scheduling latency p99 (ms): a starved
+	// generator sends late and reads its answers late.
+	genSched float64
 }
 
 // result is the soak's outcome.
@@ -47,8 +50,8 @@ func soak(ctx context.Context, cfg *Config, addr string, w io.Writer) (*result, 
 		cfg.capacity(), cfg.Rate, cfg.Rate/cfg.capacity(), cfg.Duration, loadAvg())
 	fmt.Fprintf(w, "faults: panic %.0f %%, cancel %.0f %%, h2c %.0f %%, %d KB header %.0f %%, half-closed %.0f %%, %d slowloris\n",
 		cfg.Panic*100, cfg.Cancel*100, cfg.H2C*100, cfg.LargeHeader>>10, cfg.Large*100, cfg.HalfClosed*100, cfg.Slowloris)
-	fmt.Fprintf(w, "%7s %7s %6s %7s %5s %5s %5s %5s %5s %5s %7s %6s %6s %7s %7s %6s %6s %6s %5s\n",
-		"t", "sent/s", "skip/s", "good/s", "%cap", "200%", "503%", "504%", "500%", "oth%", "missing", "hc-no", "cancel", "RSS MB", "heap MB", "gor", "fds", "sch ms", "load")
+	fmt.Fprintf(w, "%7s %7s %6s %7s %5s %5s %5s %5s %5s %5s %7s %6s %6s %7s %7s %6s %6s %6s %6s %5s\n",
+		"t", "sent/s", "skip/s", "good/s", "%cap", "200%", "503%", "504%", "500%", "oth%", "missing", "hc-no", "cancel", "RSS MB", "heap MB", "gor", "fds", "sch ms", "gen ms", "load")
 
 	lctx, stop := context.WithTimeout(ctx, cfg.Duration)
 	defer stop()
@@ -56,6 +59,8 @@ func soak(ctx context.Context, cfg *Config, addr string, w io.Writer) (*result, 
 	go func() { cl.run(lctx); close(loadDone) }()
 
 	res := &result{}
+	var gen schedTracker
+	gen.p99() // from now on
 	start := time.Now()
 	prev, prevAt := cl.t.snapshot(), time.Duration(0)
 	tick := time.NewTicker(cfg.Interval)
@@ -63,7 +68,7 @@ func soak(ctx context.Context, cfg *Config, addr string, w io.Writer) (*result, 
 	emit := func() {
 		at := time.Since(start)
 		cur := cl.t.snapshot()
-		r := row{at: at, d: cur.minus(prev), secs: (at - prevAt).Seconds(), load: loadAvg()}
+		r := row{at: at, d: cur.minus(prev), secs: (at - prevAt).Seconds(), load: loadAvg(), genSched: gen.p99()}
 		r.stats, r.polled = pollStats(poll, statsURL)
 		prev, prevAt = cur, at
 		res.rows = append(res.rows, r)
@@ -111,10 +116,10 @@ func writeRow(w io.Writer, cfg *Config, r row) {
 	if r.polled {
 		srv = fmt.Sprintf("%7.1f %7.1f %6d %6d %6.0f", mb(r.stats.RSS), mb(r.stats.HeapInUse), r.stats.Goroutines, r.stats.FDs, r.stats.SchedP99)
 	}
-	fmt.Fprintf(w, "%7s %7.0f %6.0f %7.0f %5.1f %5s %5s %5s %5s %5s %7d %6d %6d %s %5s\n",
+	fmt.Fprintf(w, "%7s %7.0f %6.0f %7.0f %5.1f %5s %5s %5s %5s %5s %7d %6d %6d %s %6.0f %5s\n",
 		r.at.Round(time.Second), float64(r.d.sent)/r.secs, float64(r.d.skipped)/r.secs, good, 100*good/cfg.capacity(),
 		pct(r.d.ok), pct(r.d.shed), pct(r.d.timeout), pct(r.d.internal), pct(r.d.other),
-		r.d.missing, r.d.halfLost, r.d.cancelled, srv, r.load)
+		r.d.missing, r.d.halfLost, r.d.cancelled, srv, r.genSched, r.load)
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }

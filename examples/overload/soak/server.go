@@ -117,8 +117,7 @@ type server struct {
 	panics   atomic.Int64
 	finished atomic.Int64
 
-	mu        sync.Mutex
-	lastSched []uint64 // the scheduling-latency histogram's counts at the last poll
+	sched schedTracker
 }
 
 func newServer(cfg serverConfig) (http.Handler, error) {
@@ -170,27 +169,35 @@ func (s *server) stats(w http.ResponseWriter, _ *http.Request) {
 	w.Write(b) //nolint:errcheck
 }
 
-// schedP99 is the 99th percentile of /sched/latencies:seconds over the
-// counts added since the previous call.
-func (s *server) schedP99() float64 {
+func (s *server) schedP99() float64 { return s.sched.p99() }
+
+// schedTracker gives the 99th percentile of this process's scheduling
+// latency (/sched/latencies:seconds) over the counts added since its
+// previous call, in milliseconds.
+type schedTracker struct {
+	mu   sync.Mutex
+	last []uint64
+}
+
+func (t *schedTracker) p99() float64 {
 	sample := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
 	metrics.Read(sample)
 	if sample[0].Value.Kind() != metrics.KindFloat64Histogram {
 		return 0
 	}
 	h := sample[0].Value.Float64Histogram()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	delta := make([]uint64, len(h.Counts))
 	var total uint64
 	for i, c := range h.Counts {
-		if i < len(s.lastSched) {
-			c -= s.lastSched[i]
+		if i < len(t.last) {
+			c -= t.last[i]
 		}
 		delta[i] = c
 		total += c
 	}
-	s.lastSched = append(s.lastSched[:0], h.Counts...)
+	t.last = append(t.last[:0], h.Counts...)
 	if total == 0 {
 		return 0
 	}

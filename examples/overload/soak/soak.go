@@ -24,7 +24,8 @@
 // that left), the arrivals a late generator skipped, and the server's
 // RSS, heap in use (runtime/metrics), goroutines, file descriptors and the
 // 99th percentile of its goroutines' scheduling latency (sch ms: a server
-// starved of CPU shows it there). The summary gives the memory at 1, 5 and 10 minutes, the
+// starved of CPU shows it there), and the same for the soak's own process
+// (gen ms: a starved generator sends late and reads its answers late). The summary gives the memory at 1, 5 and 10 minutes, the
 // missing answers by kind of client, and a verdict line; the exit code is
 // 1 when the verdict is not "held". It is not part of CI: its test runs
 // it for a few seconds.
