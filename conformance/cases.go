@@ -5,6 +5,7 @@ package conformance
 var allCases = concatCases(
 	tableCases,
 	priorityCases,
+	fairnessCases,
 	viewCases,
 	rateLimitCases,
 	timeoutCases,

@@ -56,6 +56,8 @@
 //	overflow-drop-oldest           drop-oldest: the longest waiter is evicted with reason dropped
 //	overflow-drop-lowest-priority  drop-lowest-priority: a newcomer that outranks evicts the lowest
 //	running-never-interrupted      overflow policies never interrupt a running request
+//	fair-order                     with a Flow function, freed slots go across flows in turn, FIFO within a flow
+//	fair-shedding                  with a Flow function, a full queue sheds from the flow with the most queued
 //	request-view                   priority and key functions see the request's method, path, route, IP, headers
 //	rate-limit-per-key             the rate limit is per key: 429 for one client, others go on
 //	rate-limit-headers             admitted responses carry the RateLimit fields, counting down

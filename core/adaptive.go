@@ -123,12 +123,16 @@ type AdaptiveLimiterOptions struct {
 	MinLimit int
 	// MaxLimit is the ceiling of the limit; 0 means 1000.
 	MaxLimit int
-	// QueueLimit, QueueTimeout, Priority, Overflow and CoDel work exactly
-	// as in ConcurrencyLimiterOptions: the two limiters share one queue
-	// engine. QueueLimit defaults to 0 (no queue).
+	// QueueLimit, QueueTimeout, Priority, Flow, FlowWeight, Overflow and
+	// CoDel work exactly as in ConcurrencyLimiterOptions: the two limiters
+	// share one queue engine (permits from Acquire are counted to their
+	// flow here: the AdaptivePermit knows it). QueueLimit defaults to 0 (no
+	// queue).
 	QueueLimit   int
 	QueueTimeout time.Duration
 	Priority     func(ctx context.Context) int
+	Flow         func(ctx context.Context) string
+	FlowWeight   func(ctx context.Context) int
 	Overflow     OverflowPolicy
 	CoDel        *CoDelOptions
 	// Classify says how each finished execution counts. Default
@@ -230,6 +234,7 @@ type AdaptiveLimiter struct {
 	epoch    time.Time // the limiter's clock reads are offsets from it
 
 	engine queue.Engine // its lock also guards the fields below
+	fair   *ranker      // nil without a Flow function
 
 	estimate float64 // the algorithm's limit, unrounded
 	// baseRTT is the latency the limiter considers normal, for judging
@@ -337,7 +342,12 @@ func NewAdaptiveLimiter(opts AdaptiveLimiterOptions) (*AdaptiveLimiter, error) {
 	}
 	initial := min(max(defaultInt(opts.InitialLimit, defaultAdaptiveInitialLimit), a.minLimit), a.maxLimit)
 	a.estimate = float64(initial)
-	a.engine.Init(engineOptions(initial, opts.QueueLimit, opts.QueueTimeout, opts.Priority, opts.Overflow, opts.CoDel))
+	eo := engineOptions(initial, opts.QueueLimit, opts.QueueTimeout, opts.Priority, opts.Overflow, opts.CoDel)
+	if opts.Flow != nil && opts.QueueLimit > 0 {
+		eo.Fair = true
+		a.fair = &ranker{priority: opts.Priority, flow: opts.Flow, weight: opts.FlowWeight}
+	}
+	a.engine.Init(eo)
 	return a, nil
 }
 
@@ -382,6 +392,9 @@ func validateAdaptiveOptions(o AdaptiveLimiterOptions) error {
 	}
 	if _, err := ParseOverflowPolicy(string(o.Overflow)); err != nil {
 		return config.Rename(t+"Overflow", err)
+	}
+	if err := validateFlow("AdaptiveLimiterOptions", o.Flow, o.FlowWeight); err != nil {
+		return err
 	}
 	if err := validateCoDel("AdaptiveLimiterOptions", o.CoDel); err != nil {
 		return err
@@ -434,8 +447,9 @@ func (a *AdaptiveLimiter) Stats() LimiterStats { return engineStats(&a.engine) }
 // AdaptivePermit when they fail: it holds nothing, and releasing it panics.
 type AdaptivePermit struct {
 	l      *AdaptiveLimiter
-	start  int64 // clock offset at the grant; unset when weight is 0
-	weight int64 // 0: untimed; otherwise the inverse of its chance to be timed
+	start  int64       // clock offset at the grant; unset when weight is 0
+	weight int64       // 0: untimed; otherwise the inverse of its chance to be timed
+	flow   *queue.Flow // the flow the permit is counted to, or nil
 }
 
 // Release returns the permit and counts the execution as o: its round-trip
@@ -509,13 +523,24 @@ func (a *AdaptiveLimiter) begin(ctx context.Context, tel *Telemetry) (AdaptivePe
 		a.engine.Unlock()
 		return a.permit(weight), 0, nil
 	}
-	waited, r := a.engine.AcquireSlowLocked(ctx, rank) // unlocks
+	var (
+		waited time.Duration
+		r      queue.Result
+		f      *queue.Flow
+	)
+	if a.fair != nil {
+		waited, r, f = a.engine.AcquireRankedSlowLocked(ctx, a.fair.rankFunc(tel), true) // unlocks
+	} else {
+		waited, r = a.engine.AcquireSlowLocked(ctx, rank) // unlocks
+	}
 	if err := engineError(ctx, r); err != nil {
 		return AdaptivePermit{}, waited, err
 	}
 	// A queued execution is already slow; timing it costs nothing that
 	// matters, and weight 1 keeps the window's mean unbiased.
-	return a.permit(1), waited, nil
+	p := a.permit(1)
+	p.flow = f
+	return p, waited, nil
 }
 
 // gateLocked reports whether the CPU gate lets in an execution that
@@ -602,7 +627,7 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) *HookPanicEr
 	}
 	a.engine.Lock()
 	inFlight := a.engine.InFlightLocked()
-	if !a.engine.ReleaseLocked() {
+	if !a.engine.ReleaseFlowLocked(p.flow) {
 		a.engine.Unlock()
 		panic("resilience: AdaptiveLimiter permit released without being held")
 	}

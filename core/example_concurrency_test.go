@@ -41,9 +41,9 @@ func ExampleConcurrencyLimiter() {
 	fmt.Printf("afterwards: %+v\n", limiter.Stats())
 	// Output:
 	// second execution rejected: full
-	// while running: {Limit:1 InFlight:1 Queued:0}
+	// while running: {Limit:1 InFlight:1 Queued:0 Flows:0 LargestFlowShare:0}
 	// report ready <nil>
-	// afterwards: {Limit:1 InFlight:0 Queued:0}
+	// afterwards: {Limit:1 InFlight:0 Queued:0 Flows:0 LargestFlowShare:0}
 }
 
 // Queued executions are granted by priority (lower first), then in arrival

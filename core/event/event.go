@@ -89,6 +89,10 @@ const (
 	HookRender = "Options.Render"
 	// HookPriority is a limiter's Priority function.
 	HookPriority = "Priority"
+	// HookFlow is a limiter's Flow function.
+	HookFlow = "Flow"
+	// HookFlowWeight is a limiter's FlowWeight function.
+	HookFlowWeight = "FlowWeight"
 	// HookKey is a rate limiter's Key function.
 	HookKey = "Key"
 	// HookClassifier is an adaptive limiter's Classifier.

@@ -139,8 +139,9 @@
 // route pattern, headers, client IP and the framework's own request
 // object, Raw) with RequestFrom(ctx). The middleware builds it only when
 // one of them may run: for a rate limit on every request, for a Priority
-// function only when the request finds no free permit (the limiter calls
-// Priority only for requests that queue), under a custom pipeline always.
+// or Flow function only when the request finds no free permit (the
+// limiter calls them only for requests that queue), under a custom
+// pipeline always.
 // A request admitted at once pays nothing for it. Request.Route is
 // resolved on first read, once per request, in one format whatever the
 // framework: "/users/{id}", "/files/*".

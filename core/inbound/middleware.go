@@ -37,8 +37,8 @@ type Middleware struct {
 	plain *resilience.ConcurrencyLimiter
 
 	// queueView: a request that does not find a free permit needs the
-	// view (a Priority function, or a custom pipeline's strategies, may
-	// read it).
+	// view (a Priority or Flow function, or a custom pipeline's
+	// strategies, may read it).
 	queueView bool
 	// measure: the adaptive limiter counts each request by its outcome.
 	measure  bool
@@ -90,7 +90,7 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 		}
 		m.limiter = l
 		m.gate = &fixedGate{l: l, tel: resilience.NewTelemetry(name, l.StrategyName(), opts.Listener)}
-		m.queueView = opts.Concurrency.Priority != nil
+		m.queueView = ranksQueued(opts.Concurrency.Priority, opts.Concurrency.Flow)
 	case opts.Adaptive != nil:
 		a := *opts.Adaptive
 		m.classify = classifyWith(a.Classify)
@@ -101,7 +101,7 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 		}
 		m.adaptive = l
 		m.gate = &adaptiveGate{l: l, tel: resilience.NewTelemetry(name, l.StrategyName(), opts.Listener)}
-		m.queueView = a.Priority != nil
+		m.queueView = ranksQueued(a.Priority, a.Flow)
 		m.measure = true
 	case opts.Pipeline != nil:
 		m.gate = &pipelineGate{p: opts.Pipeline, statsFn: opts.LimiterStats}

@@ -11,7 +11,8 @@ import (
 // metrics exporter; the JSON names are stable.
 type Stats struct {
 	// LimiterStats is the concurrency limiter's Limit, InFlight and
-	// Queued; zero without one. InFlight counts late handlers too: they
+	// Queued, and with a Flow function its Flows and LargestFlowShare;
+	// zero without one. InFlight counts late handlers too: they
 	// still hold their permits.
 	resilience.LimiterStats
 	// Late is the number of handlers still running after their deadline
