@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -53,6 +54,8 @@ func panicApp(t testing.TB, answer, recoverer bool, timeout time.Duration) (*fib
 // process dies: see TestPanicWithoutRecoverKillsTheProcess. In every case
 // the permit is back and the next request runs.
 func TestPanicAnswers(t *testing.T) {
+	log.SetOutput(io.Discard) // AnswerPanics logs each panic with its stack
+	defer log.SetOutput(os.Stderr)
 	for _, tc := range []struct {
 		name      string
 		answer    bool
