@@ -103,8 +103,8 @@ func newHTTPServer(h http.Handler, cfg serverConfig) *http.Server {
 		Handler:           h,
 		Protocols:         &p,
 		ReadHeaderTimeout: cfg.HeaderWait,
+		ReadTimeout:       30 * time.Second, // the whole request, body included (not the handler)
 		IdleTimeout:       time.Minute,
-		ErrorLog:          nil,
 	}
 }
 
