@@ -9,6 +9,7 @@ var allCases = concatCases(
 	viewCases,
 	rateLimitCases,
 	timeoutCases,
+	http2Cases,
 	disconnectCases,
 	goneCases,
 	panicCases,

@@ -249,8 +249,8 @@ func validateConcurrencyOptions(o ConcurrencyLimiterOptions) error {
 // NewConcurrencyLimiter is always valid; the zero value is not.
 func (l *ConcurrencyLimiter) validate() error { return validateConcurrencyOptions(l.opts) }
 
-// StrategyName returns the name used in telemetry.
-func (l *ConcurrencyLimiter) StrategyName() string {
+// strategyName is the name used in telemetry (see StrategyName).
+func (l *ConcurrencyLimiter) strategyName() string {
 	if l.name == "" {
 		return "ConcurrencyLimiter"
 	}

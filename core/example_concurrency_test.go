@@ -9,6 +9,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/property"
 )
 
 func ExampleConcurrencyLimiter() {
@@ -49,7 +50,7 @@ func ExampleConcurrencyLimiter() {
 // Queued executions are granted by priority (lower first), then in arrival
 // order.
 func ExampleConcurrencyLimiter_priority() {
-	tier := resilience.NewKey[int]("tier")
+	tier := property.NewKey[int]("tier")
 	limiter, err := resilience.NewConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{
 		PermitLimit:  1,
 		QueueLimit:   10,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/property"
 )
 
 // With a Flow function, queued executions of one priority are granted
@@ -15,7 +16,7 @@ import (
 // backlog does not make the others wait behind it. (Behind an inbound
 // middleware, inbound.KeyByHeader or inbound.KeyByClientIP is the flow.)
 func ExampleConcurrencyLimiterOptions_flow() {
-	tenant := resilience.NewKey[string]("tenant")
+	tenant := property.NewKey[string]("tenant")
 	limiter, err := resilience.NewConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{
 		PermitLimit:  1,
 		QueueLimit:   10,

@@ -54,7 +54,7 @@ func answerPanic(c *call, sw *startWriter, errp *error) {
 	}
 	pe := &PanicError{Value: v, Stack: debug.Stack()}
 	if c.r != nil {
-		logf(c.r, "http: panic serving %v (answered 500): %v\n%s", c.r.RemoteAddr, v, pe.Stack)
+		LogPanic(c.r, "http: panic serving %v (answered 500): %v\n%s", c.r.RemoteAddr, v, pe.Stack)
 	} else {
 		log.Printf("inbound: panic in a handler (answered 500): %v\n%s", v, pe.Stack)
 	}

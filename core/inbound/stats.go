@@ -26,10 +26,11 @@ type Stats struct {
 // are read one after the other, not as one atomic snapshot.
 func (m *Middleware) Stats() Stats {
 	var s Stats
-	if m.gate != nil {
-		if ls, ok := m.gate.stats(); ok {
-			s.LimiterStats = ls
-		}
+	switch {
+	case m.gate != nil:
+		s.LimiterStats = m.gate.stats()
+	case m.pipeline != nil && m.opts.LimiterStats != nil:
+		s.LimiterStats = m.opts.LimiterStats()
 	}
 	s.Late = m.late.Load()
 	s.LateTotal = m.lateTotal.Load()
@@ -46,3 +47,14 @@ func (m *Middleware) StatsHandler() http.Handler {
 		w.Write(append(b, '\n')) //nolint:errcheck
 	})
 }
+
+// lateBegins counts a handler whose deadline was answered while it runs
+// on; lateEnds, when it returns. Every entry point counts through these
+// two, before the answer goes out, so whoever sees the 504 sees the late
+// handler in Stats.
+func (m *Middleware) lateBegins() {
+	m.late.Add(1)
+	m.lateTotal.Add(1)
+}
+
+func (m *Middleware) lateEnds() { m.late.Add(-1) }

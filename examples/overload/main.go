@@ -28,6 +28,10 @@
 // req/s, with a per-tenant table (-rate scales every tenant alike). Every
 // other flag overrides the scenario's value; -h lists them.
 //
+// -protocol grpc drives the overload scenario over gRPC instead: the slot
+// service on grpc-go behind the gRPC adapter, in this process, loaded by
+// grpc-go clients (grpc.go).
+//
 // Modes (-modes, comma-separated, or all): none, fixed, fixed-codel,
 // fixed-droplow, adaptive, adaptive-codel, fixed-retrylast, and the fair
 // modes (a flow per tenant) fixed-fair, fixed-codel-fair, adaptive-fair,

@@ -12,8 +12,10 @@
 // (queued requests and new arrivals get 503 BULKHEAD_FULL, reason
 // shutting-down, at once), and running requests get up to 5 s to finish.
 //
-// Flags: -framework chi, echo, fiber or gin (each adapter registers itself in
-// framework_NAME.go); -addr; -timeout (5s); -permit-limit (200);
+// Flags: -framework chi, echo, fiber, gin, connect or grpc (each adapter
+// registers itself in framework_NAME.go; grpc serves the work as gRPC
+// methods on grpc-go's own server, with the health service outside the
+// middleware, instead of HTTP routes); -addr; -timeout (5s); -permit-limit (200);
 // -queue-limit (100); -queue-timeout (500ms);
 // -overflow reject-new|drop-oldest|drop-lowest-priority; -adaptive (the
 // adaptive limiter, -permit-limit its initial limit); -codel; -rate-limit N

@@ -112,6 +112,9 @@ func asFlagError(err error) error {
 // routeSummary describes the routes for the startup banner, with curl
 // lines for this configuration.
 func routeSummary(cfg config, base string) string {
+	if cfg.framework == "grpc" {
+		return grpcRouteSummary(base)
+	}
 	var b strings.Builder
 	for _, l := range []string{
 		"routes:",
