@@ -196,7 +196,10 @@ func (x *exchange) run(ctx context.Context) error {
 // rejection that came before the handler ran, for the entry point to
 // render, or fn's error; after a net/http handler ran it returns nil (the
 // response is sent).
-func (m *Middleware) dispatch(c *call) error {
+func (m *Middleware) dispatch(c *call) (err error) {
+	if m.opts.AnswerPanics {
+		defer answerPanic(c, c.watchPanics(), &err) // see panics.go
+	}
 	if m.draining.Load() {
 		return errShuttingDown
 	}
