@@ -264,6 +264,11 @@ func (x *exchange) run(ctx context.Context) error {
 		if cause := context.Cause(ctx); isTimeout(cause) {
 			return cause
 		}
+	case custom && m.timeoutErr != nil && httpTimedOut(&x.res):
+		// The middleware's deadline answered 504: the pipeline's
+		// strategies (an execution timer, a limiter's classifier) see
+		// the client's outcome, not the late handler's return.
+		return m.timeoutErr
 	}
 	return nil
 }
@@ -274,20 +279,26 @@ func (x *exchange) run(ctx context.Context) error {
 // after a net/http handler ran it returns nil (the response is sent).
 func (m *Middleware) dispatch(c *call) error {
 	if m.draining.Load() {
+		m.requests.rejected(errShuttingDown)
 		return errShuttingDown
 	}
 	var x *exchange // set once the request needs more than the fast path
 	if m.rate != nil {
 		x = m.newExchange(c, true)
 		if err := m.takeRate(x); err != nil {
+			m.requests.rejected(err)
 			return err
 		}
 	}
 	if m.gate == nil {
 		if !c.isHTTP() {
-			return m.runFn(c.ctx, c)
+			err := m.runFn(c.ctx, c)
+			m.requests.ran(fnTimedOut(c, err))
+			return err
 		}
-		m.runHTTP(c.ctx, c, nil, false)
+		var res result
+		m.runHTTP(c.ctx, c, m.timedResult(&res), false)
+		m.requests.ran(httpTimedOut(&res))
 		return nil
 	}
 	if c.ctx.Err() == nil {
@@ -301,12 +312,25 @@ func (m *Middleware) dispatch(c *call) error {
 	}
 	err := m.gate.execute(x.viewCtx(), x)
 	if !x.ran.Load() {
+		m.requests.rejected(err)
 		return err // a rejection: the handler did not run
 	}
 	if c.isHTTP() {
+		m.requests.ran(httpTimedOut(&x.res))
 		return nil // answered by the handler or the timed writer
 	}
+	m.requests.ran(fnTimedOut(&x.c, err))
 	return err
+}
+
+// timedResult is res when a deadline can answer a net/http request (the
+// timed writer fills it at no cost), nil otherwise (an untimed request
+// cannot time out, and recording its status would cost a writer).
+func (m *Middleware) timedResult(res *result) *result {
+	if m.timeout > 0 || m.pipeline != nil {
+		return res
+	}
+	return nil
 }
 
 // runHeld runs c under a permit taken on the fast path and returns the
@@ -317,6 +341,7 @@ func (m *Middleware) runHeld(c *call, p permit) (err error) {
 		outcome := resilience.LimitIgnored // if fn panics
 		defer func() { p.release(outcome) }()
 		err = m.runFn(c.ctx, c)
+		m.requests.ran(fnTimedOut(c, err))
 		if m.measure {
 			outcome = p.ag.classify(c.ctx, m.classify, err)
 		}
@@ -327,8 +352,9 @@ func (m *Middleware) runHeld(c *call, p permit) (err error) {
 	if m.measure {
 		m.runHTTP(c.ctx, c, &res, false)
 	} else {
-		m.runHTTP(c.ctx, c, nil, false)
+		m.runHTTP(c.ctx, c, m.timedResult(&res), false)
 	}
+	m.requests.ran(httpTimedOut(&res))
 	return nil
 }
 

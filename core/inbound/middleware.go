@@ -59,6 +59,8 @@ type Middleware struct {
 	lateTotal atomic.Uint64
 
 	draining atomic.Bool // Drain was called: every arrival is refused
+
+	requests requestCounters // Stats.Requests
 }
 
 // New validates opts and returns the middleware for plain net/http (or a
@@ -175,6 +177,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// without building a call: the path most requests take.
 		defer l.Release()
 		h.next.ServeHTTP(w, r)
+		h.m.requests.admitted.Add(1)
 		return
 	}
 	if r.ProtoMajor >= 2 && h.m.Timed() {
@@ -221,6 +224,7 @@ func (m *Middleware) Serve(w http.ResponseWriter, r *http.Request, raw any, next
 		// untimed runHTTP), without building a call.
 		defer l.Release()
 		next(w, r, raw)
+		m.requests.admitted.Add(1)
 		return nil
 	}
 	c := call{ctx: r.Context(), raw: raw, w: w, r: r, cont: next}
