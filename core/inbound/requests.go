@@ -45,7 +45,7 @@ func (c RequestCounts) Total() uint64 {
 // requestCounters are RequestCounts as they are counted: one atomic add
 // per request, on the request's goroutine.
 type requestCounters struct {
-	admitted, timedOut, rateLimited                 atomic.Uint64
+	admitted, timedOut, rateLimited                  atomic.Uint64
 	full, queueTimeout, dropped, shuttingDown, other atomic.Uint64
 }
 
