@@ -257,13 +257,11 @@ func (x *exchange) run(ctx context.Context) error {
 	switch {
 	case m.measure:
 		return signalOutcome(x.res.outcome())
-	case custom && ctx.Err() != nil:
+	case custom && ctx.Err() != nil && isTimeout(context.Cause(ctx)):
 		// A timeout strategy in the pipeline reports its deadline (and
 		// emits its event) only when the callback fails; the 504 itself
 		// was sent by the timed writer.
-		if cause := context.Cause(ctx); isTimeout(cause) {
-			return cause
-		}
+		return context.Cause(ctx)
 	case custom && m.timeoutErr != nil && httpTimedOut(&x.res):
 		// The middleware's deadline answered 504: the pipeline's
 		// strategies (an execution timer, a limiter's classifier) see

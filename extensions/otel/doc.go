@@ -18,13 +18,19 @@
 //
 //	name                           kind                     unit         attributes
 //	resilience.events              Counter                  {event}      event.name, pipeline.name, strategy.name, outcome, reason (when set)
-//	resilience.execution.duration  Histogram                s            pipeline.name, outcome
-//	resilience.attempt.duration    Histogram                s            pipeline.name, strategy.name, attempt.handled, outcome
+//	resilience.execution.duration  Histogram                s            pipeline.name, outcome, error.type (unless ok)
+//	resilience.attempt.duration    Histogram                s            pipeline.name, strategy.name, attempt.handled, outcome, error.type (unless ok)
 //	resilience.queue.wait          Histogram                s            pipeline.name, strategy.name, reason (admitted, queue-timeout, dropped)
+//	resilience.requests            ObservableCounter        {request}    limiter.name, request.result (middlewares only)
 //	resilience.limiter.limit       ObservableGauge          {permit}     limiter.name
 //	resilience.limiter.in_flight   ObservableUpDownCounter  {execution}  limiter.name
 //	resilience.limiter.queued      ObservableUpDownCounter  {execution}  limiter.name
 //	resilience.limiter.late        ObservableUpDownCounter  {execution}  limiter.name (middlewares only)
+//	resilience.limiter.min_limit   ObservableGauge          {permit}     limiter.name (ObserveAlgorithm)
+//	resilience.limiter.max_limit   ObservableGauge          {permit}     limiter.name (ObserveAlgorithm)
+//	resilience.limiter.rtt         ObservableGauge          s            limiter.name (ObserveAlgorithm)
+//	resilience.limiter.min_rtt     ObservableGauge          s            limiter.name (ObserveAlgorithm)
+//	resilience.circuit.state       ObservableGauge          -            circuit.name, circuit.state (ObserveCircuit)
 //
 // Every attribute key carries the resilience. prefix
 // (resilience.event.name, …). The event name is the string value of the
