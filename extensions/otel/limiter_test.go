@@ -238,7 +238,7 @@ func TestObserveAlgorithmForwardsValidate(t *testing.T) {
 type invalidAlgorithm struct{}
 
 func (invalidAlgorithm) Update(s limit.Sample) float64 { return s.Limit }
-func (invalidAlgorithm) Validate() error                { return fmt.Errorf("invalid on purpose") }
+func (invalidAlgorithm) Validate() error               { return fmt.Errorf("invalid on purpose") }
 
 // TestObserveCircuit protects the circuit-state gauge: one series per
 // state, 1 for the current one, following the breaker.
