@@ -1,6 +1,6 @@
 module github.com/ylcnfrht/resilience/conformance
 
-go 1.26
+go 1.26.0
 
 require github.com/ylcnfrht/resilience/core v0.1.0
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/internal/config"
+	"github.com/ylcnfrht/resilience/core/internal/queue"
 	"github.com/ylcnfrht/resilience/core/limit"
 )
 
@@ -228,7 +229,7 @@ type AdaptiveLimiter struct {
 	maxLimit int
 	epoch    time.Time // the limiter's clock reads are offsets from it
 
-	permitEngine // its mu also guards the fields below
+	engine queue.Engine // its lock also guards the fields below
 
 	estimate float64 // the algorithm's limit, unrounded
 	// baseRTT is the latency the limiter considers normal, for judging
@@ -336,7 +337,7 @@ func NewAdaptiveLimiter(opts AdaptiveLimiterOptions) (*AdaptiveLimiter, error) {
 	}
 	initial := min(max(defaultInt(opts.InitialLimit, defaultAdaptiveInitialLimit), a.minLimit), a.maxLimit)
 	a.estimate = float64(initial)
-	a.initEngine(initial, opts.QueueLimit, opts.QueueTimeout, opts.Priority, opts.Overflow, opts.CoDel)
+	a.engine.Init(engineOptions(initial, opts.QueueLimit, opts.QueueTimeout, opts.Priority, opts.Overflow, opts.CoDel))
 	return a, nil
 }
 
@@ -411,7 +412,7 @@ func (a *AdaptiveLimiter) StrategyName() string {
 // Stats returns a consistent snapshot of the current limit, the permits
 // held and the waiters queued. In flight may exceed the limit for a while
 // after the limit falls.
-func (a *AdaptiveLimiter) Stats() LimiterStats { return a.stats() }
+func (a *AdaptiveLimiter) Stats() LimiterStats { return engineStats(&a.engine) }
 
 // AdaptivePermit is a permit taken by AdaptiveLimiter.Acquire. It is a
 // small value; copying it is fine, but Release must be called exactly once
@@ -456,43 +457,46 @@ func (a *AdaptiveLimiter) Acquire(ctx context.Context) (AdaptivePermit, error) {
 // Close stops admission for good, as ConcurrencyLimiter.Close does:
 // queued and later executions are rejected with ReasonShuttingDown, and
 // running ones release their permits as usual.
-func (a *AdaptiveLimiter) Close() { a.close() }
+func (a *AdaptiveLimiter) Close() { a.engine.Close() }
 
 // TryAcquire takes a permit if one is free and nobody is waiting; it never
 // queues.
 func (a *AdaptiveLimiter) TryAcquire() (AdaptivePermit, bool) {
-	a.mu.Lock()
-	// inFlight < limit implies an empty queue (see permitEngine.tryAcquire).
-	if a.inFlight >= a.limit || a.closed || !a.gateLocked() {
-		a.mu.Unlock()
+	a.engine.Lock()
+	if !a.engine.FreeLocked() || !a.gateLocked() {
+		a.engine.Unlock()
 		return AdaptivePermit{}, false
 	}
-	a.inFlight++
+	a.engine.TakeLocked()
 	weight := a.timingLocked()
-	a.mu.Unlock()
+	a.engine.Unlock()
 	return a.permit(weight), true
 }
 
-// begin takes a permit like permitEngine.acquire and decides, under the
+// begin takes a permit like ConcurrencyLimiter.Acquire and decides, under the
 // same lock, whether the execution is timed. It reports how long the
 // execution waited in the queue (0 when it did not), for telemetry.
 func (a *AdaptiveLimiter) begin(ctx context.Context, tel *Telemetry) (AdaptivePermit, time.Duration, error) {
 	if ctx.Err() != nil {
 		return AdaptivePermit{}, 0, context.Cause(ctx)
 	}
-	a.mu.Lock()
-	if a.inFlight < a.limit && !a.closed {
+	rank := a.opts.Priority
+	if p := rank; p != nil && tel != nil {
+		rank = func(ctx context.Context) int { return callPriority(ctx, tel, p) }
+	}
+	a.engine.Lock()
+	if a.engine.FreeLocked() {
 		if !a.gateLocked() {
-			a.mu.Unlock()
+			a.engine.Unlock()
 			return AdaptivePermit{}, 0, errBulkheadFull
 		}
-		a.inFlight++
+		a.engine.TakeLocked()
 		weight := a.timingLocked()
-		a.mu.Unlock()
+		a.engine.Unlock()
 		return a.permit(weight), 0, nil
 	}
-	waited, err := a.acquireSlowLocked(ctx, tel) // unlocks
-	if err != nil {
+	waited, r := a.engine.AcquireSlowLocked(ctx, rank) // unlocks
+	if err := engineError(ctx, r); err != nil {
 		return AdaptivePermit{}, waited, err
 	}
 	// A queued execution is already slow; timing it costs nothing that
@@ -582,10 +586,10 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) *HookPanicEr
 	if p.weight > 0 {
 		now = a.now()
 	}
-	a.mu.Lock()
-	inFlight := a.inFlight
-	if !a.releaseLocked() {
-		a.mu.Unlock()
+	a.engine.Lock()
+	inFlight := a.engine.InFlightLocked()
+	if !a.engine.ReleaseLocked() {
+		a.engine.Unlock()
 		panic("resilience: AdaptiveLimiter permit released without being held")
 	}
 	w := &a.win
@@ -600,7 +604,7 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) *HookPanicEr
 		}
 	}
 	if o == LimitIgnored {
-		a.mu.Unlock()
+		a.engine.Unlock()
 		return nil
 	}
 	if o == LimitDropped {
@@ -628,7 +632,7 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) *HookPanicEr
 	// throttled service are long, and the gate must close within tens of
 	// milliseconds of the run queue growing.
 	if p.weight == 0 || a.updating {
-		a.mu.Unlock()
+		a.engine.Unlock()
 		return nil
 	}
 	readCPU := a.cpu != nil && now-a.cpuRead >= cpuReadEvery
@@ -636,13 +640,13 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) *HookPanicEr
 		a.cpuRead = now
 	}
 	cpuBound := time.Duration(max(a.baseRTT, int64(minCPUWait)))
-	if !w.closes(now, a.limit) {
+	if !w.closes(now, a.engine.LimitLocked()) {
 		if !readCPU {
-			a.mu.Unlock()
+			a.engine.Unlock()
 			return nil
 		}
 		a.updating = true
-		a.mu.Unlock()
+		a.engine.Unlock()
 		a.gateUpdate(cpuBound)
 		return nil
 	}
@@ -671,7 +675,7 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) *HookPanicEr
 	}
 	*w = sampleWindow{start: now, length: max(length, minWindow)}
 	a.updating = true
-	a.mu.Unlock()
+	a.engine.Unlock()
 	return a.update(s, readCPU, cpuBound)
 }
 
@@ -716,13 +720,13 @@ func (a *AdaptiveLimiter) update(s limit.Sample, readCPU bool, cpuBound time.Dur
 			next = s.Limit
 		}
 		next = min(max(next, float64(a.minLimit)), float64(a.maxLimit))
-		a.mu.Lock()
+		a.engine.Lock()
 		a.updating = false
 		a.estimate = next
-		if n := int(next); n != a.limit {
-			a.setLimitLocked(n)
+		if n := int(next); n != a.engine.LimitLocked() {
+			a.engine.SetLimitLocked(n)
 		}
-		a.mu.Unlock()
+		a.engine.Unlock()
 	}()
 	if readCPU {
 		s.CPUWait = a.readGate(cpuBound)
@@ -735,9 +739,9 @@ func (a *AdaptiveLimiter) update(s limit.Sample, readCPU bool, cpuBound time.Dur
 // hands the next update over.
 func (a *AdaptiveLimiter) gateUpdate(cpuBound time.Duration) {
 	a.readGate(cpuBound)
-	a.mu.Lock()
+	a.engine.Lock()
 	a.updating = false
-	a.mu.Unlock()
+	a.engine.Unlock()
 }
 
 // readGate reads the CPU wait (runtime metrics, a few microseconds), off
@@ -751,9 +755,9 @@ func (a *AdaptiveLimiter) gateUpdate(cpuBound time.Duration) {
 func (a *AdaptiveLimiter) readGate(cpuBound time.Duration) time.Duration {
 	wait := a.cpu.read(runtime.GOMAXPROCS(0))
 	admit := a.gateAfter(wait, cpuBound)
-	a.mu.Lock()
+	a.engine.Lock()
 	a.admit, a.cpuWait = admit, wait
-	a.mu.Unlock()
+	a.engine.Unlock()
 	return wait
 }
 

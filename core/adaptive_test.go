@@ -439,9 +439,9 @@ func TestAdaptiveUntimedExecutionsNeverCloseAWindow(t *testing.T) {
 		if alg.n != 0 {
 			t.Fatalf("an untimed release closed a window (%d updates)", alg.n)
 		}
-		a.mu.Lock()
+		a.engine.Lock()
 		w := a.win
-		a.mu.Unlock()
+		a.engine.Unlock()
 		if w.samples+w.drops != len(untimed) || w.timed != 0 || w.maxInFlight != n {
 			t.Fatalf("untimed releases not counted: %+v", w)
 		}
@@ -468,9 +468,11 @@ func TestAdaptiveWeightedMean(t *testing.T) {
 		// Hand-made permits: nine timed in full with 10 ms, one sparsely
 		// timed with 40 ms. Mean = (9*10 + 16*40) / 25 ms.
 		start := a.now()
-		a.mu.Lock()
-		a.inFlight += 18
-		a.mu.Unlock()
+		a.engine.Lock()
+		for range 18 {
+			a.engine.TakeLocked()
+		}
+		a.engine.Unlock()
 		time.Sleep(10 * time.Millisecond)
 		for range 9 {
 			AdaptivePermit{l: a, start: start, weight: 1}.Release(LimitSampled)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ylcnfrht/resilience/core/event"
+	"github.com/ylcnfrht/resilience/core/internal/queue"
 )
 
 // OverflowPolicy says what a concurrency limiter does when an execution must
@@ -99,10 +100,10 @@ type ConcurrencyLimiter struct {
 	// Each queued waiter leaves the queue exactly once, under the
 	// limiter's mutex, as granted, evicted, cancelled or timed out, so a
 	// cancellation, queue timeout or eviction racing a grant never loses or
-	// duplicates a permit (see waiterState).
-	name string
-	opts ConcurrencyLimiterOptions // as given, for validate
-	permitEngine
+	// duplicates a permit (the queue engine's waiter states).
+	name   string
+	opts   ConcurrencyLimiterOptions // as given, for validate
+	engine queue.Engine
 }
 
 // Rejections are shared values: they carry nothing per execution, and
@@ -125,18 +126,14 @@ func NewConcurrencyLimiter(opts ConcurrencyLimiterOptions) (*ConcurrencyLimiter,
 	if l.name == "" {
 		l.name = "ConcurrencyLimiter"
 	}
-	l.initEngine(opts.PermitLimit, opts.QueueLimit, opts.QueueTimeout, opts.Priority, opts.Overflow, opts.CoDel)
+	l.engine.Init(engineOptions(opts.PermitLimit, opts.QueueLimit, opts.QueueTimeout, opts.Priority, opts.Overflow, opts.CoDel))
 	return l, nil
 }
 
-// initEngine sets up a new engine from validated options, applying the
-// defaults.
-func (e *permitEngine) initEngine(limit, queueLimit int, queueTimeout time.Duration, priority func(context.Context) int,
-	overflow OverflowPolicy, codelOpts *CoDelOptions) {
-	e.limit = limit
-	e.queueLimit = queueLimit
-	e.queueTimeout = queueTimeout
-	e.priority = priority
+// engineOptions translates validated options for the queue engine,
+// applying the defaults.
+func engineOptions(limit, queueLimit int, queueTimeout time.Duration, priority func(context.Context) int,
+	overflow OverflowPolicy, codel *CoDelOptions) queue.Options {
 	if overflow == "" && priority != nil {
 		// Reject-new would turn a more important newcomer away from a
 		// queue full of less important waiters, so priorities would decide
@@ -145,12 +142,36 @@ func (e *permitEngine) initEngine(limit, queueLimit int, queueTimeout time.Durat
 		// reject-new.
 		overflow = OverflowDropLowestPriority
 	}
-	e.overflow, _ = ParseOverflowPolicy(string(overflow)) // validated: never fails
-	if e.queueLimit == 0 {
-		e.queueTimeout = 0
-	} else {
-		e.codel = newCoDel(codelOpts)
+	o := queue.Options{Limit: limit, QueueLimit: queueLimit, QueueTimeout: queueTimeout}
+	switch p, _ := ParseOverflowPolicy(string(overflow)); p { // validated: never fails
+	case OverflowDropOldest:
+		o.Overflow = queue.DropOldest
+	case OverflowDropLowestPriority:
+		o.Overflow = queue.DropLowestPriority
 	}
+	if codel != nil {
+		o.CoDel = &queue.CoDel{Interval: codel.Interval, Target: codel.Target, AdaptiveLIFO: codel.AdaptiveLIFO}
+	}
+	return o
+}
+
+// engineError returns the error of an engine's Acquire that did not admit:
+// a shared *BulkheadRejectedError, or context.Cause(ctx) for a context
+// that ended first.
+func engineError(ctx context.Context, r queue.Result) error {
+	switch r {
+	case queue.Admitted:
+		return nil
+	case queue.Full:
+		return errBulkheadFull
+	case queue.QueueTimeout:
+		return errBulkheadQueueTimeout
+	case queue.Dropped:
+		return errBulkheadDropped
+	case queue.ShuttingDown:
+		return errBulkheadShuttingDown
+	}
+	return context.Cause(ctx)
 }
 
 // AddConcurrencyLimiter appends a new concurrency limiter configured by
@@ -207,7 +228,12 @@ type LimiterStats struct {
 
 // Stats returns a consistent snapshot of the limit, the permits held and the
 // waiters queued.
-func (l *ConcurrencyLimiter) Stats() LimiterStats { return l.stats() }
+func (l *ConcurrencyLimiter) Stats() LimiterStats { return engineStats(&l.engine) }
+
+func engineStats(e *queue.Engine) LimiterStats {
+	limit, inFlight, queued := e.Stats()
+	return LimiterStats{Limit: limit, InFlight: inFlight, Queued: queued}
+}
 
 // SetLimit changes the permit limit while the limiter is in use; n < 1 is
 // treated as 1. Raising it grants queued waiters at once. Lowering it never
@@ -217,9 +243,9 @@ func (l *ConcurrencyLimiter) SetLimit(n int) {
 	if n < 1 {
 		n = 1
 	}
-	l.mu.Lock()
-	l.setLimitLocked(n)
-	l.mu.Unlock()
+	l.engine.Lock()
+	l.engine.SetLimitLocked(n)
+	l.engine.Unlock()
 }
 
 // Close stops admission for good, for a graceful shutdown: every queued
@@ -227,12 +253,12 @@ func (l *ConcurrencyLimiter) SetLimit(n int) {
 // Execute, with ReasonShuttingDown. Running executions keep their permits
 // and release them as usual; Stats shows them finishing. Closing twice
 // is harmless.
-func (l *ConcurrencyLimiter) Close() { l.close() }
+func (l *ConcurrencyLimiter) Close() { l.engine.Close() }
 
 // TryAcquire takes a permit if one is free and nobody is waiting, and
 // reports whether it did. It never queues. After true, the caller must call
 // Release exactly once.
-func (l *ConcurrencyLimiter) TryAcquire() bool { return l.tryAcquire() }
+func (l *ConcurrencyLimiter) TryAcquire() bool { return l.engine.TryAcquire() }
 
 // Acquire takes a permit, queueing for one if the limiter's options allow.
 // It returns nil when a permit is held; the caller must then call Release
@@ -243,8 +269,8 @@ func (l *ConcurrencyLimiter) TryAcquire() bool { return l.tryAcquire() }
 // ctx's deadline. The rejection errors are shared values: match them with
 // errors.As or errors.Is and do not modify them.
 func (l *ConcurrencyLimiter) Acquire(ctx context.Context) error {
-	_, err := l.acquire(ctx, nil)
-	return err
+	_, r := l.engine.Acquire(ctx, l.opts.Priority)
+	return engineError(ctx, r)
 }
 
 // Release returns a permit taken by Acquire or TryAcquire. If an execution
@@ -252,10 +278,7 @@ func (l *ConcurrencyLimiter) Acquire(ctx context.Context) error {
 // waiter. Calling Release without holding a permit is a bug in the caller
 // and panics, since silently ignoring it would break the limit.
 func (l *ConcurrencyLimiter) Release() {
-	l.mu.Lock()
-	ok := l.releaseLocked()
-	l.mu.Unlock()
-	if !ok {
+	if !l.engine.Release() {
 		panic("resilience: ConcurrencyLimiter.Release without a held permit")
 	}
 }
@@ -271,8 +294,12 @@ func (l *ConcurrencyLimiter) Release() {
 // first returns context.Cause(ctx) and emits nothing, as that is the
 // caller's doing.
 func (l *ConcurrencyLimiter) Execute(ctx context.Context, tel Telemetry, next Next) error {
-	waited, err := l.acquire(ctx, &tel)
-	if err != nil {
+	var rank func(context.Context) int
+	if p := l.opts.Priority; p != nil {
+		rank = func(ctx context.Context) int { return callPriority(ctx, &tel, p) }
+	}
+	waited, r := l.engine.Acquire(ctx, rank)
+	if err := engineError(ctx, r); err != nil {
 		emitBulkheadRejection(ctx, tel, waited, err)
 		return err
 	}
@@ -296,4 +323,11 @@ func emitBulkheadRejection(ctx context.Context, tel Telemetry, waited time.Durat
 	if r, ok := err.(*BulkheadRejectedError); ok && (r == errBulkheadFull || r == errBulkheadQueueTimeout || r == errBulkheadDropped || r == errBulkheadShuttingDown) {
 		tel.Emit(ctx, event.Event{Name: event.RateLimiterRejected, Reason: string(r.Reason), Duration: waited, Err: err})
 	}
+}
+
+// callPriority runs the Priority function for one execution, reporting a
+// panic of it on tel before it goes on to the execution's caller.
+func callPriority(ctx context.Context, tel *Telemetry, priority func(context.Context) int) int {
+	defer reportHookPanic(ctx, tel, HookPriority)
+	return priority(ctx)
 }

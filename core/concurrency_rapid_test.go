@@ -268,11 +268,10 @@ func TestConcurrencyLimiterStateMachine(t *testing.T) {
 					r.outcome = clReleased
 					m.inFlight--
 					m.grant()
-					l.mu.Lock()
+					l.engine.Lock()
 					w.a.cancel()
-					l.inFlight--
-					l.grantLocked()
-					l.mu.Unlock()
+					l.engine.ReleaseLocked()
+					l.engine.Unlock()
 					synctest.Wait()
 				},
 				"sleep": func(t *rapid.T) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ylcnfrht/resilience/core/event"
+	"github.com/ylcnfrht/resilience/core/internal/queue"
 )
 
 // clPriorityKey carries a test execution's priority; clPriority reads it.
@@ -153,8 +154,11 @@ func TestConcurrencyLimiterDefaults(t *testing.T) {
 	if l.StrategyName() != "ConcurrencyLimiter" {
 		t.Errorf("StrategyName() = %q", l.StrategyName())
 	}
-	if l.overflow != OverflowRejectNew {
-		t.Errorf("default overflow = %q", l.overflow)
+	if o := engineOptions(3, 0, 0, nil, "", nil); o.Overflow != queue.RejectNew {
+		t.Errorf("default overflow = %v, want reject-new", o.Overflow)
+	}
+	if o := engineOptions(3, 1, 0, clPriority, "", nil); o.Overflow != queue.DropLowestPriority {
+		t.Errorf("default overflow with a Priority function = %v, want drop-lowest-priority", o.Overflow)
 	}
 	wantStats(t, l, LimiterStats{Limit: 3})
 	named := newTestLimiter(t, ConcurrencyLimiterOptions{Name: "db", PermitLimit: 1})
@@ -551,80 +555,6 @@ func TestConcurrencyLimiterCancelWhileQueued(t *testing.T) {
 		l.Release()
 		b.cancel()
 		wantStats(t, l, LimiterStats{Limit: 1})
-	})
-}
-
-// Invariant 3: a waiter whose context ends at the moment it is granted hands
-// the permit on to the next waiter and reports the cancellation: it never
-// both runs and passes the permit, and the permit is never lost.
-func TestConcurrencyLimiterCancelRacingGrantHandsOn(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 2})
-		if err := l.Acquire(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		a, b := startAcquire(l, 0), startAcquire(l, 0)
-		// Cancel and grant in one critical section, so a wakes to find both
-		// its context done and the permit already granted.
-		l.mu.Lock()
-		a.cancel()
-		l.inFlight--
-		l.grantLocked()
-		if l.queue.len() != 1 {
-			t.Fatal("grant did not take the first waiter")
-		}
-		l.mu.Unlock()
-		synctest.Wait()
-		if err := a.wantResult(t); !errors.Is(err, context.Canceled) {
-			t.Fatalf("cancelled-while-granted waiter: %v, want context.Canceled", err)
-		}
-		b.wantGranted(t) // the permit was handed on
-		wantStats(t, l, LimiterStats{Limit: 1, InFlight: 1})
-		l.Release()
-
-		// With nobody left to hand on to, the permit is simply freed.
-		c := startAcquire(l, 0)
-		if err := c.wantResult(t); err != nil {
-			t.Fatal(err)
-		}
-		d := startAcquire(l, 0)
-		l.mu.Lock()
-		d.cancel()
-		l.inFlight--
-		l.grantLocked()
-		l.mu.Unlock()
-		synctest.Wait()
-		if err := d.wantResult(t); !errors.Is(err, context.Canceled) {
-			t.Fatalf("got %v, want context.Canceled", err)
-		}
-		wantStats(t, l, LimiterStats{Limit: 1})
-		for _, x := range []*clAcquirer{a, b, c, d} {
-			x.cancel()
-		}
-	})
-}
-
-// Invariant 3 for timeouts: a grant that lands as the queue timeout fires
-// wins, and the execution runs holding exactly one permit.
-func TestConcurrencyLimiterGrantRacingQueueTimeoutWins(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, QueueTimeout: time.Second})
-		if err := l.Acquire(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		a := startAcquire(l, 0)
-		// Hold the lock across the timeout so the waiter's timer fires before
-		// it can record the timeout; grant it in the same critical section.
-		l.mu.Lock()
-		time.Sleep(time.Second)
-		l.inFlight--
-		l.grantLocked()
-		l.mu.Unlock()
-		synctest.Wait()
-		a.wantGranted(t)
-		wantStats(t, l, LimiterStats{Limit: 1, InFlight: 1})
-		l.Release()
-		a.cancel()
 	})
 }
 

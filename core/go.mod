@@ -1,6 +1,6 @@
 module github.com/ylcnfrht/resilience/core
 
-go 1.26
+go 1.26.0
 
 require (
 	go.uber.org/goleak v1.3.0

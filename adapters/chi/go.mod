@@ -1,6 +1,6 @@
 module github.com/ylcnfrht/resilience/adapters/chi
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/go-chi/chi/v5 v5.5.0

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -50,18 +49,14 @@ func newService(knee int, base time.Duration) (http.Handler, error) {
 }
 
 // requestPriority reads X-Priority through the request view: 0 is the most
-// important class, 9 the least.
-func requestPriority(ctx context.Context) int {
-	req, ok := inbound.RequestFrom(ctx)
-	if !ok {
-		return defaultPriority
+// important class, 9 the least; anything else ranks as defaultPriority.
+var requestPriority = func() func(context.Context) int {
+	f, err := inbound.PriorityByHeader(inbound.PriorityHeader{Name: "X-Priority", Min: 0, Max: 9, Default: defaultPriority})
+	if err != nil {
+		panic(err) // constant options: a programming error
 	}
-	p, err := strconv.Atoi(req.Header.Get("X-Priority"))
-	if err != nil || p < 0 || p > 9 {
-		return defaultPriority
-	}
-	return p
-}
+	return f
+}()
 
 // limitsHandler serves a limiter's live values as JSON. Any Stats method
 // works: the fixed limiter's too.

@@ -120,18 +120,16 @@ func newService() (http.Handler, *inbound.Middleware, error) {
 	return e, mw.Inbound(), nil
 }
 
-// priority ranks a request that must queue by its X-Priority header.
-func priority(ctx context.Context) int {
-	c, ok := resilienceecho.Context(ctx)
-	if !ok {
-		return 5
-	}
-	p, err := strconv.Atoi(c.Request().Header.Get("X-Priority"))
+// priority ranks a queued request by its X-Priority header, read through
+// the neutral request view: 0 to 9, anything else (missing, malformed, out
+// of range) 5, so a client cannot put itself ahead of every other.
+var priority = func() func(context.Context) int {
+	f, err := inbound.PriorityByHeader(inbound.PriorityHeader{Name: "X-Priority", Min: 0, Max: 9, Default: 5})
 	if err != nil {
-		return 5
+		panic(err) // constant options: a programming error
 	}
-	return p
-}
+	return f
+}()
 
 // order simulates work of ?ms=N milliseconds that stops when its context
 // (c.Request().Context(), which carries the deadline) ends.

@@ -28,7 +28,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -65,15 +64,16 @@ func options() inbound.Options {
 	}
 }
 
-// priority reads X-Priority through the neutral request view.
-func priority(ctx context.Context) int {
-	if r, ok := inbound.RequestFrom(ctx); ok {
-		if p, err := strconv.Atoi(r.Header.Get("X-Priority")); err == nil {
-			return p
-		}
+// priority ranks a queued request by its X-Priority header, read through
+// the neutral request view: 0 to 9, anything else (missing, malformed, out
+// of range) 5, so a client cannot put itself ahead of every other.
+var priority = func() func(context.Context) int {
+	f, err := inbound.PriorityByHeader(inbound.PriorityHeader{Name: "X-Priority", Min: 0, Max: 9, Default: 5})
+	if err != nil {
+		panic(err) // constant options: a programming error
 	}
-	return 5
-}
+	return f
+}()
 
 // newApp builds the app around mw.
 func newApp(mw *resiliencefiber.Middleware) *fiber.App {

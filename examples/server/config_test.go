@@ -124,14 +124,18 @@ func FuzzParseRateKey(f *testing.F) {
 	})
 }
 
-// FuzzParsePriority: any header value gives an int without panicking, and
-// anything that is not a plain integer gives the default.
-func FuzzParsePriority(f *testing.F) {
-	for _, s := range []string{"", "0", "-1", "+7", "x", "9223372036854775808", " 3", "3 "} {
+// FuzzRequestPriority: any header value ranks in [minPriority,
+// maxPriority] without panicking, and anything that is not a plain integer
+// gives the default.
+func FuzzRequestPriority(f *testing.F) {
+	for _, s := range []string{"", "0", "-1", "+7", "x", "9223372036854775808", "-9223372036854775808", " 3", "3 "} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		p := parsePriority(s)
+		p := priorityOf(s)
+		if p < minPriority || p > maxPriority {
+			t.Fatalf("%q ranked %d, outside [%d, %d]", s, p, minPriority, maxPriority)
+		}
 		if p != defaultPriority && strings.TrimLeft(s, "+-0123456789") != "" {
 			t.Fatalf("%q gave %d, want the default for a non-integer", s, p)
 		}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 // Work durations: ms defaults to defaultWorkMS and may not exceed maxWorkMS,
@@ -19,25 +21,30 @@ const (
 // sooner when requests have to queue.
 const priorityHeader = "X-Priority"
 
-// defaultPriority is the priority of a request without an X-Priority header
-// or with one that is not a decimal integer. It sits in the middle of the
-// 0 (most important) … 9 (background) range the demo suggests, so callers
-// can mark traffic as more or less important than unmarked traffic; any
-// int is accepted.
-const defaultPriority = 5
+// The range of X-Priority values the server believes: 0 (most important)
+// to 9 (background). Anything else, missing, malformed or out of range
+// (a client sending a large negative number to jump the queue), ranks as
+// defaultPriority, in the middle, so callers can mark traffic as more or
+// less important than unmarked traffic.
+const (
+	minPriority     = 0
+	maxPriority     = 9
+	defaultPriority = 5
+)
 
-// parsePriority returns the priority an X-Priority value asks for, or
-// defaultPriority when the value is missing or malformed (not an optionally
-// signed decimal integer that fits in an int).
-func parsePriority(v string) int {
-	if v == "" {
-		return defaultPriority
-	}
-	p, err := strconv.Atoi(v)
+// requestPriority is the limiter's Priority function: the request's
+// X-Priority header, read through the request view the middleware puts in
+// the context and bounded by inbound.PriorityByHeader. The limiter calls it
+// only for requests that must queue.
+var requestPriority = mustPriority(inbound.PriorityByHeader(inbound.PriorityHeader{
+	Name: priorityHeader, Min: minPriority, Max: maxPriority, Default: defaultPriority,
+}))
+
+func mustPriority(f func(context.Context) int, err error) func(context.Context) int {
 	if err != nil {
-		return defaultPriority
+		panic(err) // constants above: a programming error
 	}
-	return p
+	return f
 }
 
 // workDuration reads ?ms=N. A missing value means defaultWorkMS; a value

@@ -24,8 +24,9 @@
 // live statistics as JSON (limit, inflight, queued, late, lateTotal).
 // /work?ms=N sleeps N milliseconds ignoring its context; /cooperative?ms=N
 // stops when its context is done. N defaults to 100 and is at most 60000.
-// A request's X-Priority header (an integer, lower runs sooner when it has
-// to queue) sets its priority; missing or malformed means 5.
+// A request's X-Priority header (0 to 9, lower runs sooner when it has
+// to queue) sets its priority; anything else, missing, malformed or out of
+// range, means 5.
 package main
 
 import (

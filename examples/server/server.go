@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -70,17 +69,6 @@ func inboundOptions(cfg config) inbound.Options {
 	return opts
 }
 
-// requestPriority is the limiter's Priority function: the request's
-// X-Priority header, read through the request view the middleware puts in
-// the context. The limiter calls it only for requests that must queue.
-func requestPriority(ctx context.Context) int {
-	r, ok := inbound.RequestFrom(ctx)
-	if !ok {
-		return defaultPriority
-	}
-	return parsePriority(r.Header.Get(priorityHeader))
-}
-
 // chiRoutes mounts the routes on a chi router. The two diagnostic routes are
 // registered on the root; the middleware applies only inside the group.
 func chiRoutes(mw *resiliencechi.Middleware) http.Handler {
@@ -131,7 +119,7 @@ func routeSummary(cfg config, base string) string {
 		"  GET /debug/limits           outside the middleware: live limit, inflight, queued, late (JSON)",
 		"  GET /work?ms=N              sleeps N ms ignoring its context (like a dependency that keeps going)",
 		"  GET /cooperative?ms=N       sleeps N ms but stops when its context is done",
-		"  header X-Priority: N        integer, lower runs sooner when queued; missing or malformed = " + strconv.Itoa(defaultPriority),
+		"  header X-Priority: N        0 to 9, lower runs sooner when queued; anything else = " + strconv.Itoa(defaultPriority),
 		"",
 		"try:",
 		"  curl -s " + base + "/healthz",

@@ -251,12 +251,25 @@ func TestWorkRoutesRejectBadMS(t *testing.T) {
 	}
 }
 
-func TestParsePriority(t *testing.T) {
+// priorityOf ranks a request carrying X-Priority: v, as the limiter would.
+func priorityOf(v string) int {
+	h := http.Header{}
+	if v != "" {
+		h.Set(priorityHeader, v)
+	}
+	return requestPriority(inbound.NewContext(context.Background(), &inbound.Request{Header: h}))
+}
+
+// A client cannot put itself at the head of the queue: values outside 0-9
+// rank as the default, not first.
+func TestRequestPriorityIsBounded(t *testing.T) {
 	for in, want := range map[string]int{
 		"":                     defaultPriority,
 		"0":                    0,
 		"9":                    9,
-		"-3":                   -3,
+		"-3":                   defaultPriority,
+		"-9223372036854775808": defaultPriority,
+		"10":                   defaultPriority,
 		"+2":                   2,
 		"abc":                  defaultPriority,
 		" 1":                   defaultPriority,
@@ -264,8 +277,8 @@ func TestParsePriority(t *testing.T) {
 		"1e2":                  defaultPriority,
 		"99999999999999999999": defaultPriority, // overflows int
 	} {
-		if got := parsePriority(in); got != want {
-			t.Errorf("parsePriority(%q) = %d, want %d", in, got, want)
+		if got := priorityOf(in); got != want {
+			t.Errorf("X-Priority %q ranked %d, want %d", in, got, want)
 		}
 	}
 }

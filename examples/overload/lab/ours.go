@@ -77,11 +77,15 @@ func priority(k Knobs) func(ctx context.Context) int {
 	if !k.Prioritized {
 		return nil
 	}
-	return func(ctx context.Context) int {
-		r, ok := inbound.RequestFrom(ctx)
-		if !ok {
-			return LowPriority
-		}
-		return parsePriority(r.Header.Get(PriorityHeader))
-	}
+	return headerPriority
 }
+
+// headerPriority ranks by X-Priority as a service should: only the lab's
+// classes are believed, anything else is LowPriority.
+var headerPriority = func() func(context.Context) int {
+	f, err := inbound.PriorityByHeader(inbound.PriorityHeader{Name: PriorityHeader, Min: HighPriority, Max: LowPriority, Default: LowPriority})
+	if err != nil {
+		panic(err) // constants: a programming error
+	}
+	return f
+}()

@@ -1,0 +1,369 @@
+// Package queue is the queue engine of the concurrency limiters: a permit
+// count and a limit, a priority wait queue, the overflow policies, queue
+// timeouts and the CoDel discipline, under one mutex. The fixed
+// ConcurrencyLimiter and the AdaptiveLimiter of package resilience are
+// both an Engine; they differ only in who moves the limit and in what a
+// release records. The public options, errors and events stay in package
+// resilience, which translates them.
+package queue
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Overflow says what Acquire does when it must queue and the queue is
+// full.
+type Overflow uint8
+
+const (
+	// RejectNew rejects the newcomer (Full).
+	RejectNew Overflow = iota
+	// DropOldest evicts the waiter that has waited longest (Dropped) and
+	// queues the newcomer.
+	DropOldest
+	// DropLowestPriority evicts the newest waiter of the largest priority
+	// number if the newcomer outranks it, and otherwise rejects the
+	// newcomer.
+	DropLowestPriority
+)
+
+// Options configures an Engine; Init takes them already validated.
+type Options struct {
+	Limit        int
+	QueueLimit   int           // 0: no queue
+	QueueTimeout time.Duration // 0: none; ignored without a queue
+	Overflow     Overflow
+	CoDel        *CoDel // nil: plain queue; ignored without a queue
+}
+
+// CoDel configures the CoDel discipline (see the CoDelOptions of package
+// resilience for what it does); a zero field means its default.
+type CoDel struct {
+	Interval     time.Duration
+	Target       time.Duration
+	AdaptiveLIFO bool
+}
+
+// Result is how an Acquire ended.
+type Result uint8
+
+const (
+	Admitted     Result = iota // a permit is held
+	Full                       // no permit and no room in the queue
+	QueueTimeout               // waited the queue timeout (or CoDel's target)
+	Dropped                    // evicted by the overflow policy
+	ShuttingDown               // the engine was closed
+	Cancelled                  // the context ended first: the caller's doing
+)
+
+// Engine is a permit count, a limit and a waitQueue under one mutex.
+//
+// The zero value has a limit of 0 and no queue: it rejects everything
+// with Full. Not copyable after first use. The methods named ...Locked
+// must be called with the engine locked (Lock); the others lock it
+// themselves. A limiter may guard its own state with the same lock.
+type Engine struct {
+	queueLimit   int
+	queueTimeout time.Duration
+	overflow     Overflow
+	codel        *codel // nil: no CoDel discipline
+
+	mu       sync.Mutex
+	limit    int
+	inFlight int
+	queue    waitQueue
+	closed   bool // Close: nothing is admitted or queued any more
+}
+
+// Init sets up a new engine from validated options, applying the
+// defaults.
+func (e *Engine) Init(o Options) {
+	e.limit = o.Limit
+	e.queueLimit = o.QueueLimit
+	e.overflow = o.Overflow
+	if o.QueueLimit > 0 {
+		e.queueTimeout = o.QueueTimeout
+		e.codel = newCoDel(o.CoDel)
+	}
+}
+
+// Lock locks the engine, for the ...Locked methods.
+func (e *Engine) Lock() { e.mu.Lock() }
+
+// Unlock unlocks the engine.
+func (e *Engine) Unlock() { e.mu.Unlock() }
+
+// Close rejects every waiter with ShuttingDown and stops admission.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	e.closed = true
+	for w := e.queue.popBest(); w != nil; w = e.queue.popBest() {
+		w.state = waiterClosed
+		close(w.ready)
+	}
+	e.mu.Unlock()
+}
+
+// Stats returns a consistent snapshot of the limit, the permits held and
+// the waiters queued.
+func (e *Engine) Stats() (limit, inFlight, queued int) {
+	e.mu.Lock()
+	limit, inFlight, queued = e.limit, e.inFlight, e.queue.len()
+	e.mu.Unlock()
+	return limit, inFlight, queued
+}
+
+// LimitLocked returns the limit.
+func (e *Engine) LimitLocked() int { return e.limit }
+
+// InFlightLocked returns the number of permits held.
+func (e *Engine) InFlightLocked() int { return e.inFlight }
+
+// SetLimitLocked changes the limit and grants what it frees. A lower limit
+// interrupts nothing: admission resumes once in-flight falls below it.
+func (e *Engine) SetLimitLocked(n int) {
+	e.limit = n
+	e.grantLocked()
+}
+
+// FreeLocked reports whether a permit is free and the engine open. A free
+// permit implies an empty queue: grantLocked never leaves a waiter queued
+// while a permit is free.
+func (e *Engine) FreeLocked() bool { return e.inFlight < e.limit && !e.closed }
+
+// TakeLocked takes a permit that FreeLocked reported free.
+func (e *Engine) TakeLocked() { e.inFlight++ }
+
+// TryAcquire takes a free permit without queueing.
+func (e *Engine) TryAcquire() bool {
+	e.mu.Lock()
+	ok := e.FreeLocked()
+	if ok {
+		e.inFlight++
+	}
+	e.mu.Unlock()
+	return ok
+}
+
+// Acquire takes a permit, queueing if the options allow, and reports how
+// long the caller waited in the queue, admitted or rejected (0 when it did
+// not queue; at least 1 ns when it did), for telemetry. rank, when not
+// nil, gives the priority of a caller that must queue (lower is granted
+// sooner); it is called at most once, outside the lock, and only when the
+// caller would queue. nil ranks every caller 0.
+func (e *Engine) Acquire(ctx context.Context, rank func(context.Context) int) (time.Duration, Result) {
+	if ctx.Err() != nil {
+		return 0, Cancelled
+	}
+	e.mu.Lock()
+	if e.FreeLocked() {
+		e.inFlight++
+		e.mu.Unlock()
+		return 0, Admitted
+	}
+	return e.AcquireSlowLocked(ctx, rank)
+}
+
+// AcquireSlowLocked is Acquire once no permit was free: it sheds or
+// queues. It is called locked and unlocks. The adaptive limiter calls it
+// after its own fast path, which also decides under the same lock whether
+// to time the execution.
+func (e *Engine) AcquireSlowLocked(ctx context.Context, rank func(context.Context) int) (time.Duration, Result) {
+	if e.closed {
+		e.mu.Unlock()
+		return 0, ShuttingDown
+	}
+	if e.queueLimit == 0 || (e.overflow == RejectNew && e.queue.len() >= e.queueLimit && !e.purgeFullLocked()) {
+		// Shed without ranking: under overload this is the common case and
+		// should cost as little as possible.
+		e.mu.Unlock()
+		return 0, Full
+	}
+	if rank == nil {
+		return e.wait(ctx, 0) // wait unlocks
+	}
+	// rank is the caller's code: run it without the lock, then look again,
+	// since a permit may have been freed meanwhile.
+	e.mu.Unlock()
+	p := rank(ctx)
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return 0, ShuttingDown
+	}
+	if e.inFlight < e.limit {
+		e.inFlight++
+		e.mu.Unlock()
+		return 0, Admitted
+	}
+	if ctx.Err() != nil {
+		// The caller left while it was ranked: it must not queue, let alone
+		// evict a live waiter.
+		e.mu.Unlock()
+		return 0, Cancelled
+	}
+	return e.wait(ctx, p)
+}
+
+// wait queues the caller with priority p, applying the overflow policy if
+// the queue is full, and waits for the outcome. It is called locked and
+// unlocks.
+func (e *Engine) wait(ctx context.Context, p int) (time.Duration, Result) {
+	start := time.Now()
+	timeoutAfter := e.queueTimeout
+	if e.codel != nil && e.codel.purgeLocked(&e.queue, start) && !e.codel.sparesNewcomer(&e.queue, p, start) {
+		// The queue is standing: newcomers get the short target as their
+		// queue timeout, so a standing queue drains (the spared best class
+		// excepted).
+		timeoutAfter = e.codel.shorten(timeoutAfter)
+	}
+	if e.queue.len() >= e.queueLimit {
+		var victim *waiter
+		switch e.overflow {
+		case DropOldest:
+			victim = e.queue.oldestWaiter()
+		case DropLowestPriority:
+			if v := e.queue.newestOfLowest(); v != nil && p < v.priority {
+				victim = v
+			}
+		}
+		if victim == nil {
+			if e.codel != nil {
+				e.codel.shedLockedPriority(&e.queue, start, true, p)
+			}
+			e.mu.Unlock()
+			return 0, Full
+		}
+		e.queue.remove(victim)
+		victim.state = waiterEvicted
+		close(victim.ready)
+		if e.codel != nil {
+			e.codel.shedLockedPriority(&e.queue, start, true, victim.priority)
+		}
+	}
+	w := &waiter{priority: p, queuedAt: start, ready: make(chan struct{})}
+	if e.codel != nil {
+		e.codel.onPushLocked(&e.queue, start)
+	}
+	e.queue.push(w)
+	e.mu.Unlock()
+
+	var timeout <-chan time.Time
+	if timeoutAfter > 0 {
+		t := time.NewTimer(timeoutAfter)
+		defer t.Stop()
+		timeout = t.C
+	}
+
+	var ended waiterState // what this goroutine saw end the wait, if not ready
+	select {
+	case <-w.ready:
+		// The granter, evicter or CoDel purge set w.state before closing
+		// ready.
+	case <-ctx.Done():
+		ended = waiterCancelled
+	case <-timeout:
+		ended = waiterTimedOut
+	}
+	if ended != waiterQueued {
+		e.mu.Lock()
+		if w.state == waiterQueued { // nobody granted or evicted it first
+			e.queue.remove(w)
+			w.state = ended
+			if ended == waiterTimedOut && e.codel != nil {
+				e.codel.shedLockedPriority(&e.queue, time.Now(), true, w.priority)
+			}
+		}
+		e.mu.Unlock()
+	}
+	// w.state is final now and nobody writes it again, so it is read
+	// without the lock (the close of ready or the mutex orders the write).
+
+	switch w.state {
+	case waiterGranted:
+		// A grant racing the queue timeout wins: the permit is in hand. A
+		// grant racing the caller's cancellation is handed on instead, since
+		// nobody waits for the result.
+		if ctx.Err() != nil {
+			e.mu.Lock()
+			e.ReleaseLocked()
+			e.mu.Unlock()
+			return time.Since(start), Cancelled
+		}
+		// At least 1 ns: a wait that took no measurable time (a fake
+		// clock) is still a wait.
+		return max(time.Since(start), 1), Admitted
+	case waiterEvicted:
+		return time.Since(start), Dropped
+	case waiterTimedOut:
+		return time.Since(start), QueueTimeout
+	case waiterClosed:
+		return time.Since(start), ShuttingDown
+	default: // waiterCancelled
+		return time.Since(start), Cancelled
+	}
+}
+
+// purgeFullLocked is called when a reject-new queue is full: under CoDel
+// it rejects the stale waiters of a standing queue and reports whether
+// that made room. Without CoDel it reports false at no cost.
+func (e *Engine) purgeFullLocked() bool {
+	if e.codel == nil {
+		return false
+	}
+	now := time.Now()
+	e.codel.purgeLocked(&e.queue, now)
+	if e.queue.len() < e.queueLimit {
+		return true
+	}
+	e.codel.shedLocked(&e.queue, now) // the newcomer is rejected
+	return false
+}
+
+// ReleaseLocked returns one permit, passing it to the best waiter if there
+// is one. It reports false, changing nothing, when no permit is held.
+func (e *Engine) ReleaseLocked() bool {
+	if e.inFlight <= 0 {
+		return false
+	}
+	e.inFlight--
+	if e.queue.n > 0 {
+		e.grantLocked()
+	}
+	return true
+}
+
+// Release is ReleaseLocked under the lock.
+func (e *Engine) Release() bool {
+	e.mu.Lock()
+	ok := e.ReleaseLocked()
+	e.mu.Unlock()
+	return ok
+}
+
+// grantLocked moves free permits to the best waiters.
+func (e *Engine) grantLocked() {
+	if e.inFlight >= e.limit || e.queue.n == 0 {
+		return
+	}
+	lifo := false
+	if e.codel != nil {
+		// Only the slow path (someone is queued) reads the clock.
+		lifo = e.codel.purgeLocked(&e.queue, time.Now()) && e.codel.lifo
+	}
+	for e.inFlight < e.limit {
+		w := e.queue.best()
+		if lifo {
+			w = e.queue.newestOfBest()
+		}
+		if w == nil {
+			return
+		}
+		e.queue.remove(w)
+		w.state = waiterGranted
+		e.inFlight++
+		close(w.ready)
+	}
+}
