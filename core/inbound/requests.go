@@ -10,7 +10,8 @@ import (
 // RequestCounts counts the requests a middleware has seen by how each
 // ended; every request counts once, in one field, so the fields add up to
 // all requests and any of them divided by that sum is a share (of
-// requests shed, rate limited, timed out). The JSON names are stable.
+// requests shed, rate limited, timed out). The JSON names are stable;
+// in Stats they sit beside the limiter's numbers.
 //
 // A request counts when it leaves the middleware: a rejection at once, a
 // handler's request when the handler returns, a late one (Stats.Late)
@@ -37,8 +38,8 @@ type RequestCounts struct {
 	Canceled uint64 `json:"canceled"`
 }
 
-// Total is the number of requests counted.
-func (c RequestCounts) Total() uint64 {
+// Requests is the number of requests counted: the sum of the fields.
+func (c RequestCounts) Requests() uint64 {
 	return c.Admitted + c.TimedOut + c.RateLimited + c.Full + c.QueueTimeout + c.Dropped + c.ShuttingDown + c.Canceled
 }
 

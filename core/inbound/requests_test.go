@@ -102,13 +102,13 @@ func checkRequestCounts(t *testing.T, configure func(o *Options)) {
 	sent++
 	wg.Wait()
 
-	got := m.Stats().Requests
+	got := m.Stats().RequestCounts
 	want := RequestCounts{Admitted: 2, TimedOut: 2, RateLimited: 1, Full: 1, QueueTimeout: 1, ShuttingDown: 1}
 	if got != want {
-		t.Errorf("Stats().Requests = %+v, want %+v (responses %v)", got, want, codes)
+		t.Errorf("Stats().RequestCounts = %+v, want %+v (responses %v)", got, want, codes)
 	}
-	if got.Total() != uint64(sent) {
-		t.Errorf("Total() = %d, want the %d requests sent", got.Total(), sent)
+	if got.Requests() != uint64(sent) {
+		t.Errorf("Requests() = %d, want the %d requests sent", got.Requests(), sent)
 	}
 }
 
@@ -126,8 +126,8 @@ func TestRequestCountsPlainFastPath(t *testing.T) {
 	if err := m.Execute(context.Background(), nil, func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if got := m.Stats().Requests; got != (RequestCounts{Admitted: 4}) {
-		t.Errorf("Stats().Requests = %+v, want 4 admitted", got)
+	if got := m.Stats().RequestCounts; got != (RequestCounts{Admitted: 4}) {
+		t.Errorf("Stats().RequestCounts = %+v, want 4 admitted", got)
 	}
 }
 
@@ -147,8 +147,8 @@ func TestRequestCountsExecuteTimedOut(t *testing.T) {
 			t.Fatal("ExecuteTimed past its timeout returned nil")
 		}
 		synctest.Wait()
-		if got := m.Stats().Requests; got != (RequestCounts{TimedOut: 1}) {
-			t.Errorf("Stats().Requests = %+v, want 1 timed out", got)
+		if got := m.Stats().RequestCounts; got != (RequestCounts{TimedOut: 1}) {
+			t.Errorf("Stats().RequestCounts = %+v, want 1 timed out", got)
 		}
 	})
 }

@@ -19,9 +19,9 @@ type Stats struct {
 	Late int64 `json:"late"`
 	// LateTotal counts every handler that ever ran past its deadline.
 	LateTotal uint64 `json:"lateTotal"`
-	// Requests counts every request by how it ended; its fields add up
-	// to all requests seen.
-	Requests RequestCounts `json:"requests"`
+	// RequestCounts counts every request by how it ended; its fields
+	// add up to all requests seen (Requests()).
+	RequestCounts
 }
 
 // Stats returns the current numbers. Safe for concurrent use; the fields
@@ -35,7 +35,7 @@ func (m *Middleware) Stats() Stats {
 	}
 	s.Late = m.late.Load()
 	s.LateTotal = m.lateTotal.Load()
-	s.Requests = m.requests.load()
+	s.RequestCounts = m.requests.load()
 	return s
 }
 

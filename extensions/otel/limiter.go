@@ -70,7 +70,7 @@ func (m *Metrics) ObserveMiddleware(name string, mw *inbound.Middleware) (stop f
 	return m.observeFunc(name, true, func(r *reading) {
 		s := mw.Stats()
 		r.limit, r.inFlight, r.queued = int64(s.Limit), int64(s.InFlight), int64(s.Queued)
-		r.late, r.hasLate, r.requests = s.Late, true, s.Requests
+		r.late, r.hasLate, r.requests = s.Late, true, s.RequestCounts
 	})
 }
 
