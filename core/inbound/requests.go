@@ -70,10 +70,10 @@ func (r *requestCounters) ran(timedOut bool) {
 
 // rejected counts a request refused before its handler ran with err.
 func (r *requestCounters) rejected(err error) {
-	var b *resilience.BulkheadRejectedError
+	reason, ok := bulkheadReason(err)
 	switch {
-	case errors.As(err, &b):
-		switch b.Reason {
+	case ok:
+		switch reason {
 		case resilience.ReasonFull:
 			r.full.Add(1)
 		case resilience.ReasonQueueTimeout:
@@ -90,6 +90,20 @@ func (r *requestCounters) rejected(err error) {
 	default:
 		r.other.Add(1)
 	}
+}
+
+// bulkheadReason is the reason of a *resilience.BulkheadRejectedError in
+// err. The limiters return one as it is: asked first, it costs no
+// allocation (errors.As's target escapes).
+func bulkheadReason(err error) (resilience.RejectReason, bool) {
+	if b, ok := err.(*resilience.BulkheadRejectedError); ok {
+		return b.Reason, true
+	}
+	var b *resilience.BulkheadRejectedError
+	if errors.As(err, &b) {
+		return b.Reason, true
+	}
+	return "", false
 }
 
 // fnTimedOut reports whether Execute's callback (c.fn), which returned
