@@ -44,7 +44,7 @@ func TestDecodeJSONRejection(t *testing.T) {
 		err          error
 		code, reason string
 	}{
-		{&resilience.BulkheadRejectedError{Reason: resilience.ReasonQueueTimeout}, inbound.CodeBulkheadFull, "queue-timeout"},
+		{&resilience.ConcurrencyLimitRejectedError{Reason: resilience.ReasonQueueTimeout}, inbound.CodeBulkheadFull, "queue-timeout"},
 		{&resilience.TimeoutRejectedError{}, inbound.CodeTimeout, ""},
 		{&resilience.RateLimitRejectedError{}, inbound.CodeRateLimited, ""},
 	} {

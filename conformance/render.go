@@ -30,7 +30,7 @@ const renderedHeader = "X-Conformance-Rendered"
 // does.
 func problemRender(err error, def inbound.Response) inbound.Response {
 	reason := ""
-	var b *resilience.BulkheadRejectedError
+	var b *resilience.ConcurrencyLimitRejectedError
 	if errors.As(err, &b) {
 		reason = string(b.Reason)
 	}

@@ -386,10 +386,24 @@ func validateAdaptiveOptions(o AdaptiveLimiterOptions) error {
 	if err := validateCoDel("AdaptiveLimiterOptions", o.CoDel); err != nil {
 		return err
 	}
-	if c := config.UnbuiltAlgorithm(o.Algorithm); c != "" {
-		return configErrorf(t+"Algorithm", "%T is not built by %s (its zero value and a nil pointer are not usable)", o.Algorithm, c)
+	if nilAlgorithm(o.Algorithm) {
+		return configErrorf(t+"Algorithm", "is a nil %T", o.Algorithm)
 	}
 	return validateStrategy(o.Algorithm)
+}
+
+// nilAlgorithm reports a nil pointer to one of package limit's
+// algorithms (their zero values work; a nil pointer cannot hold state).
+func nilAlgorithm(alg limit.Algorithm) bool {
+	switch a := alg.(type) {
+	case *limit.Gradient2:
+		return a == nil
+	case *limit.Vegas:
+		return a == nil
+	case *limit.AIMD:
+		return a == nil
+	}
+	return false
 }
 
 // validate reports invalid options as a *ConfigError. A limiter made by
@@ -488,7 +502,7 @@ func (a *AdaptiveLimiter) begin(ctx context.Context, tel *Telemetry) (AdaptivePe
 	if a.engine.FreeLocked() {
 		if !a.gateLocked() {
 			a.engine.Unlock()
-			return AdaptivePermit{}, 0, errBulkheadFull
+			return AdaptivePermit{}, 0, errLimitFull
 		}
 		a.engine.TakeLocked()
 		weight := a.timingLocked()
@@ -553,7 +567,7 @@ func (a *AdaptiveLimiter) permit(weight int64) AdaptivePermit {
 func (a *AdaptiveLimiter) now() int64 { return int64(time.Since(a.epoch)) }
 
 // Execute implements Strategy: it takes a permit (or rejects, emitting
-// event.RateLimiterRejected like ConcurrencyLimiter; a permit after
+// event.ConcurrencyLimiterRejected like ConcurrencyLimiter; a permit after
 // queueing emits event.QueueAdmitted), runs next, classifies
 // the result and returns the permit. A panic in next, or in the
 // Classifier, releases the permit without a sample and propagates to this
@@ -563,7 +577,7 @@ func (a *AdaptiveLimiter) now() int64 { return int64(time.Since(a.epoch)) }
 func (a *AdaptiveLimiter) Execute(ctx context.Context, tel Telemetry, next Next) error {
 	p, waited, err := a.begin(ctx, &tel)
 	if err != nil {
-		emitBulkheadRejection(ctx, tel, waited, err)
+		emitLimiterRejection(ctx, tel, waited, err)
 		return err
 	}
 	emitQueueAdmitted(ctx, tel, waited)
@@ -714,7 +728,7 @@ func (a *AdaptiveLimiter) update(s limit.Sample, readCPU bool, cpuBound time.Dur
 	defer func() {
 		if v := recover(); v != nil {
 			next = s.Limit
-			err = &HookPanicError{Hook: HookLimitAlgorithm, Value: v}
+			err = &HookPanicError{Hook: event.HookLimitAlgorithm, Value: v}
 		}
 		if math.IsNaN(next) || math.IsInf(next, 0) {
 			next = s.Limit
@@ -785,9 +799,9 @@ func (a *AdaptiveLimiter) gateAfter(wait, bound time.Duration) uint32 {
 }
 
 // callClassifier runs classify for one execution: a panic of the
-// classifier is reported on tel as event.HookPanic (HookClassifier) and
+// classifier is reported on tel as event.HookPanic (event.HookClassifier) and
 // then goes on to the execution's caller unchanged.
 func callClassifier(ctx context.Context, tel Telemetry, classify Classifier, err error) LimitOutcome {
-	defer reportHookPanic(ctx, &tel, HookClassifier)
+	defer reportHookPanic(ctx, &tel, event.HookClassifier)
 	return classify(ctx, err)
 }

@@ -78,7 +78,7 @@ func TestLimiterCloseRejectsQueueAndNewcomers(t *testing.T) {
 			}
 			l.close()
 			for i := 0; i < 3; i++ {
-				var b *BulkheadRejectedError
+				var b *ConcurrencyLimitRejectedError
 				if err := <-errs; !errors.As(err, &b) || b.Reason != ReasonShuttingDown {
 					t.Fatalf("queued waiter got %v, want ReasonShuttingDown", err)
 				}
@@ -87,7 +87,7 @@ func TestLimiterCloseRejectsQueueAndNewcomers(t *testing.T) {
 				t.Fatalf("after Close: %+v, want the two running permits and an empty queue", s)
 			}
 			running[0]() // a permit freed after Close admits nobody
-			var b *BulkheadRejectedError
+			var b *ConcurrencyLimitRejectedError
 			if _, err := l.acquire(ctx); !errors.As(err, &b) || b.Reason != ReasonShuttingDown {
 				t.Fatalf("newcomer got %v, want ReasonShuttingDown", err)
 			}

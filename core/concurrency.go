@@ -81,7 +81,7 @@ type ConcurrencyLimiterOptions struct {
 	CoDel *CoDelOptions
 }
 
-// ConcurrencyLimiter (a bulkhead) caps the number of executions running at
+// ConcurrencyLimiter caps the number of executions running at
 // once and queues a bounded number of others, ordered by priority and then
 // arrival. It is a Strategy, and can also be used directly through Acquire
 // and Release.
@@ -110,10 +110,10 @@ type ConcurrencyLimiter struct {
 // sharing keeps the rejection path, the one that runs hottest under
 // overload, free of allocation.
 var (
-	errBulkheadFull         = &BulkheadRejectedError{Reason: ReasonFull}
-	errBulkheadQueueTimeout = &BulkheadRejectedError{Reason: ReasonQueueTimeout}
-	errBulkheadDropped      = &BulkheadRejectedError{Reason: ReasonDropped}
-	errBulkheadShuttingDown = &BulkheadRejectedError{Reason: ReasonShuttingDown}
+	errLimitFull         = &ConcurrencyLimitRejectedError{Reason: ReasonFull}
+	errLimitQueueTimeout = &ConcurrencyLimitRejectedError{Reason: ReasonQueueTimeout}
+	errLimitDropped      = &ConcurrencyLimitRejectedError{Reason: ReasonDropped}
+	errLimitShuttingDown = &ConcurrencyLimitRejectedError{Reason: ReasonShuttingDown}
 )
 
 // NewConcurrencyLimiter returns a limiter configured by opts, or a
@@ -156,20 +156,20 @@ func engineOptions(limit, queueLimit int, queueTimeout time.Duration, priority f
 }
 
 // engineError returns the error of an engine's Acquire that did not admit:
-// a shared *BulkheadRejectedError, or context.Cause(ctx) for a context
+// a shared *ConcurrencyLimitRejectedError, or context.Cause(ctx) for a context
 // that ended first.
 func engineError(ctx context.Context, r queue.Result) error {
 	switch r {
 	case queue.Admitted:
 		return nil
 	case queue.Full:
-		return errBulkheadFull
+		return errLimitFull
 	case queue.QueueTimeout:
-		return errBulkheadQueueTimeout
+		return errLimitQueueTimeout
 	case queue.Dropped:
-		return errBulkheadDropped
+		return errLimitDropped
 	case queue.ShuttingDown:
-		return errBulkheadShuttingDown
+		return errLimitShuttingDown
 	}
 	return context.Cause(ctx)
 }
@@ -262,7 +262,7 @@ func (l *ConcurrencyLimiter) TryAcquire() bool { return l.engine.TryAcquire() }
 
 // Acquire takes a permit, queueing for one if the limiter's options allow.
 // It returns nil when a permit is held; the caller must then call Release
-// exactly once. Otherwise it returns a *BulkheadRejectedError (ReasonFull,
+// exactly once. Otherwise it returns a *ConcurrencyLimitRejectedError (ReasonFull,
 // ReasonQueueTimeout or ReasonDropped), or context.Cause(ctx) when ctx ended
 // first; an execution whose context has already ended is neither admitted
 // nor queued. A queued caller waits at most QueueTimeout and never past
@@ -285,7 +285,7 @@ func (l *ConcurrencyLimiter) Release() {
 
 // Execute implements Strategy: it takes a permit, runs next, and returns the
 // permit when next returns or panics. A rejection emits
-// event.RateLimiterRejected with the RejectReason as its Reason and, if the
+// event.ConcurrencyLimiterRejected with the RejectReason as its Reason and, if the
 // execution had queued, the time it waited as its Duration; a permit
 // obtained after queueing emits event.QueueAdmitted with the wait. An evicted
 // execution reports its own eviction (ReasonDropped), on its own goroutine
@@ -300,7 +300,7 @@ func (l *ConcurrencyLimiter) Execute(ctx context.Context, tel Telemetry, next Ne
 	}
 	waited, r := l.engine.Acquire(ctx, rank)
 	if err := engineError(ctx, r); err != nil {
-		emitBulkheadRejection(ctx, tel, waited, err)
+		emitLimiterRejection(ctx, tel, waited, err)
 		return err
 	}
 	defer l.Release()
@@ -316,18 +316,18 @@ func emitQueueAdmitted(ctx context.Context, tel Telemetry, waited time.Duration)
 	}
 }
 
-// emitBulkheadRejection emits event.RateLimiterRejected for the engine's own
+// emitLimiterRejection emits event.ConcurrencyLimiterRejected for the engine's own
 // rejections. A context error is returned as is and emits nothing, even if
-// its cause is a *BulkheadRejectedError.
-func emitBulkheadRejection(ctx context.Context, tel Telemetry, waited time.Duration, err error) {
-	if r, ok := err.(*BulkheadRejectedError); ok && (r == errBulkheadFull || r == errBulkheadQueueTimeout || r == errBulkheadDropped || r == errBulkheadShuttingDown) {
-		tel.Emit(ctx, event.Event{Name: event.RateLimiterRejected, Reason: string(r.Reason), Duration: waited, Err: err})
+// its cause is a *ConcurrencyLimitRejectedError.
+func emitLimiterRejection(ctx context.Context, tel Telemetry, waited time.Duration, err error) {
+	if r, ok := err.(*ConcurrencyLimitRejectedError); ok && (r == errLimitFull || r == errLimitQueueTimeout || r == errLimitDropped || r == errLimitShuttingDown) {
+		tel.Emit(ctx, event.Event{Name: event.ConcurrencyLimiterRejected, Reason: string(r.Reason), Duration: waited, Err: err})
 	}
 }
 
 // callPriority runs the Priority function for one execution, reporting a
 // panic of it on tel before it goes on to the execution's caller.
 func callPriority(ctx context.Context, tel *Telemetry, priority func(context.Context) int) int {
-	defer reportHookPanic(ctx, tel, HookPriority)
+	defer reportHookPanic(ctx, tel, event.HookPriority)
 	return priority(ctx)
 }

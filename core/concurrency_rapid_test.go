@@ -155,7 +155,7 @@ func (m *clModel) check(t *rapid.T, l *ConcurrencyLimiter) {
 		if !done {
 			t.Fatalf("execution %d still waiting, model expects outcome %d", e.seq, e.outcome)
 		}
-		var br *BulkheadRejectedError
+		var br *ConcurrencyLimitRejectedError
 		isReason := func(r RejectReason) bool { return errors.As(err, &br) && br.Reason == r }
 		ok := false
 		switch e.outcome {

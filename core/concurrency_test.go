@@ -43,12 +43,12 @@ func wantStats(t testing.TB, l *ConcurrencyLimiter, want LimiterStats) {
 
 func wantReason(t testing.TB, err error, reason RejectReason) {
 	t.Helper()
-	var br *BulkheadRejectedError
+	var br *ConcurrencyLimitRejectedError
 	if !errors.As(err, &br) || br.Reason != reason {
-		t.Fatalf("err = %v, want *BulkheadRejectedError{%s}", err, reason)
+		t.Fatalf("err = %v, want *ConcurrencyLimitRejectedError{%s}", err, reason)
 	}
-	if !errors.Is(err, ErrBulkheadRejected) || !errors.Is(err, ErrRejected) {
-		t.Fatalf("err = %v does not match the bulkhead sentinels", err)
+	if !errors.Is(err, ErrConcurrencyLimitRejected) || !errors.Is(err, ErrRejected) {
+		t.Fatalf("err = %v does not match the concurrency limit sentinels", err)
 	}
 }
 
@@ -619,7 +619,7 @@ func (r *clRecorder) snapshot() []event.Event {
 	return append([]event.Event(nil), r.events...)
 }
 
-// Execute emits one event.RateLimiterRejected per rejection, labelled with
+// Execute emits one event.ConcurrencyLimiterRejected per rejection, labelled with
 // the reason, the names and the time waited; a caller's cancellation is not
 // an event.
 func TestConcurrencyLimiterExecuteTelemetry(t *testing.T) {
@@ -671,8 +671,8 @@ func TestConcurrencyLimiterExecuteTelemetry(t *testing.T) {
 			d      time.Duration
 		}{{ReasonFull, 0}, {ReasonQueueTimeout, 300 * time.Millisecond}} {
 			e := events[i]
-			if e.Name != event.RateLimiterRejected || e.Reason != string(want.reason) || e.Duration != want.d ||
-				e.Pipeline != "api" || e.Strategy != "bulkhead" || !errors.Is(e.Err, ErrBulkheadRejected) {
+			if e.Name != event.ConcurrencyLimiterRejected || e.Reason != string(want.reason) || e.Duration != want.d ||
+				e.Pipeline != "api" || e.Strategy != "bulkhead" || !errors.Is(e.Err, ErrConcurrencyLimitRejected) {
 				t.Errorf("event %d = %+v, want %s after %v", i, e, want.reason, want.d)
 			}
 		}
@@ -810,7 +810,7 @@ func TestConcurrencyLimiterContention(t *testing.T) {
 							runtime.Gosched()
 							running.Add(-1)
 							l.Release()
-						case errors.Is(err, ErrBulkheadRejected):
+						case errors.Is(err, ErrConcurrencyLimitRejected):
 							rejected.Add(1)
 						case errors.Is(err, context.Canceled):
 							cancelled.Add(1)

@@ -116,7 +116,7 @@ func TestAdaptiveCPUGateShedsBelowTheLimit(t *testing.T) {
 					admitted++
 				case errors.Is(err, ErrRejected):
 					refused++
-					var re *BulkheadRejectedError
+					var re *ConcurrencyLimitRejectedError
 					if !errors.As(err, &re) || re.Reason != ReasonFull {
 						t.Fatalf("refused with %v, want ReasonFull", err)
 					}

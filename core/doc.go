@@ -39,15 +39,15 @@
 //
 // # Errors
 //
-// Rejections are typed: *BulkheadRejectedError (Reason full, queue-timeout
+// Rejections are typed: *ConcurrencyLimitRejectedError (Reason full, queue-timeout
 // or dropped), *TimeoutRejectedError, *RateLimitRejectedError. Each matches
-// its sentinel (ErrBulkheadRejected, ErrTimeoutRejected,
+// its sentinel (ErrConcurrencyLimitRejected, ErrTimeoutRejected,
 // ErrRateLimitRejected) and ErrRejected with errors.Is. Invalid options are a
 // *ConfigError (errors.Is ErrInvalidOptions) whose Field names the option.
 //
 // # Telemetry
 //
-// Strategies emit named events (event.Timeout, event.RateLimiterRejected)
+// Strategies emit named events (event.Timeout, event.ConcurrencyLimiterRejected)
 // labelled with the pipeline's and the strategy's names to the
 // event.Listener set with WithListener. Package event, in this module,
 // holds the events and their names; event.NewSlogListener logs them with

@@ -12,11 +12,12 @@ import (
 // reports true for its sentinel and for ErrRejected, so a caller can ask
 // "was this shed by a strategy?" without knowing which one.
 var (
-	// ErrRejected matches any rejection made by a strategy (bulkhead, rate
-	// limiter, timeout) as opposed to an error returned by the callback.
+	// ErrRejected matches any rejection made by a strategy (concurrency
+	// limiter, rate limiter, timeout, circuit breaker) as opposed to an
+	// error returned by the callback.
 	ErrRejected = errors.New("resilience: execution rejected")
-	// ErrBulkheadRejected matches *BulkheadRejectedError.
-	ErrBulkheadRejected = errors.New("resilience: bulkhead rejected")
+	// ErrConcurrencyLimitRejected matches *ConcurrencyLimitRejectedError.
+	ErrConcurrencyLimitRejected = errors.New("resilience: concurrency limit rejected")
 	// ErrTimeoutRejected matches *TimeoutRejectedError.
 	ErrTimeoutRejected = errors.New("resilience: timeout rejected")
 	// ErrRateLimitRejected matches *RateLimitRejectedError.
@@ -25,8 +26,8 @@ var (
 	ErrInvalidOptions = config.ErrInvalid
 )
 
-// RejectReason says why a concurrency limiter (bulkhead) rejected an
-// execution. The values are stable strings: they appear in response bodies,
+// RejectReason says why a concurrency limiter (fixed or adaptive) rejected
+// an execution. The values are stable strings: they appear in response bodies,
 // logs and metrics.
 type RejectReason string
 
@@ -46,21 +47,22 @@ const (
 	ReasonShuttingDown RejectReason = "shutting-down"
 )
 
-// BulkheadRejectedError is returned when a concurrency limiter rejects an
-// execution. The callback did not run. Match with errors.As, or with
-// errors.Is against ErrBulkheadRejected or ErrRejected. The limiters
-// return one shared value per reason: do not modify it.
-type BulkheadRejectedError struct {
+// ConcurrencyLimitRejectedError is returned when a concurrency limiter
+// (fixed or adaptive) rejects an execution. The callback did not run.
+// Match with errors.As, or with errors.Is against
+// ErrConcurrencyLimitRejected or ErrRejected. The limiters return one
+// shared value per reason: do not modify it.
+type ConcurrencyLimitRejectedError struct {
 	Reason RejectReason
 }
 
-func (e *BulkheadRejectedError) Error() string {
-	return "resilience: bulkhead rejected the execution (" + string(e.Reason) + ")"
+func (e *ConcurrencyLimitRejectedError) Error() string {
+	return "resilience: concurrency limit rejected the execution (" + string(e.Reason) + ")"
 }
 
-// Is reports whether target is ErrBulkheadRejected or ErrRejected.
-func (e *BulkheadRejectedError) Is(target error) bool {
-	return target == ErrBulkheadRejected || target == ErrRejected
+// Is reports whether target is ErrConcurrencyLimitRejected or ErrRejected.
+func (e *ConcurrencyLimitRejectedError) Is(target error) bool {
+	return target == ErrConcurrencyLimitRejected || target == ErrRejected
 }
 
 // TimeoutRejectedError is returned by the timeout strategy when its own
@@ -104,24 +106,10 @@ func (e *RateLimitRejectedError) Is(target error) bool {
 	return target == ErrRateLimitRejected || target == ErrRejected
 }
 
-// Hook names in HookPanicError.Hook and the Reason of event.HookPanic.
-const (
-	// HookLimitAlgorithm is limit.Algorithm.Update, run by the release that
-	// closes an adaptive limiter's sampling window.
-	HookLimitAlgorithm = "limit.Algorithm.Update"
-	// HookRender is inbound.Options.Render.
-	HookRender = "Options.Render"
-	// HookPriority is a limiter's Priority function.
-	HookPriority = "Priority"
-	// HookKey is a rate limiter's Key function.
-	HookKey = "Key"
-	// HookClassifier is an adaptive limiter's Classifier.
-	HookClassifier = "Classifier"
-)
-
 // HookPanicError reports a panic in a function supplied by the user (see
 // the package documentation, User hooks). It is the Err of an
-// event.HookPanic. Value is what the hook panicked with. A hook shared by
+// event.HookPanic; Hook names the hook (event.HookPriority and the other
+// event.Hook… constants). Value is what the hook panicked with. A hook shared by
 // every execution (the limit.Algorithm, inbound's Render) is contained
 // where it ran; a hook run for one execution alone (Priority, Key,
 // Classifier) panics on in that execution, with Value unchanged. Never

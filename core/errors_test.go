@@ -13,11 +13,11 @@ func TestRejectionErrorsMatchTheirSentinels(t *testing.T) {
 		err  error
 		want error
 	}{
-		{&BulkheadRejectedError{Reason: ReasonFull}, ErrBulkheadRejected},
+		{&ConcurrencyLimitRejectedError{Reason: ReasonFull}, ErrConcurrencyLimitRejected},
 		{&TimeoutRejectedError{}, ErrTimeoutRejected},
 		{&RateLimitRejectedError{}, ErrRateLimitRejected},
 	}
-	sentinels := []error{ErrBulkheadRejected, ErrTimeoutRejected, ErrRateLimitRejected}
+	sentinels := []error{ErrConcurrencyLimitRejected, ErrTimeoutRejected, ErrRateLimitRejected}
 	for _, c := range cases {
 		wrapped := fmt.Errorf("handler: %w", c.err)
 		if !errors.Is(wrapped, c.want) || !errors.Is(wrapped, ErrRejected) {

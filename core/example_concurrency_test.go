@@ -30,7 +30,7 @@ func ExampleConcurrencyLimiter() {
 		// While this runs the only permit is taken, so another execution
 		// is shed at once.
 		_, err := p.Execute(ctx, func(context.Context) (string, error) { return "never runs", nil })
-		var rejected *resilience.BulkheadRejectedError
+		var rejected *resilience.ConcurrencyLimitRejectedError
 		if errors.As(err, &rejected) {
 			fmt.Println("second execution rejected:", rejected.Reason)
 		}

@@ -8,7 +8,7 @@ import (
 	resilience "github.com/ylcnfrht/resilience/core"
 )
 
-// The per-dependency bulkhead recipe: a slow dependency behind a
+// The per-dependency recipe: a slow dependency behind a
 // concurrency limiter and a timeout, answered by an empty list when shed,
 // so the page still renders.
 func ExampleFallback() {

@@ -26,7 +26,7 @@ type FallbackOptions[T any] struct {
 	FallbackValue T
 	// ShouldHandle says which outcomes are replaced. The default handles
 	// any error except a context cancellation, so every rejection by the
-	// strategies inside (a bulkhead that is full, a timeout, an open
+	// strategies inside (a concurrency limiter that is full, a timeout, an open
 	// circuit) is answered by the fallback.
 	ShouldHandle func(o Outcome[T]) bool
 	// OnFallback, when set, is called with the failed outcome before the

@@ -9,7 +9,7 @@ import (
 )
 
 // Invariant: without a predicate the fallback answers every failure of the
-// strategies inside it, a bulkhead rejection included, with FallbackValue
+// strategies inside it, a concurrency limiter's rejection included, with FallbackValue
 // and a nil error; the callback never ran for the rejection.
 func TestFallbackAnswersBulkheadRejection(t *testing.T) {
 	cl, err := NewConcurrencyLimiter(ConcurrencyLimiterOptions{PermitLimit: 1})
@@ -37,11 +37,11 @@ func TestFallbackAnswersBulkheadRejection(t *testing.T) {
 	if err != nil || v == nil || len(v) != 0 || ran {
 		t.Fatalf("got %v, %v (ran %v)", v, err, ran)
 	}
-	if !errors.Is(seen, ErrBulkheadRejected) {
+	if !errors.Is(seen, ErrConcurrencyLimitRejected) {
 		t.Fatalf("OnFallback saw %v", seen)
 	}
 	ev := rec.named(event.Fallback)
-	if len(ev) != 1 || ev[0].Pipeline != "page" || ev[0].Strategy != "Fallback" || !errors.Is(ev[0].Err, ErrBulkheadRejected) {
+	if len(ev) != 1 || ev[0].Pipeline != "page" || ev[0].Strategy != "Fallback" || !errors.Is(ev[0].Err, ErrConcurrencyLimitRejected) {
 		t.Fatalf("events %+v", ev)
 	}
 }

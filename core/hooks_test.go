@@ -110,21 +110,21 @@ func TestPerExecutionHookPanicIsReported(t *testing.T) {
 	}
 	t.Run("Priority", func(t *testing.T) {
 		l, err := NewConcurrencyLimiter(ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1,
-			Priority: func(context.Context) int { panic(boom(HookPriority)) }})
+			Priority: func(context.Context) int { panic(boom(event.HookPriority)) }})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !l.TryAcquire() {
 			t.Fatal("no free permit")
 		}
-		check(t, HookPriority, func() { _ = l.Execute(context.Background(), tel, ok) })
+		check(t, event.HookPriority, func() { _ = l.Execute(context.Background(), tel, ok) })
 		if s := l.Stats(); s.InFlight != 1 || s.Queued != 0 {
 			t.Fatalf("stats %+v, want the held permit alone", s)
 		}
 	})
 	t.Run("Priority, adaptive", func(t *testing.T) {
 		l, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{InitialLimit: 1, MinLimit: 1, MaxLimit: 1, QueueLimit: 1,
-			Priority: func(context.Context) int { panic(boom(HookPriority)) }})
+			Priority: func(context.Context) int { panic(boom(event.HookPriority)) }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +132,7 @@ func TestPerExecutionHookPanicIsReported(t *testing.T) {
 		if !held {
 			t.Fatal("no free permit")
 		}
-		check(t, HookPriority, func() { _ = l.Execute(context.Background(), tel, ok) })
+		check(t, event.HookPriority, func() { _ = l.Execute(context.Background(), tel, ok) })
 		if s := l.Stats(); s.InFlight != 1 || s.Queued != 0 {
 			t.Fatalf("stats %+v, want the held permit alone", s)
 		}
@@ -140,19 +140,19 @@ func TestPerExecutionHookPanicIsReported(t *testing.T) {
 	})
 	t.Run("Key", func(t *testing.T) {
 		l, err := NewRateLimiter(RateLimiterOptions{PermitLimit: 1, Window: time.Hour,
-			Key: func(context.Context) string { panic(boom(HookKey)) }})
+			Key: func(context.Context) string { panic(boom(event.HookKey)) }})
 		if err != nil {
 			t.Fatal(err)
 		}
-		check(t, HookKey, func() { _ = l.Execute(context.Background(), tel, ok) })
+		check(t, event.HookKey, func() { _ = l.Execute(context.Background(), tel, ok) })
 	})
 	t.Run("Classifier", func(t *testing.T) {
 		l, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{InitialLimit: 1, MinLimit: 1, MaxLimit: 1,
-			Classify: func(context.Context, error) LimitOutcome { panic(boom(HookClassifier)) }})
+			Classify: func(context.Context, error) LimitOutcome { panic(boom(event.HookClassifier)) }})
 		if err != nil {
 			t.Fatal(err)
 		}
-		check(t, HookClassifier, func() { _ = l.Execute(context.Background(), tel, ok) })
+		check(t, event.HookClassifier, func() { _ = l.Execute(context.Background(), tel, ok) })
 		if s := l.Stats(); s.InFlight != 0 {
 			t.Fatalf("stats %+v, want the permit back", s)
 		}

@@ -290,12 +290,12 @@ func shortenRateLimitKey(key string, max int) string {
 }
 
 // callKey returns key(ctx), or "" for a nil key: a panic of the key
-// function is reported on tel as event.HookPanic (HookKey) and then goes
+// function is reported on tel as event.HookPanic (event.HookKey) and then goes
 // on to the execution's caller unchanged.
 func callKey(ctx context.Context, tel Telemetry, key func(context.Context) string) string {
 	if key == nil {
 		return ""
 	}
-	defer reportHookPanic(ctx, &tel, HookKey)
+	defer reportHookPanic(ctx, &tel, event.HookKey)
 	return key(ctx)
 }

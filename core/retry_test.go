@@ -442,7 +442,7 @@ func TestSlogListenerRendersOutboundEvents(t *testing.T) {
 	p := buildResult[int](t, l, newRetry(RetryOptions[int]{MaxRetryAttempts: 1}))
 	p.Execute(context.Background(), fail)
 	out := buf.String()
-	for _, want := range []string{"event=OnRetry", "attempt=0", "event=ExecutionAttempt", "attempt=1", "reason=handled", "strategy=Retry", "level=DEBUG"} {
+	for _, want := range []string{"event=OnRetry", "attempt=0", "event=OnExecutionAttempt", "attempt=1", "reason=handled", "strategy=Retry", "level=DEBUG"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %q:\n%s", want, out)
 		}

@@ -132,7 +132,7 @@ func TestRenderOnlyOverConnectUnary(t *testing.T) {
 		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1},
 		Render: func(err error, def inbound.Response) inbound.Response {
 			sawDefault.Store(def.Status == http.StatusServiceUnavailable && def.Header.Get("Retry-After") == "1" &&
-				strings.Contains(string(def.Body), `"code":"unavailable"`) && errors.Is(err, resilience.ErrBulkheadRejected))
+				strings.Contains(string(def.Body), `"code":"unavailable"`) && errors.Is(err, resilience.ErrConcurrencyLimitRejected))
 			return inbound.Response{Status: http.StatusTeapot, Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("busy")}
 		},
 	})

@@ -78,7 +78,7 @@ func newRejection(code connect.Code, msg, infoReason, reason string, retryAfter 
 // send, or nil when nothing must be sent (the client went away). in renders
 // the rate limit's header fields (Retry-After, RateLimit-*).
 func (rs *rejections) rejection(in *inbound.Middleware, err error) *connect.Error {
-	var bulk *resilience.BulkheadRejectedError
+	var bulk *resilience.ConcurrencyLimitRejectedError
 	var rate *resilience.RateLimitRejectedError
 	switch {
 	case err == nil:

@@ -168,7 +168,7 @@ func TestRejectionsThroughDefaultErrorHandler(t *testing.T) {
 		name string
 		want inbound.Response
 	}{
-		{"503 full", rendered(t, mw, &resilience.BulkheadRejectedError{Reason: resilience.ReasonFull})},
+		{"503 full", rendered(t, mw, &resilience.ConcurrencyLimitRejectedError{Reason: resilience.ReasonFull})},
 		{"429", rendered(t, mw, &resilience.RateLimitRejectedError{RetryAfter: time.Hour, Limit: 2})},
 	} {
 		code, body, h := ts.get(t, "/ok")
@@ -227,7 +227,7 @@ func TestRejectionsThroughCustomErrorHandler(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	var bulk *resilience.BulkheadRejectedError
+	var bulk *resilience.ConcurrencyLimitRejectedError
 	var rate *resilience.RateLimitRejectedError
 	if len(got) != 2 || !errors.As(got[0], &bulk) || !errors.As(got[1], &rate) {
 		t.Fatalf("the error handler got %v, want the 503's and the 429's rejections", got)

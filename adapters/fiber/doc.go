@@ -78,7 +78,7 @@
 // the JSON body, Retry-After and the RateLimit fields. An app with its own
 // ErrorHandler receives a *Rejection instead: errors.As finds in it a
 // *fiber.Error with the status and the inbound cause (for example a
-// *resilience.BulkheadRejectedError), and Rejection.Send writes the default
+// *resilience.ConcurrencyLimitRejectedError), and Rejection.Send writes the default
 // response. The response's header fields but Content-Type (Retry-After,
 // the RateLimit fields) are set before the ErrorHandler runs, so they
 // reach the client whatever body it writes. An error returned by the

@@ -260,7 +260,7 @@ func defaultErrorHandler(app *fiber.App) bool {
 // let through (429, 503) or that ran past its deadline (504), when the
 // app has an ErrorHandler of its own. errors.As finds a *fiber.Error in
 // it with the status, and the inbound cause (a
-// *resilience.BulkheadRejectedError, *resilience.RateLimitRejectedError
+// *resilience.ConcurrencyLimitRejectedError, *resilience.RateLimitRejectedError
 // or *resilience.TimeoutRejectedError). When the ErrorHandler runs, the
 // response already has the default response's header fields but
 // Content-Type (Retry-After, RateLimit fields); Send writes the rest. A

@@ -430,7 +430,7 @@ func TestCustomErrorHandler(t *testing.T) {
 		DisableStartupMessage: true,
 		ErrorHandler: func(c *fiber.Ctx, err error) error {
 			var fe *fiber.Error
-			var bulk *resilience.BulkheadRejectedError
+			var bulk *resilience.ConcurrencyLimitRejectedError
 			var rej *resiliencefiber.Rejection
 			if errors.As(err, &fe) && errors.As(err, &bulk) && errors.As(err, &rej) {
 				got <- seen{fe.Code, bulk.Reason, err.Error()}
@@ -703,7 +703,7 @@ func TestCustomErrorHandlerKeepsRejectionFields(t *testing.T) {
 	}
 	for range 2 {
 		var rl *resilience.RateLimitRejectedError
-		var bulk *resilience.BulkheadRejectedError
+		var bulk *resilience.ConcurrencyLimitRejectedError
 		if err := <-handled; !errors.As(err, &rl) && !errors.As(err, &bulk) {
 			t.Errorf("the ErrorHandler got %v, want the typed rejection", err)
 		}

@@ -356,7 +356,7 @@ func TestRejectionAbortsChain(t *testing.T) {
 			return resp.Status, resp.Header, string(resp.Body)
 		}
 		code, body, h := ts.get(t, "/ok") // rate limit left: 1 → 503 full
-		wantCode, wantH, wantBody := render(&resilience.BulkheadRejectedError{Reason: resilience.ReasonFull})
+		wantCode, wantH, wantBody := render(&resilience.ConcurrencyLimitRejectedError{Reason: resilience.ReasonFull})
 		if code != wantCode || body != wantBody || h.Get("Content-Type") != wantH.Get("Content-Type") || h.Get("Content-Length") != fmt.Sprint(len(wantBody)) {
 			t.Errorf("503: got %d %v %q, want %d %v %q", code, h, body, wantCode, wantH, wantBody)
 		}
@@ -381,7 +381,7 @@ func TestRejectionAbortsChain(t *testing.T) {
 			t.Errorf("the middleware after the adapter ran %d times, want once (the held request only)", ran)
 		}
 		var rate *resilience.RateLimitRejectedError
-		var bulk *resilience.BulkheadRejectedError
+		var bulk *resilience.ConcurrencyLimitRejectedError
 		if len(seen) != 2 || !errors.As(seen[0], &bulk) || !errors.As(seen[1], &rate) {
 			t.Errorf("c.Errors seen by the outer middleware: %v, want the 503's and the 429's rejections", seen)
 		}

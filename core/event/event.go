@@ -4,6 +4,8 @@
 // switch on Event.Name; NewSlogListener logs every event with log/slog.
 //
 // The names and reasons are stable strings, safe to use as metric labels.
+// Every Name's value is "On" followed by the constant's name
+// (ConcurrencyLimiterRejected is "OnConcurrencyLimiterRejected").
 package event
 
 import (
@@ -19,10 +21,14 @@ type Name string
 const (
 	// Timeout: a timeout strategy's deadline fired.
 	Timeout Name = "OnTimeout"
-	// RateLimiterRejected: a rate limiter or a concurrency limiter
-	// (bulkhead) rejected an execution. Event.Reason says why: "full",
-	// "queue-timeout", "dropped" or "shutting-down" for a bulkhead (a
-	// resilience.RejectReason), "rate-limited" for a rate limiter.
+	// ConcurrencyLimiterRejected: a concurrency limiter (fixed or
+	// adaptive) rejected an execution. Event.Reason says why, a
+	// resilience.RejectReason: "full", "queue-timeout", "dropped" or
+	// "shutting-down"; Event.Duration is the time it waited in the queue,
+	// if it queued.
+	ConcurrencyLimiterRejected Name = "OnConcurrencyLimiterRejected"
+	// RateLimiterRejected: a rate limiter rejected an execution;
+	// Event.Reason is ReasonRateLimited.
 	RateLimiterRejected Name = "OnRateLimiterRejected"
 	// RateLimiterStoreError: a rate limiter's store failed. Event.Reason
 	// is "fail-open" (the execution ran) or "fail-closed" (it was
@@ -31,7 +37,7 @@ const (
 	// QueueAdmitted: an execution that had queued in a concurrency or
 	// adaptive limiter got its permit after Event.Duration in the queue.
 	// An execution admitted at once emits nothing; one rejected after
-	// queueing emits RateLimiterRejected instead.
+	// queueing emits ConcurrencyLimiterRejected instead.
 	QueueAdmitted Name = "OnQueueAdmitted"
 
 	// Retry: a retry strategy is about to wait Event.Duration and try
@@ -55,12 +61,28 @@ const (
 	// first), Reason is ReasonHandled when the strategy's predicate
 	// treated its outcome as a failure and ReasonUnhandled otherwise, and
 	// Event.Err is its error.
-	ExecutionAttempt Name = "ExecutionAttempt"
+	ExecutionAttempt Name = "OnExecutionAttempt"
 	// HookPanic: a function supplied by the user panicked (see the
 	// resilience package documentation, User hooks). Event.Reason names
-	// the hook (resilience.HookPriority, resilience.HookKey and the other
-	// Hook… constants) and Event.Err is the *resilience.HookPanicError.
+	// the hook (HookPriority and the other Hook… constants) and Event.Err
+	// is the *resilience.HookPanicError.
 	HookPanic Name = "OnHookPanic"
+)
+
+// Hook names: the Reason of HookPanic and the Hook of
+// resilience.HookPanicError.
+const (
+	// HookLimitAlgorithm is limit.Algorithm.Update, run by the release that
+	// closes an adaptive limiter's sampling window.
+	HookLimitAlgorithm = "limit.Algorithm.Update"
+	// HookRender is inbound.Options.Render.
+	HookRender = "Options.Render"
+	// HookPriority is a limiter's Priority function.
+	HookPriority = "Priority"
+	// HookKey is a rate limiter's Key function.
+	HookKey = "Key"
+	// HookClassifier is an adaptive limiter's Classifier.
+	HookClassifier = "Classifier"
 )
 
 // Reasons of ExecutionAttempt.
@@ -81,10 +103,11 @@ type Event struct {
 	Pipeline string
 	Strategy string
 	// Reason is a short stable label (a resilience.RejectReason for
-	// bulkhead rejections).
+	// a concurrency limiter's rejections).
 	Reason string
 	// Duration is the timeout for Timeout, the time waited in the queue
-	// for QueueAdmitted and for a bulkhead rejection after queueing, or
+	// for QueueAdmitted and for a concurrency limiter's rejection after
+	// queueing, or
 	// the retry-after for a rate limit; the coming delay for Retry, the
 	// break for CircuitOpened and the attempt's own duration for
 	// ExecutionAttempt.
@@ -130,7 +153,7 @@ func (s slogListener) OnEvent(ctx context.Context, e Event) {
 	switch e.Name {
 	case HookPanic:
 		level = slog.LevelError
-	case Timeout, RateLimiterRejected, RateLimiterStoreError,
+	case Timeout, ConcurrencyLimiterRejected, RateLimiterRejected, RateLimiterStoreError,
 		CircuitOpened, Fallback:
 		level = slog.LevelWarn
 	case ExecutionAttempt, QueueAdmitted:

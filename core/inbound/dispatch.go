@@ -41,7 +41,7 @@ func (p permit) release(o resilience.LimitOutcome) {
 	if err := p.adaptive.Release(o); err != nil {
 		// The limit.Algorithm panicked as this release closed its window:
 		// contained by the limiter, reported here.
-		p.ag.tel.Emit(context.Background(), event.Event{Name: event.HookPanic, Reason: resilience.HookLimitAlgorithm, Err: err})
+		p.ag.tel.Emit(context.Background(), event.Event{Name: event.HookPanic, Reason: event.HookLimitAlgorithm, Err: err})
 	}
 }
 
@@ -78,7 +78,7 @@ func (g *adaptiveGate) stats() (resilience.LimiterStats, bool) { return g.l.Stat
 // (the limiter's Execute runs it for the others), with a panic of the
 // user's Classifier reported before it fails this request.
 func (g *adaptiveGate) classify(ctx context.Context, c resilience.Classifier, err error) resilience.LimitOutcome {
-	defer reportHookPanic(ctx, g.tel, resilience.HookClassifier)
+	defer reportHookPanic(ctx, g.tel, event.HookClassifier)
 	return c(ctx, err)
 }
 

@@ -10,7 +10,7 @@ import (
 
 // errShuttingDown is what a draining middleware answers every arrival
 // with: 503 BULKHEAD_FULL, reason "shutting-down".
-var errShuttingDown = &resilience.BulkheadRejectedError{Reason: resilience.ReasonShuttingDown}
+var errShuttingDown = &resilience.ConcurrencyLimitRejectedError{Reason: resilience.ReasonShuttingDown}
 
 // drainPoll is how often Drain looks at the requests in flight.
 const drainPoll = 5 * time.Millisecond

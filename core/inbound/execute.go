@@ -16,7 +16,7 @@ import (
 // the timeout (under a custom pipeline, the pipeline's context).
 //
 // It returns fn's error, or a rejection to pass to Render: a
-// *resilience.RateLimitRejectedError, a *resilience.BulkheadRejectedError,
+// *resilience.RateLimitRejectedError, a *resilience.ConcurrencyLimitRejectedError,
 // the context's error when ctx ended while queued, or a
 // *resilience.TimeoutRejectedError when the timeout fired before fn
 // returned, whatever fn returned. fn's panics propagate after its permit

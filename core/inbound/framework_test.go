@@ -196,7 +196,7 @@ func TestServeReturnsRejectionsAndPassesRaw(t *testing.T) {
 	second := &ginLike{next: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("rejected request ran") })}
 	w2 := httptest.NewRecorder()
 	err = m.Serve(w2, httptest.NewRequest("GET", "/hold/2", nil), second, continueGinLike)
-	var b *resilience.BulkheadRejectedError
+	var b *resilience.ConcurrencyLimitRejectedError
 	if !errors.As(err, &b) || b.Reason != resilience.ReasonFull {
 		t.Fatalf("Serve while full = %v, want a bulkhead rejection", err)
 	}

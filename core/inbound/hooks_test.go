@@ -62,25 +62,25 @@ func TestRequestHookPanicStaysInItsRequest(t *testing.T) {
 		queue bool // the hook runs for a request that must queue
 		opts  func(lis event.Listener) Options
 	}{
-		{resilience.HookPriority, true, func(lis event.Listener) Options {
+		{event.HookPriority, true, func(lis event.Listener) Options {
 			return Options{Listener: lis, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 2,
-				Priority: func(ctx context.Context) int { panicky(ctx, resilience.HookPriority); return 0 }}}
+				Priority: func(ctx context.Context) int { panicky(ctx, event.HookPriority); return 0 }}}
 		}},
-		{resilience.HookPriority + " (adaptive)", true, func(lis event.Listener) Options {
+		{event.HookPriority + " (adaptive)", true, func(lis event.Listener) Options {
 			return Options{Listener: lis, Adaptive: &resilience.AdaptiveLimiterOptions{InitialLimit: 1, MinLimit: 1, MaxLimit: 1, QueueLimit: 2,
-				Priority: func(ctx context.Context) int { panicky(ctx, resilience.HookPriority); return 0 }}}
+				Priority: func(ctx context.Context) int { panicky(ctx, event.HookPriority); return 0 }}}
 		}},
-		{resilience.HookKey, false, func(lis event.Listener) Options {
+		{event.HookKey, false, func(lis event.Listener) Options {
 			return Options{Listener: lis, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 2},
 				RateLimit: &resilience.RateLimiterOptions{PermitLimit: 100, Window: time.Hour,
-					Key: func(ctx context.Context) string { panicky(ctx, resilience.HookKey); return "k" }}}
+					Key: func(ctx context.Context) string { panicky(ctx, event.HookKey); return "k" }}}
 		}},
 	}
 	for _, c := range cases {
 		t.Run(c.hook, func(t *testing.T) {
 			hook := c.hook
 			if c.queue {
-				hook = resilience.HookPriority
+				hook = event.HookPriority
 			}
 			var ev hookEvents
 			m := mustNew(t, c.opts(ev.listener()))
@@ -156,7 +156,7 @@ func TestClassifierPanicStaysInItsRequest(t *testing.T) {
 	if v != "classifier bug" {
 		t.Fatalf("Execute panicked with %v, want the classifier's own panic", v)
 	}
-	ev.expect(t, resilience.HookClassifier, "classifier bug")
+	ev.expect(t, event.HookClassifier, "classifier bug")
 	if s := m.Stats(); s.InFlight != 0 {
 		t.Fatalf("stats %+v, want the permit back", s)
 	}

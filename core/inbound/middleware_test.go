@@ -434,9 +434,9 @@ func TestTelemetryEvents(t *testing.T) {
 		close(release)
 		<-first
 		want := []string{
-			"api/ConcurrencyLimiter/OnRateLimiterRejected/full",
+			"api/ConcurrencyLimiter/OnConcurrencyLimiterRejected/full",
 			"api/Timeout/OnTimeout/",
-			"api/ConcurrencyLimiter/OnRateLimiterRejected/full",
+			"api/ConcurrencyLimiter/OnConcurrencyLimiterRejected/full",
 			"api/RateLimiter/OnRateLimiterRejected/rate-limited",
 		}
 		mu.Lock()

@@ -68,8 +68,9 @@ type Options struct {
 
 	// Listener receives the telemetry events of the built-in stages, the
 	// events core's strategies emit, with the same fields, whichever entry
-	// point: event.RateLimiterRejected for 429s and 503s (with the time
-	// queued), event.QueueAdmitted for requests that got a slot after
+	// point: event.RateLimiterRejected for 429s,
+	// event.ConcurrencyLimiterRejected for 503s (with the time queued),
+	// event.QueueAdmitted for requests that got a slot after
 	// queueing, event.RateLimiterStoreError, and event.Timeout when Timeout
 	// ends a handler (not when an earlier deadline of the caller's does). A
 	// custom Pipeline reports to its own listener.

@@ -78,7 +78,7 @@ func staticResponse(status int, code, msg string, reason resilience.RejectReason
 // renderDefault maps an error from the inbound pipeline to a response. ok
 // is false when nothing must be sent: the client went away.
 func (m *Middleware) renderDefault(err error) (Response, bool) {
-	var bulk *resilience.BulkheadRejectedError
+	var bulk *resilience.ConcurrencyLimitRejectedError
 	var rate *resilience.RateLimitRejectedError
 	switch {
 	case err == nil:
@@ -140,7 +140,7 @@ func (m *Middleware) renderHook(err error, def Response) (r Response, ok bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			ok = false
-			perr := &resilience.HookPanicError{Hook: resilience.HookRender, Value: v}
+			perr := &resilience.HookPanicError{Hook: event.HookRender, Value: v}
 			m.hookTel.Emit(context.Background(), event.Event{Name: event.HookPanic, Reason: perr.Hook, Err: perr})
 		}
 	}()

@@ -30,9 +30,9 @@ func TestRenderDefault(t *testing.T) {
 		reason string
 		send   bool
 	}{
-		{&resilience.BulkheadRejectedError{Reason: resilience.ReasonFull}, 503, CodeBulkheadFull, "full", true},
-		{&resilience.BulkheadRejectedError{Reason: resilience.ReasonQueueTimeout}, 503, CodeBulkheadFull, "queue-timeout", true},
-		{fmt.Errorf("wrapped: %w", &resilience.BulkheadRejectedError{Reason: resilience.ReasonDropped}), 503, CodeBulkheadFull, "dropped", true},
+		{&resilience.ConcurrencyLimitRejectedError{Reason: resilience.ReasonFull}, 503, CodeBulkheadFull, "full", true},
+		{&resilience.ConcurrencyLimitRejectedError{Reason: resilience.ReasonQueueTimeout}, 503, CodeBulkheadFull, "queue-timeout", true},
+		{fmt.Errorf("wrapped: %w", &resilience.ConcurrencyLimitRejectedError{Reason: resilience.ReasonDropped}), 503, CodeBulkheadFull, "dropped", true},
 		{&resilience.TimeoutRejectedError{Timeout: time.Second}, 504, CodeTimeout, "", true},
 		{context.DeadlineExceeded, 504, CodeTimeout, "", true},
 		{&resilience.RateLimitRejectedError{RetryAfter: time.Second, Limit: 5, Reset: time.Second}, 429, CodeRateLimited, "", true},
@@ -117,7 +117,7 @@ func TestRenderHook(t *testing.T) {
 		w.Header().Get("Content-Type") != "text/plain" || w.Header().Get("Content-Length") != "5" {
 		t.Fatalf("got %d %v %q", w.Code, w.Header(), w.Body)
 	}
-	if !errors.Is(seen, resilience.ErrBulkheadRejected) {
+	if !errors.Is(seen, resilience.ErrConcurrencyLimitRejected) {
 		t.Fatalf("hook saw %v", seen)
 	}
 	// The shared default was not modified by the hook.
@@ -238,8 +238,8 @@ func TestRenderHookPanicIsContained(t *testing.T) {
 	open()
 	mu.Lock()
 	defer mu.Unlock()
-	if len(events) != 2 || events[0].Reason != resilience.HookRender || events[0].Strategy != "Render" {
-		t.Fatalf("events = %+v, want two %s for %s", events, event.HookPanic, resilience.HookRender)
+	if len(events) != 2 || events[0].Reason != event.HookRender || events[0].Strategy != "Render" {
+		t.Fatalf("events = %+v, want two %s for %s", events, event.HookPanic, event.HookRender)
 	}
 	var hp *resilience.HookPanicError
 	if !errors.As(events[1].Err, &hp) || hp.Value != "render bug" {

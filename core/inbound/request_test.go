@@ -114,7 +114,7 @@ func TestExecute(t *testing.T) {
 }
 
 func errorsIsBulkhead(err error) bool {
-	var b *resilience.BulkheadRejectedError
+	var b *resilience.ConcurrencyLimitRejectedError
 	return errors.As(err, &b) && b.Reason == resilience.ReasonFull
 }
 

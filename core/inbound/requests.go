@@ -70,7 +70,7 @@ func (r *requestCounters) ran(timedOut bool) {
 
 // rejected counts a request refused before its handler ran with err.
 func (r *requestCounters) rejected(err error) {
-	reason, ok := bulkheadReason(err)
+	reason, ok := concurrencyReason(err)
 	switch {
 	case ok:
 		switch reason {
@@ -92,14 +92,14 @@ func (r *requestCounters) rejected(err error) {
 	}
 }
 
-// bulkheadReason is the reason of a *resilience.BulkheadRejectedError in
+// concurrencyReason is the reason of a *resilience.ConcurrencyLimitRejectedError in
 // err. The limiters return one as it is: asked first, it costs no
 // allocation (errors.As's target escapes).
-func bulkheadReason(err error) (resilience.RejectReason, bool) {
-	if b, ok := err.(*resilience.BulkheadRejectedError); ok {
+func concurrencyReason(err error) (resilience.RejectReason, bool) {
+	if b, ok := err.(*resilience.ConcurrencyLimitRejectedError); ok {
 		return b.Reason, true
 	}
-	var b *resilience.BulkheadRejectedError
+	var b *resilience.ConcurrencyLimitRejectedError
 	if errors.As(err, &b) {
 		return b.Reason, true
 	}

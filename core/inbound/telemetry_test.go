@@ -102,7 +102,7 @@ func TestRejectionEventCarriesQueueWait(t *testing.T) {
 					entry(m, t.Context(), hold) // queues, then times out
 					close(hold)
 					synctest.Wait()
-					got := log.named(event.RateLimiterRejected)
+					got := log.named(event.ConcurrencyLimiterRejected)
 					if len(got) != 1 {
 						t.Fatalf("rejections %+v, want one", got)
 					}

@@ -62,3 +62,13 @@ func ExampleNewGradient2() {
 	fmt.Println(err)
 	// Output: resilience: invalid option Gradient2Options.Smoothing: must be in (0, 1], got 2
 }
+
+// The zero value of an algorithm is the algorithm with its default
+// options. Its first window at flat latency, with the limit in use, is
+// slow start's first doubling.
+func ExampleGradient2() {
+	var g limit.Gradient2
+	s := limit.Sample{Limit: 20, MinLimit: 1, MaxLimit: 1000, RTT: 10 * time.Millisecond, InFlight: 20, Samples: 50}
+	fmt.Println(g.Update(s))
+	// Output: 40
+}

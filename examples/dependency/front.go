@@ -60,9 +60,9 @@ func newFront(cfg config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The recipe: fallback → bulkhead of recLimit with no queue → timeout.
-	// The fallback is outermost so it also answers the bulkhead's own
-	// rejections.
+	// The recipe: fallback → concurrency limiter of recLimit with no queue
+	// → timeout. The fallback is outermost so it also answers the
+	// limiter's own rejections.
 	recs, err := resilience.NewBuilder[[]string](resilience.WithName("recommendations"), resilience.WithListener(listener)).
 		AddFallback(resilience.FallbackOptions[[]string]{FallbackValue: []string{}}).
 		AddConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{PermitLimit: cfg.recLimit}).

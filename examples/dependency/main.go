@@ -1,5 +1,6 @@
-// Command dependency shows the per-dependency bulkhead + fallback recipe
-// and deadline propagation from an inbound request to the calls it makes.
+// Command dependency shows the per-dependency concurrency limiter +
+// fallback recipe and deadline propagation from an inbound request to the
+// calls it makes.
 //
 //	go run ./examples/dependency -rec-latency 1s
 //

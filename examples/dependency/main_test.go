@@ -86,13 +86,13 @@ func TestPageRendersWhenDependencyIsSlow(t *testing.T) {
 	waitFor(t, func() bool { return svc.cancelled.Load() == 1 })
 }
 
-// Invariant: the bulkhead admits 20 calls to the dependency and no more;
+// Invariant: the concurrency limiter admits 20 calls to the dependency and no more;
 // the 21st page is answered at once with an empty list while the 20 wait,
 // so a stuck dependency holds 20 goroutines, not the whole server.
 func TestBulkheadShedsBeyondTwenty(t *testing.T) {
 	svc := &recommendationService{release: make(chan struct{})}
 	cfg := defaultConfig()
-	cfg.recTimeout = waitBound // so only the bulkhead sheds here
+	cfg.recTimeout = waitBound // so only the limiter sheds here
 	url, c := setup(t, svc, cfg)
 	var wg sync.WaitGroup
 	pages := make([]page, 20)

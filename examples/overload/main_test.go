@@ -72,8 +72,8 @@ func TestShortRunPrintsTableAndChart(t *testing.T) {
 	if err := xml.Unmarshal(b, &doc); err != nil {
 		t.Fatalf("chart is not well-formed SVG: %v", err)
 	}
-	if got, want := len(doc.Paths), 2*2+1; got != want {
-		t.Errorf("chart has %d lines, want %d (2 panels × 2 modes + capacity)", got, want)
+	if got, want := len(doc.Paths), 3*2+1; got != want {
+		t.Errorf("chart has %d lines, want %d (3 panels × 2 modes + capacity)", got, want)
 	}
 	for i, p := range doc.Paths {
 		if !strings.HasPrefix(p.D, "M") || !strings.Contains(p.D, "L") {
@@ -81,7 +81,7 @@ func TestShortRunPrintsTableAndChart(t *testing.T) {
 		}
 	}
 	texts := strings.Join(doc.Texts, "|")
-	for _, want := range []string{"time (s)", "req/s", "(ms)", "none", "fixed", "capacity"} {
+	for _, want := range []string{"time (s)", "req/s", "shed", "(ms)", "none", "fixed", "capacity"} {
 		if !strings.Contains(texts, want) {
 			t.Errorf("chart lacks the label %q", want)
 		}

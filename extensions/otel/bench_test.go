@@ -22,8 +22,8 @@ func BenchmarkOnEvent(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	rejected := event.Event{Name: event.RateLimiterRejected, Reason: "queue-timeout", Duration: time.Millisecond,
-		Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonQueueTimeout}}
+	rejected := event.Event{Name: event.ConcurrencyLimiterRejected, Reason: "queue-timeout", Duration: time.Millisecond,
+		Err: &resilience.ConcurrencyLimitRejectedError{Reason: resilience.ReasonQueueTimeout}}
 	timeout := event.Event{Name: event.Timeout, Duration: time.Second, Err: resilience.ErrTimeoutRejected}
 	ctx := context.Background()
 	for _, c := range []struct {

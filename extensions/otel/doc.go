@@ -34,19 +34,22 @@
 //
 // Every attribute key carries the resilience. prefix
 // (resilience.event.name, …). The event name is the string value of the
-// event's event.Name (OnRateLimiterRejected for event.RateLimiterRejected,
-// ExecutionAttempt for event.ExecutionAttempt, …); the reasons are those
-// the events carry. resilience.events counts every event:
-// rejections (event OnRateLimiterRejected, reason full, queue-timeout,
-// dropped, shutting-down or rate-limited), admissions after queueing
+// event's event.Name (OnConcurrencyLimiterRejected for
+// event.ConcurrencyLimiterRejected, OnExecutionAttempt for
+// event.ExecutionAttempt, …); the reasons are those the events carry.
+// resilience.events counts every event: concurrency limiter rejections
+// (event OnConcurrencyLimiterRejected, reason full, queue-timeout, dropped
+// or shutting-down), rate limiter rejections (OnRateLimiterRejected,
+// reason rate-limited), admissions after queueing
 // (OnQueueAdmitted), timeouts, store errors (reason fail-open or
 // fail-closed), retries, circuit transitions, fallbacks, hedges, attempts
 // (reason handled or unhandled) and contained panics of user hooks (reason
 // the hook's name). Outcome classifies the event's error: ok, rejected,
 // timeout, canceled or error. Execution durations come from
-// ExecutionTimer, attempt durations from ExecutionAttempt events, and queue
-// waits from OnQueueAdmitted events (reason admitted) and from rejections
-// after queueing (reason queue-timeout or dropped). Executions admitted at
+// ExecutionTimer, attempt durations from OnExecutionAttempt events, and
+// queue waits from OnQueueAdmitted events (reason admitted) and from
+// concurrency limiter rejections after queueing (reason queue-timeout or
+// dropped). Executions admitted at
 // once did not queue and are not measured, nor are waits that the caller's
 // own context or a shutdown ended.
 //

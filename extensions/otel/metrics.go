@@ -78,7 +78,7 @@ var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5,
 // knownEvents and knownReasons are the labels core emits; anything else is
 // reported as ReasonOther.
 var knownEvents = map[event.Name]bool{
-	event.Timeout: true, event.RateLimiterRejected: true,
+	event.Timeout: true, event.ConcurrencyLimiterRejected: true, event.RateLimiterRejected: true,
 	event.QueueAdmitted: true, event.RateLimiterStoreError: true,
 	event.Retry: true, event.CircuitOpened: true, event.CircuitClosed: true,
 	event.CircuitHalfOpened: true, event.Fallback: true,
@@ -90,8 +90,8 @@ var knownReasons = map[string]bool{
 	string(resilience.ReasonDropped): true, string(resilience.ReasonShuttingDown): true,
 	event.ReasonRateLimited: true, event.ReasonHandled: true, event.ReasonUnhandled: true,
 	"fail-open": true, "fail-closed": true,
-	resilience.HookLimitAlgorithm: true, resilience.HookRender: true,
-	resilience.HookPriority: true, resilience.HookKey: true, resilience.HookClassifier: true,
+	event.HookLimitAlgorithm: true, event.HookRender: true,
+	event.HookPriority: true, event.HookKey: true, event.HookClassifier: true,
 }
 
 // maxNameLen bounds pipeline, strategy and limiter names in attributes.
@@ -251,7 +251,7 @@ func (m *Metrics) OnEvent(_ context.Context, e event.Event) {
 		m.queue.Record(ctx, e.Duration.Seconds(), m.set(setKey{
 			event: "queue", pipeline: k.pipeline, strategy: k.strategy, reason: QueueAdmitted,
 		}).rec...)
-	case event.RateLimiterRejected:
+	case event.ConcurrencyLimiterRejected:
 		if e.Reason == string(resilience.ReasonQueueTimeout) || e.Reason == string(resilience.ReasonDropped) {
 			m.queue.Record(ctx, e.Duration.Seconds(), m.set(setKey{
 				event: "queue", pipeline: k.pipeline, strategy: k.strategy, reason: k.reason,

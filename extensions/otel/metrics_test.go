@@ -137,13 +137,13 @@ func TestEachEventKind(t *testing.T) {
 	}{
 		{event.Event{Name: event.Timeout, Duration: time.Second, Err: resilience.ErrTimeoutRejected},
 			"resilience.event.name=OnTimeout,resilience.outcome=timeout,resilience.pipeline.name=p,resilience.strategy.name=s", "", ""},
-		{event.Event{Name: event.RateLimiterRejected, Reason: "full", Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonFull}},
-			"resilience.event.name=OnRateLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=full,resilience.strategy.name=s", "", ""},
-		{event.Event{Name: event.RateLimiterRejected, Reason: "queue-timeout", Duration: 250 * time.Millisecond, Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonQueueTimeout}},
-			"resilience.event.name=OnRateLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=queue-timeout,resilience.strategy.name=s",
+		{event.Event{Name: event.ConcurrencyLimiterRejected, Reason: "full", Err: &resilience.ConcurrencyLimitRejectedError{Reason: resilience.ReasonFull}},
+			"resilience.event.name=OnConcurrencyLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=full,resilience.strategy.name=s", "", ""},
+		{event.Event{Name: event.ConcurrencyLimiterRejected, Reason: "queue-timeout", Duration: 250 * time.Millisecond, Err: &resilience.ConcurrencyLimitRejectedError{Reason: resilience.ReasonQueueTimeout}},
+			"resilience.event.name=OnConcurrencyLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=queue-timeout,resilience.strategy.name=s",
 			MetricQueueWait, "resilience.pipeline.name=p,resilience.reason=queue-timeout,resilience.strategy.name=s"},
-		{event.Event{Name: event.RateLimiterRejected, Reason: "dropped", Duration: 250 * time.Millisecond, Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonDropped}},
-			"resilience.event.name=OnRateLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=dropped,resilience.strategy.name=s",
+		{event.Event{Name: event.ConcurrencyLimiterRejected, Reason: "dropped", Duration: 250 * time.Millisecond, Err: &resilience.ConcurrencyLimitRejectedError{Reason: resilience.ReasonDropped}},
+			"resilience.event.name=OnConcurrencyLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=dropped,resilience.strategy.name=s",
 			MetricQueueWait, "resilience.pipeline.name=p,resilience.reason=dropped,resilience.strategy.name=s"},
 		{event.Event{Name: event.QueueAdmitted, Duration: 120 * time.Millisecond},
 			"resilience.event.name=OnQueueAdmitted,resilience.outcome=ok,resilience.pipeline.name=p,resilience.strategy.name=s",
@@ -165,14 +165,14 @@ func TestEachEventKind(t *testing.T) {
 		{event.Event{Name: event.Hedging, Attempt: 1},
 			"resilience.event.name=OnHedging,resilience.outcome=ok,resilience.pipeline.name=p,resilience.strategy.name=s", "", ""},
 		{event.Event{Name: event.ExecutionAttempt, Reason: event.ReasonHandled, Duration: 1500 * time.Millisecond, Err: context.DeadlineExceeded},
-			"resilience.event.name=ExecutionAttempt,resilience.outcome=timeout,resilience.pipeline.name=p,resilience.reason=handled,resilience.strategy.name=s",
+			"resilience.event.name=OnExecutionAttempt,resilience.outcome=timeout,resilience.pipeline.name=p,resilience.reason=handled,resilience.strategy.name=s",
 			MetricAttemptDuration, "error.type=timeout,resilience.attempt.handled=true,resilience.outcome=timeout,resilience.pipeline.name=p,resilience.strategy.name=s"},
-		{event.Event{Name: event.RateLimiterRejected, Reason: "shutting-down", Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonShuttingDown}},
-			"resilience.event.name=OnRateLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=shutting-down,resilience.strategy.name=s", "", ""},
-		{event.Event{Name: event.HookPanic, Reason: resilience.HookLimitAlgorithm, Err: &resilience.HookPanicError{Hook: resilience.HookLimitAlgorithm, Value: "boom"}},
+		{event.Event{Name: event.ConcurrencyLimiterRejected, Reason: "shutting-down", Err: &resilience.ConcurrencyLimitRejectedError{Reason: resilience.ReasonShuttingDown}},
+			"resilience.event.name=OnConcurrencyLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=shutting-down,resilience.strategy.name=s", "", ""},
+		{event.Event{Name: event.HookPanic, Reason: event.HookLimitAlgorithm, Err: &resilience.HookPanicError{Hook: event.HookLimitAlgorithm, Value: "boom"}},
 			"resilience.event.name=OnHookPanic,resilience.outcome=error,resilience.pipeline.name=p,resilience.reason=limit.Algorithm.Update,resilience.strategy.name=s", "", ""},
 		{event.Event{Name: event.ExecutionAttempt, Reason: event.ReasonUnhandled, Duration: 20 * time.Millisecond},
-			"resilience.event.name=ExecutionAttempt,resilience.outcome=ok,resilience.pipeline.name=p,resilience.reason=unhandled,resilience.strategy.name=s",
+			"resilience.event.name=OnExecutionAttempt,resilience.outcome=ok,resilience.pipeline.name=p,resilience.reason=unhandled,resilience.strategy.name=s",
 			MetricAttemptDuration, "resilience.attempt.handled=false,resilience.outcome=ok,resilience.pipeline.name=p,resilience.strategy.name=s"},
 	}
 	for _, c := range cases {
@@ -235,7 +235,7 @@ func TestPipelineEventsAndExecutionTime(t *testing.T) {
 	if n := ev["resilience.event.name=OnRetry,resilience.outcome=error"+base]; n != 2 {
 		t.Errorf("OnRetry with error: %d, want 2 (%v)", n, ev)
 	}
-	if n := ev["resilience.event.name=ExecutionAttempt,resilience.outcome=ok,resilience.pipeline.name=orders,resilience.reason=unhandled,resilience.strategy.name=retry"]; n != 1 {
+	if n := ev["resilience.event.name=OnExecutionAttempt,resilience.outcome=ok,resilience.pipeline.name=orders,resilience.reason=unhandled,resilience.strategy.name=retry"]; n != 1 {
 		t.Errorf("successful attempts: %d, want 1 (%v)", n, ev)
 	}
 	att := histogram(t, ms, MetricAttemptDuration)
@@ -285,7 +285,7 @@ func TestQueueWaitsThroughALimiter(t *testing.T) {
 		wg.Wait()
 		wg.Go(func() { _ = run(time.Second) }) // admitted at once, holds 1 s
 		synctest.Wait()
-		if err := run(0); !errors.Is(err, resilience.ErrBulkheadRejected) { // queued 500 ms, times out
+		if err := run(0); !errors.Is(err, resilience.ErrConcurrencyLimitRejected) { // queued 500 ms, times out
 			t.Fatalf("third execution: %v, want a queue timeout", err)
 		}
 		wg.Wait()
@@ -464,7 +464,7 @@ func TestOnEventAllocatesNothing(t *testing.T) {
 	}
 	defer m.Close()
 	tel := resilience.NewTelemetry("api", "limiter", m)
-	e := event.Event{Name: event.RateLimiterRejected, Reason: "queue-timeout", Duration: time.Millisecond, Err: &resilience.BulkheadRejectedError{Reason: resilience.ReasonQueueTimeout}}
+	e := event.Event{Name: event.ConcurrencyLimiterRejected, Reason: "queue-timeout", Duration: time.Millisecond, Err: &resilience.ConcurrencyLimitRejectedError{Reason: resilience.ReasonQueueTimeout}}
 	ctx := context.Background()
 	tel.Emit(ctx, e)
 	if n := testing.AllocsPerRun(1000, func() { tel.Emit(ctx, e) }); n != 0 {

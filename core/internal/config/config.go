@@ -116,9 +116,3 @@ func UnknownEnum[E ~string](field, what, s string, values ...E) error {
 // would end the response bodies it returns, without either package
 // exporting a way to list a pipeline's strategies.
 var PipelineHasTimeout func(pipeline any) bool
-
-// UnbuiltAlgorithm names the constructor of alg when alg is a built-in
-// limit algorithm that did not come from it (its zero value or a nil
-// pointer), and returns "" otherwise. Package limit sets it when it is
-// initialised; package resilience refuses such an algorithm.
-var UnbuiltAlgorithm = func(alg any) string { return "" }

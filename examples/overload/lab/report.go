@@ -91,11 +91,16 @@ type WindowResult struct {
 	P99      float64 `json:"p99"`
 }
 
-// Point is one bucket of the time series.
+// Point is one bucket of the time series, by the time answers arrived.
 type Point struct {
 	T       float64 `json:"t"` // seconds, the bucket's end
 	Goodput float64 `json:"goodput"`
-	P99     float64 `json:"p99"` // ms; 0 when nothing was answered
+	Shed    float64 `json:"shed"` // 503s and 429s answered per second
+	P99     float64 `json:"p99"`  // ms; 0 when nothing was answered
+	// Partial marks a bucket that ends after the load stopped: it holds
+	// only the answers to requests sent before, so its rates fall
+	// although nothing collapsed. The chart leaves it out.
+	Partial bool `json:"partial,omitempty"`
 }
 
 func summarise(cfg *Config, capacity float64, name string, recs []record, lags []time.Duration) *Result {
@@ -110,6 +115,7 @@ func summarise(cfg *Config, capacity float64, name string, recs []record, lags [
 	}
 	nb := int(math.Ceil(float64(cfg.Duration+cfg.ClientTimeout) / float64(cfg.Series)))
 	buckets := make([][]time.Duration, nb)
+	shedPer := make([]int, nb)
 	var nw int
 	if cfg.Window > 0 {
 		nw = int(math.Ceil(float64(cfg.Duration) / float64(cfg.Window)))
@@ -142,6 +148,9 @@ func summarise(cfg *Config, capacity float64, name string, recs []record, lags [
 		case kindShed:
 			r.Shed++
 			shedLat = append(shedLat, rec.lat)
+			if b := int(rec.end / cfg.Series); b < nb {
+				shedPer[b]++
+			}
 		case kindTimeout:
 			r.Timeouts++
 		default:
@@ -167,10 +176,13 @@ func summarise(cfg *Config, capacity float64, name string, recs []record, lags [
 	}
 	for b, lat := range buckets {
 		sortDurations(lat)
+		end := time.Duration(b+1) * cfg.Series
 		r.Series = append(r.Series, Point{
-			T:       (time.Duration(b+1) * cfg.Series).Seconds(),
+			T:       end.Seconds(),
 			Goodput: round1(float64(len(lat)) / cfg.Series.Seconds()),
+			Shed:    round1(float64(shedPer[b]) / cfg.Series.Seconds()),
 			P99:     ms(percentile(lat, 0.99)),
+			Partial: end > cfg.Duration,
 		})
 	}
 	for w, lat := range windows {

@@ -22,12 +22,18 @@ const (
 	panelGap    = 70
 )
 
-// WriteSVG draws the report as two panels over time: goodput (req/s, with
-// the capacity as a dashed line) and the p99 latency of answered requests
-// (ms), one line per contender, with axes, units and a legend.
+// WriteSVG draws the report as three panels over the time the load was
+// offered: goodput (req/s answered in time, with the capacity as a dashed
+// line), shed rate (fast 503s and 429s per second) and the p99 latency of
+// answered requests (ms), one line per contender, with axes, units and a
+// legend. Buckets that end after the load stopped (Point.Partial) are left
+// out: they hold only the tail of the run and would read as a collapse. A
+// contender that answered nothing in time for the rest of the run says so
+// in the legend, so a line that ends is not mistaken for a missing series.
 func (rep *Report) WriteSVG(w io.Writer) error {
 	var b strings.Builder
-	height := marginTop + 2*panelHeight + panelGap + 50
+	const panelsN = 3
+	height := marginTop + panelsN*panelHeight + (panelsN-1)*panelGap + 70
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
 		svgWidth, height, svgWidth, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
@@ -35,11 +41,17 @@ func (rep *Report) WriteSVG(w io.Writer) error {
 	title := fmt.Sprintf("scenario %s: %.0f req/s offered, capacity %.0f req/s, client timeout %v", c.Scenario, c.Rate, rep.Capacity, c.ClientTimeout)
 	fmt.Fprintf(&b, `<text x="%d" y="24" font-size="15" font-weight="bold">%s</text>`+"\n", marginLeft, html.EscapeString(title))
 
-	xMax := (c.Duration + c.ClientTimeout).Seconds()
-	var gMax, pMax float64
-	for _, r := range rep.Results {
+	xMax := c.Duration.Seconds()
+	series := make([][]Point, len(rep.Results))
+	var gMax, sMax, pMax float64
+	for j, r := range rep.Results {
 		for _, p := range r.Series {
+			if p.Partial {
+				continue
+			}
+			series[j] = append(series[j], p)
 			gMax = math.Max(gMax, p.Goodput)
+			sMax = math.Max(sMax, p.Shed)
 			pMax = math.Max(pMax, p.P99)
 		}
 	}
@@ -60,9 +72,15 @@ func (rep *Report) WriteSVG(w io.Writer) error {
 		label string
 		max   float64
 		get   func(Point) float64
+		gaps  bool
 	}{
-		{"goodput (req/s answered in time)", gMax, func(p Point) float64 { return p.Goodput }},
-		{"p99 latency of answered requests (ms)", pMax, func(p Point) float64 { return p.P99 }},
+		// Headroom above the highest value, so a line at capacity does
+		// not sit on the frame.
+		{"goodput (req/s answered in time)", 1.15 * gMax, func(p Point) float64 { return p.Goodput }, false},
+		{"shed (503s and 429s answered per second)", 1.15 * sMax, func(p Point) float64 { return p.Shed }, false},
+		// Latency exists only where something was answered: the line
+		// has gaps rather than falling to zero.
+		{"p99 latency of answered requests (ms)", 1.15 * pMax, func(p Point) float64 { return p.P99 }, true},
 	}
 	for i, pn := range panels {
 		top := float64(marginTop + i*(panelHeight+panelGap))
@@ -85,25 +103,48 @@ func (rep *Report) WriteSVG(w io.Writer) error {
 		if i == 0 {
 			fmt.Fprintf(&b, `<path fill="none" stroke="#000" stroke-dasharray="6 4" d="%s"/>`+"\n", path(capLine, x, y, pn.get, false))
 		}
-		for j, r := range rep.Results {
-			// Latency exists only where something was answered: the
-			// line has gaps rather than falling to zero.
-			fmt.Fprintf(&b, `<path fill="none" stroke-width="2" stroke="%s" d="%s"/>`+"\n", palette[j%len(palette)], path(r.Series, x, y, pn.get, i == 1))
+		for j := range rep.Results {
+			fmt.Fprintf(&b, `<path fill="none" stroke-width="2" stroke="%s" d="%s"/>`+"\n", palette[j%len(palette)], path(series[j], x, y, pn.get, pn.gaps))
 		}
 	}
 	// Legend.
 	lx := float64(svgWidth - marginRight + 20)
+	ly := float64(marginTop + 10)
 	for j, r := range rep.Results {
-		ly := float64(marginTop + 10 + 20*j)
 		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke-width="3" stroke="%s"/>`+"\n", lx, lx+24, ly, ly, palette[j%len(palette)])
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", lx+30, ly+4, html.EscapeString(r.Contender))
+		if t, ok := silentAfter(series[j]); ok {
+			ly += 14
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="10">nothing in time after %gs</text>`+"\n", lx+30, ly+4, t)
+		}
+		ly += 20
 	}
-	ly := float64(marginTop + 10 + 20*len(rep.Results))
 	fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#000" stroke-dasharray="6 4"/>`+"\n", lx, lx+24, ly, ly)
 	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">capacity</text>`+"\n", lx+30, ly+4)
+	note := fmt.Sprintf("The load is offered for %v; answers that arrived after it stopped are in the table, not drawn.", c.Duration)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="#555">%s</text>`+"\n", marginLeft, height-12, html.EscapeString(note))
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// silentAfter reports the time after which a series answered nothing in
+// time, when that is before its last bucket: the moment its goodput line
+// lies on zero for good and its latency line ends.
+func silentAfter(ps []Point) (float64, bool) {
+	last := -1
+	for i, p := range ps {
+		if p.Goodput > 0 {
+			last = i
+		}
+	}
+	if len(ps) == 0 || last == len(ps)-1 {
+		return 0, false
+	}
+	if last < 0 {
+		return 0, true
+	}
+	return ps[last].T, true
 }
 
 // path is the SVG path data of ps; with gaps, a point whose goodput is 0
