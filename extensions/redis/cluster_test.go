@@ -231,17 +231,25 @@ func (c *redisCluster) masterOf(key string) *clusterNode {
 	for _, n := range c.alive() {
 		cl := redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1})
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		slots, err := cl.ClusterSlots(ctx).Result()
+		shards, err := cl.ClusterShards(ctx).Result()
 		cancel()
 		cl.Close()
 		if err != nil {
 			continue
 		}
-		for _, s := range slots {
-			if slot >= s.Start && slot <= s.End && len(s.Nodes) > 0 {
-				for _, m := range c.nodes {
-					if m.Addr() == s.Nodes[0].Addr {
-						return m
+		for _, sh := range shards {
+			for _, r := range sh.Slots {
+				if int64(slot) < r.Start || int64(slot) > r.End {
+					continue
+				}
+				for _, nd := range sh.Nodes {
+					if nd.Role != "master" || nd.Health != "online" {
+						continue
+					}
+					for _, m := range c.nodes {
+						if m.port == int(nd.Port) {
+							return m
+						}
 					}
 				}
 			}
