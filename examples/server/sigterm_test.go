@@ -86,7 +86,7 @@ func TestSIGTERMShutdownOrder(t *testing.T) {
 	// finishes during the drain.
 	running := make(chan int, 1)
 	go func() {
-		resp, err := client.Get(base + "/work?ms=3000")
+		resp, err := client.Get(base + "/work?ms=4000")
 		if err != nil {
 			running <- 0
 			return
@@ -108,11 +108,27 @@ func TestSIGTERMShutdownOrder(t *testing.T) {
 	if code, body := get("/work?ms=1"); code != http.StatusOK {
 		t.Fatalf("/work during -ready-delay: %d %q, want it served", code, body)
 	}
-	// 2. Drain: a new request is refused at once while the long one runs.
+	// 2. Drain: new requests are refused at once while the long one runs.
+	// The line comes just before Drain, so a request sent as it is read
+	// may still be admitted; the next ones are not.
 	waitLine("draining")
-	code, body := get("/work?ms=1")
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"reason":"shutting-down"`) {
-		t.Fatalf("/work while draining: %d %q, want 503 shutting-down", code, body)
+	deadline := time.Now().Add(waitBound)
+	for {
+		code, body := get("/work?ms=1")
+		if code == http.StatusServiceUnavailable {
+			if !strings.Contains(body, `"reason":"shutting-down"`) {
+				t.Fatalf("/work while draining: %d %q, want 503 shutting-down", code, body)
+			}
+			break
+		}
+		if code != http.StatusOK || time.Now().After(deadline) {
+			t.Fatalf("/work after the drain began: %d %q, want 503 shutting-down", code, body)
+		}
+	}
+	select {
+	case code := <-running:
+		t.Fatalf("the long request ended (%d) before the drain refused a new one", code)
+	default:
 	}
 	// 3. The running request finishes; the process exits 0.
 	if code := <-running; code != http.StatusOK {
