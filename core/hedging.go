@@ -51,6 +51,12 @@ type HedgingOptions[T any] struct {
 	// default), every attempt's context, the winner's included, is
 	// cancelled before ExecuteResult returns.
 	KeepWinner func(o Outcome[T], release func()) Outcome[T]
+	// Budget, when set, caps hedged attempts across executions: each
+	// execution records its first attempt in it, and a hedge it denies is
+	// not launched (event.RetryBudgetExceeded); the attempts already
+	// running race on. Share one budget with the retries that call the
+	// same dependency.
+	Budget *RetryBudget
 }
 
 const maxHedgedAttempts = 10
@@ -77,8 +83,9 @@ const maxHedgedAttempts = 10
 // of the hook's). A context marked by WithSingleAttempt gets one attempt,
 // run directly.
 //
-// Safe for concurrent use. Emits event.Hedging for each hedged launch and
-// event.ExecutionAttempt for each attempt. Create it with NewHedging or
+// Safe for concurrent use. Emits event.Hedging for each hedged launch,
+// event.ExecutionAttempt for each attempt and event.RetryBudgetExceeded
+// for a hedge its Budget denied. Create it with NewHedging or
 // Builder.AddHedging.
 type Hedging[T any] struct {
 	opts   HedgingOptions[T]
@@ -155,6 +162,9 @@ type hedgeRun[T any] struct {
 
 // ExecuteResult implements ResultStrategy.
 func (s *Hedging[T]) ExecuteResult(ctx context.Context, tel Telemetry, next ResultNext[T]) (T, error) {
+	if b := s.opts.Budget; b != nil {
+		b.FirstAttempt()
+	}
 	if SingleAttempt(ctx) {
 		return next(ctx)
 	}
@@ -290,6 +300,11 @@ func (r *hedgeRun[T]) launch() {
 				r.stopped = true
 				return
 			}
+		}
+		if b := r.s.opts.Budget; b != nil && !b.AllowRetry() {
+			r.stopped = true
+			r.tel.Emit(r.ctx, event.Event{Name: event.RetryBudgetExceeded, Attempt: n})
+			return
 		}
 		if r.s.opts.OnHedging != nil {
 			r.s.opts.OnHedging(r.ctx, n)

@@ -89,6 +89,11 @@ type RetryOptions[T any] struct {
 	// OnRetry, when set, is called before each delay. It is where a value
 	// being retried away is released (an HTTP response body closed).
 	OnRetry func(ctx context.Context, a RetryArgs[T])
+	// Budget, when set, caps retries across executions: each execution
+	// records its first attempt in it, and a retry it denies ends the
+	// execution with the last outcome (event.RetryBudgetExceeded). Share
+	// one budget between the strategies that call the same dependency.
+	Budget *RetryBudget
 }
 
 // Retry calls the rest of the pipeline again while its outcome is
@@ -100,9 +105,10 @@ type RetryOptions[T any] struct {
 // the last outcome is returned as is. A context marked by
 // WithSingleAttempt gets no retries.
 //
-// Safe for concurrent use; it keeps no state between executions. Emits
-// event.ExecutionAttempt for every attempt and event.Retry before each
-// delay. Create it with NewRetry or Builder.AddRetry.
+// Safe for concurrent use; it keeps no state between executions but its
+// Budget's. Emits event.ExecutionAttempt for every attempt, event.Retry
+// before each delay and event.RetryBudgetExceeded for a retry its Budget
+// denied. Create it with NewRetry or Builder.AddRetry.
 type Retry[T any] struct {
 	opts        RetryOptions[T] // as given, for validate
 	name        string
@@ -114,6 +120,7 @@ type Retry[T any] struct {
 	handle      func(Outcome[T]) bool
 	gen         func(context.Context, RetryArgs[T]) (time.Duration, bool)
 	onRetry     func(context.Context, RetryArgs[T])
+	budget      *RetryBudget
 	random      func() float64 // rand.Float64; replaced in tests
 	alwaysTimed bool
 }
@@ -141,6 +148,7 @@ func newRetry[T any](opts RetryOptions[T]) *Retry[T] {
 		handle:   opts.ShouldHandle,
 		gen:      opts.DelayGenerator,
 		onRetry:  opts.OnRetry,
+		budget:   opts.Budget,
 		random:   rand.Float64,
 	}
 	if s.name == "" {
@@ -193,6 +201,9 @@ func (s *Retry[T]) StrategyName() string { return s.name }
 func (s *Retry[T]) ExecuteResult(ctx context.Context, tel Telemetry, next ResultNext[T]) (T, error) {
 	timed := s.alwaysTimed || tel.Enabled()
 	var jitterState float64 // decorrelated jitter's running value, per execution
+	if s.budget != nil {
+		s.budget.FirstAttempt()
+	}
 	for attempt := 0; ; attempt++ {
 		var start time.Time
 		if timed {
@@ -226,6 +237,10 @@ func (s *Retry[T]) ExecuteResult(ctx context.Context, tel Telemetry, next Result
 		// A wait that cannot end before the caller's deadline would only
 		// turn this failure into a later deadline error.
 		if dl, ok := ctx.Deadline(); ok && delay > 0 && time.Until(dl) <= delay {
+			return v, err
+		}
+		if s.budget != nil && !s.budget.AllowRetry() {
+			tel.Emit(ctx, event.Event{Name: event.RetryBudgetExceeded, Attempt: attempt + 1, Err: err})
 			return v, err
 		}
 		if s.onRetry != nil {

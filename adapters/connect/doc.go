@@ -32,36 +32,70 @@
 //
 // Every rejection carries a google.rpc.ErrorInfo detail (domain
 // "resilience", reason the inbound code, metadata "reason" the limiter's
-// reason) and, when a retry is sensible, the advice as a
-// google.rpc.RetryInfo detail and as Retry-After and
-// grpc-retry-pushback-ms metadata (headers, or trailers in gRPC), so gRPC
-// clients' retry policies back off. Messages are constant and never carry
-// internal error text.
+// reason). The retry advice is a google.rpc.RetryInfo detail and
+// Retry-After metadata when a wait is known, and grpc-retry-pushback-ms
+// metadata saying what a retry will do: a positive number of milliseconds
+// (the wait, rounded up), on which gRPC clients' retry policies wait that
+// long before the next attempt, or -1 when a retry cannot succeed soon,
+// on which they return the error at once. Messages are constant and never
+// carry internal error text.
 //
-//	situation                            code               Connect unary HTTP  ErrorInfo reason / reason       retry advice
-//	queue full                           Unavailable        503                 BULKHEAD_FULL / full            1 s
-//	waited QueueTimeout                  Unavailable        503                 BULKHEAD_FULL / queue-timeout   1 s
-//	evicted by the overflow policy       Unavailable        503                 BULKHEAD_FULL / dropped         1 s
-//	draining (Inbound().Drain)           Unavailable        503                 BULKHEAD_FULL / shutting-down   1 s
-//	handler past the deadline            DeadlineExceeded   504                 TIMEOUT                         none
-//	caller's deadline passed (queued)    DeadlineExceeded   504                 TIMEOUT                         none
-//	deadline already expired on arrival  DeadlineExceeded   504                 TIMEOUT                         none
-//	rate limit exceeded                  ResourceExhausted  429                 RATE_LIMITED                    the limiter's wait, + RateLimit-* fields
-//	other custom-pipeline rejection      Unavailable        503                 REJECTED                        1 s
-//	custom-pipeline error                Internal           500                 INTERNAL                        none
-//	malformed deadline header            InvalidArgument    400                 —                               none
+//	situation                            code               Connect unary HTTP  ErrorInfo reason / reason       RetryInfo, Retry-After  pushback
+//	queue full                           Unavailable        503                 BULKHEAD_FULL / full            1 s                     1000
+//	waited QueueTimeout                  Unavailable        503                 BULKHEAD_FULL / queue-timeout   1 s                     1000
+//	evicted by the overflow policy       Unavailable        503                 BULKHEAD_FULL / dropped         1 s                     1000
+//	draining (Inbound().Drain)           Unavailable        503                 BULKHEAD_FULL / shutting-down   none                    -1
+//	caller's deadline passed (queued)    DeadlineExceeded   504                 TIMEOUT                         none                    -1
+//	deadline already expired on arrival  DeadlineExceeded   504                 TIMEOUT                         none                    -1
+//	rate limit exceeded                  ResourceExhausted  429                 RATE_LIMITED                    the limiter's wait      the wait (or -1, below)
+//	other custom-pipeline rejection      Unavailable        503                 REJECTED                        1 s                     1000
+//	custom-pipeline timeout              DeadlineExceeded   504                 TIMEOUT                         none                    none
+//	custom-pipeline error                Internal           500                 INTERNAL                        none                    none
+//	malformed deadline header            InvalidArgument    400                 —                               none                    none
+//	handler past the deadline            DeadlineExceeded   504                 TIMEOUT                         none                    none
 //	client disconnected                  nothing is sent (the stream is aborted)
 //
-// Over the Connect protocol's unary HTTP mapping the statuses are 503, 504
-// and 429, as with the other adapters; gRPC and gRPC-Web carry the code in
-// grpc-status (trailers-only responses), Connect streaming in the
-// end-of-stream message. A request in no RPC protocol (a plain GET) is
-// treated as a Connect unary call, as connect's ErrorWriter does.
+// A rate-limited call also carries the RateLimit-* fields. A pushback of
+// -1 means: draining never ends, so a retry here fails the same way; a
+// deadline that passed before the handler ran is the caller's, which
+// every retry shares; and a rate limit's wait longer than the caller's
+// deadline (grpc-timeout, Connect-Timeout-Ms) leaves no attempt that can
+// succeed in it, so the client gets RESOURCE_EXHAUSTED now rather than
+// DEADLINE_EXCEEDED after sleeping (RetryInfo and Retry-After keep the
+// wait, for a client that schedules the call again later).
+//
+// # On the wire
+//
+// Over gRPC on HTTP/2, every rejection made before the handler runs (all
+// the rows above but the last two) is a trailers-only response: one
+// HEADERS frame that ends the stream, carrying :status 200, content-type,
+// grpc-status, grpc-message, grpc-status-details-bin, the pushback,
+// Retry-After and RateLimit-* (and net/http's date and content-length: 0),
+// with no message and no trailers. It is the only failure grpc-go's
+// client retries under a retry policy, and the only one whose pushback it
+// reads. (When the answer beats the client's own write of the request
+// message, grpc-go's Invoke returns that write's io.EOF, code Unknown,
+// instead of the status, grpc/grpc-go#7230; the attempt's retry policy
+// still acts on the status.) The DeadlineExceeded of a handler still running at its deadline
+// is framed as connect frames an error: a HEADERS frame (:status 200,
+// content-type, a trailer declaration), then a trailers HEADERS frame with
+// END_STREAM carrying grpc-status 4, its message and the ErrorInfo; a
+// stream that sent messages gets those trailers after them. gRPC-Web
+// rejections are trailers-only responses (the fields in the HTTP headers,
+// no body), and a gRPC-Web stream is ended by a trailers message;
+// Connect streaming gets a 200 whose body is the end-of-stream message
+// carrying the error and the metadata; the Connect protocol's unary
+// mapping gets the HTTP status above, the metadata as headers and
+// Connect's JSON error body. A request in no RPC protocol (a plain GET)
+// is treated as a Connect unary call, as connect's ErrorWriter does.
 // Options.Render restyles the rejections sent over that unary mapping
 // only, given Connect's own error response as its default; gRPC, gRPC-Web
 // and Connect streaming keep their protocols' format. A call whose client
 // left gets nothing: its stream is aborted rather than ended with an empty
 // 200.
+//
+// The interop/grpc module of this repository checks all of this with
+// grpc-go's own client and a raw HTTP/2 framer.
 //
 // # Deadlines
 //

@@ -134,7 +134,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case d <= 0:
 		// Already expired: answered at once, without queueing.
-		m.writeRejection(w, r, context.DeadlineExceeded, m.rej.timeout)
+		m.writeRejection(w, r, context.DeadlineExceeded, m.rej.expired)
 		return
 	default:
 		var cancel context.CancelFunc
@@ -237,7 +237,7 @@ func (c *call) answerTimeout(w http.ResponseWriter) {
 	// protocol; the handler may be changing the request's own map.
 	r := &http.Request{Method: c.r.Method, URL: c.r.URL, Header: http.Header{
 		"Content-Type": {c.contentType}, "Connect-Protocol-Version": {c.protocolVersion}}}
-	c.m.writeRejection(w, r, context.Cause(c.ctx), c.m.rej.timeout)
+	c.m.writeError(w, r, context.Cause(c.ctx), c.m.rej.timeout)
 }
 
 // run is the timed call's goroutine: admission, then the handler.

@@ -22,11 +22,16 @@ import (
 const ErrorDomain = "resilience"
 
 // CapacityRetryAfter is the retry advice sent with a capacity rejection
-// (Unavailable): Retry-After: 1, grpc-retry-pushback-ms: 1000 and a
-// google.rpc.RetryInfo of one second. A queue is short by design, so a
-// second is long enough for it to drain and short enough not to idle the
-// server.
+// (Unavailable: full, queue timeout, dropped): Retry-After: 1,
+// grpc-retry-pushback-ms: 1000 and a google.rpc.RetryInfo of one second. A
+// queue is short by design, so a second is long enough for it to drain and
+// short enough not to idle the server.
 const CapacityRetryAfter = time.Second
+
+// noRetry is the grpc-retry-pushback-ms value that tells a gRPC client not
+// to retry (any negative number does): sent when a retry cannot succeed
+// soon.
+const noRetry = "-1"
 
 // Messages sent to clients: constant, never internal error text.
 const (
@@ -42,7 +47,7 @@ const (
 // rejections holds the rendered errors whose content never changes, so a
 // rejection costs no encoding of details. They are only read once built.
 type rejections struct {
-	full, queueTimeout, dropped, shuttingDown, timeout, rejected, internal *connect.Error
+	full, queueTimeout, dropped, shuttingDown, timeout, expired, rejected, internal *connect.Error
 }
 
 func newRejections() rejections {
@@ -53,10 +58,15 @@ func newRejections() rejections {
 		full:         capacity(resilience.ReasonFull),
 		queueTimeout: capacity(resilience.ReasonQueueTimeout),
 		dropped:      capacity(resilience.ReasonDropped),
-		shuttingDown: newRejection(connect.CodeUnavailable, msgShuttingDown, inbound.CodeBulkheadFull, string(resilience.ReasonShuttingDown), CapacityRetryAfter),
+		// Draining does not end: a retry here fails the same way, so the
+		// client is told not to retry rather than when.
+		shuttingDown: withoutRetry(newRejection(connect.CodeUnavailable, msgShuttingDown, inbound.CodeBulkheadFull, string(resilience.ReasonShuttingDown), 0)),
 		timeout:      newRejection(connect.CodeDeadlineExceeded, msgTimeout, inbound.CodeTimeout, "", 0),
-		rejected:     newRejection(connect.CodeUnavailable, msgRejected, inbound.CodeRejected, "", CapacityRetryAfter),
-		internal:     newRejection(connect.CodeInternal, msgInternal, inbound.CodeInternal, "", 0),
+		// The caller's deadline passed before the handler ran: every
+		// retry has the same deadline.
+		expired:  withoutRetry(newRejection(connect.CodeDeadlineExceeded, msgTimeout, inbound.CodeTimeout, "", 0)),
+		rejected: newRejection(connect.CodeUnavailable, msgRejected, inbound.CodeRejected, "", CapacityRetryAfter),
+		internal: newRejection(connect.CodeInternal, msgInternal, inbound.CodeInternal, "", 0),
 	}
 }
 
@@ -69,14 +79,24 @@ func newRejection(code connect.Code, msg, infoReason, reason string, retryAfter 
 	if retryAfter > 0 {
 		e.AddDetail(retryInfo(retryAfter))
 		e.Meta().Set("Retry-After", strconv.FormatInt(ceilSeconds(retryAfter), 10))
-		e.Meta().Set(pushbackName, strconv.FormatInt(retryAfter.Milliseconds(), 10))
+		// Rounded up: a retry at the pushback must not arrive before the
+		// wait is over.
+		e.Meta().Set(pushbackName, strconv.FormatInt(int64((retryAfter+time.Millisecond-1)/time.Millisecond), 10))
 	}
 	return e
 }
 
-// rejection maps an error from inbound's Execute to the connect error to
-// send, or nil when nothing must be sent (the client went away). in renders
-// the rate limit's header fields (Retry-After, RateLimit-*).
+// withoutRetry makes e tell gRPC clients not to retry: a negative
+// grpc-retry-pushback-ms.
+func withoutRetry(e *connect.Error) *connect.Error {
+	e.Meta().Set(pushbackName, noRetry)
+	return e
+}
+
+// rejection maps an error from inbound's Execute, for a call whose handler
+// did not run, to the connect error to send, or nil when nothing must be
+// sent (the client went away). in renders the rate limit's header fields
+// (Retry-After, RateLimit-*).
 func (rs *rejections) rejection(in *inbound.Middleware, err error) *connect.Error {
 	var bulk *resilience.ConcurrencyLimitRejectedError
 	var rate *resilience.RateLimitRejectedError
@@ -103,8 +123,12 @@ func (rs *rejections) rejection(in *inbound.Middleware, err error) *connect.Erro
 			return rs.shuttingDown
 		}
 		return rs.full
-	case errors.Is(err, resilience.ErrTimeoutRejected), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, resilience.ErrTimeoutRejected):
+		// A custom pipeline's timeout strategy: its budget, not the
+		// caller's, so a retry may fit.
 		return rs.timeout
+	case errors.Is(err, context.DeadlineExceeded):
+		return rs.expired
 	case errors.Is(err, context.Canceled):
 		return nil
 	case errors.Is(err, resilience.ErrRejected), errors.Is(err, resilience.ErrRateLimitStore):
@@ -168,11 +192,54 @@ func ceilSeconds(d time.Duration) int64 {
 	return max(s, 1)
 }
 
-// writeRejection sends e, the connect error for err, in the caller's
-// protocol on a response nothing was written to yet. Over the Connect
-// protocol's unary mapping Options.Render may restyle it, given Connect's
-// own response as the default.
+// writeRejection sends e, the connect error for err, to a call whose
+// handler did not run, on a response nothing was written to yet. Over gRPC
+// it is a trailers-only response: status, details and retry advice in the
+// one HEADERS frame that ends the stream, the only kind of failure a gRPC
+// client's retry policy may retry (and whose pushback it reads). The
+// other protocols get what writeError sends.
 func (m *Middleware) writeRejection(w http.ResponseWriter, r *http.Request, err error, e *connect.Error) {
+	wi := classify(r)
+	if rate, ok := errors.AsType[*resilience.RateLimitRejectedError](err); ok {
+		// The call arrived just now; a wait that outlasts its deadline
+		// leaves no retry that can succeed in it. Better the rejection now
+		// than a client asleep until DEADLINE_EXCEEDED.
+		if d, terr := callerTimeout(wi, r.Header); terr == nil && rate.RetryAfter >= d {
+			e.Meta().Set(pushbackName, noRetry) // e is built for this call
+		}
+	}
+	if wi != wireGRPC {
+		m.writeError(w, r, err, e)
+		return
+	}
+	// connect's ErrorWriter declares the gRPC status fields as trailers
+	// and sets them after WriteHeader. Rendered straight into w's header
+	// map with its WriteHeader held back, they are moved to the headers by
+	// dropping the declaration, and no body follows: net/http sends one
+	// HEADERS frame with END_STREAM.
+	h := w.Header()
+	_ = m.errw.Write(headerOnly{h}, r, e)
+	delete(h, "Trailer")
+	w.WriteHeader(http.StatusOK)
+}
+
+// headerOnly is a ResponseWriter that exposes a header map and drops the
+// rest: what connect's ErrorWriter renders into it for gRPC is all header
+// fields.
+type headerOnly struct{ h http.Header }
+
+func (o headerOnly) Header() http.Header       { return o.h }
+func (headerOnly) WriteHeader(int)             {}
+func (headerOnly) Write(p []byte) (int, error) { return len(p), nil }
+
+// writeError sends e, the connect error for err, in the caller's protocol
+// as connect's ErrorWriter renders it, on a response nothing was written
+// to yet: over gRPC response headers then trailers, over gRPC-Web a
+// trailers-only response, over Connect streaming an end-of-stream message,
+// over the Connect protocol's unary mapping a status and JSON body, which
+// Options.Render may restyle (given Connect's own response as the
+// default).
+func (m *Middleware) writeError(w http.ResponseWriter, r *http.Request, err error, e *connect.Error) {
 	if m.render == nil || classify(r) != wireConnectUnary {
 		_ = m.errw.Write(w, r, e) // the client may be gone; nothing to do
 		return

@@ -44,6 +44,16 @@ const (
 	// again; Event.Attempt is the number of the attempt that failed (0 is
 	// the first call) and Event.Err its error.
 	Retry Name = "OnRetry"
+	// RetryBudgetExceeded: a retry or hedging strategy's RetryBudget
+	// denied retry or hedged attempt Event.Attempt, so the execution
+	// ends with the last outcome (a retry) or races on with the attempts
+	// already launched (a hedge); Event.Err is the last attempt's error,
+	// if any.
+	RetryBudgetExceeded Name = "OnRetryBudgetExceeded"
+	// Throttled: an adaptive throttle rejected an execution locally, as
+	// the dependency has lately refused too much of what it was sent;
+	// Event.Err is the *resilience.ThrottledError.
+	Throttled Name = "OnThrottled"
 	// CircuitOpened: a circuit breaker opened for Event.Duration (the
 	// break duration); Event.Err is the failure that opened it.
 	CircuitOpened Name = "OnCircuitOpened"
@@ -154,7 +164,7 @@ func (s slogListener) OnEvent(ctx context.Context, e Event) {
 	case HookPanic:
 		level = slog.LevelError
 	case Timeout, ConcurrencyLimiterRejected, RateLimiterRejected, RateLimiterStoreError,
-		CircuitOpened, Fallback:
+		CircuitOpened, Fallback, RetryBudgetExceeded, Throttled:
 		level = slog.LevelWarn
 	case ExecutionAttempt, QueueAdmitted:
 		// One record per attempt or queued admission is detail, not news.
@@ -178,7 +188,7 @@ func (s slogListener) OnEvent(ctx context.Context, e Event) {
 		attrs = append(attrs, slog.String("error", e.Err.Error()))
 	}
 	switch e.Name {
-	case Retry, Hedging, ExecutionAttempt:
+	case Retry, Hedging, ExecutionAttempt, RetryBudgetExceeded:
 		attrs = append(attrs, slog.Int("attempt", e.Attempt))
 	}
 	s.logger.LogAttrs(ctx, level, "resilience event", attrs...)

@@ -19,4 +19,10 @@
 // never a body that cannot be replayed. Options.AttemptTimeout bounds each
 // attempt; the request's context bounds everything, so a request made while
 // handling an inbound request stops at that request's deadline.
+//
+// Against retry storms: Options.Budget caps the retries across requests
+// (resilience.RetryBudget), Options.Throttle refuses requests locally while
+// the dependency refuses most of them (resilience.AdaptiveThrottle with
+// ThrottleOptions), and every retry and hedge carries AttemptHeader, so a
+// server can shed repeated work first (inbound.RetryPriority).
 package outbound

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -42,7 +44,27 @@ type Options struct {
 	// a card twice. A request whose body cannot be replayed is never
 	// repeated, whatever this says.
 	RetryNonIdempotent bool
+	// Budget and Throttle configure the default pipeline (Pipeline nil):
+	// its retry draws on Budget, and Throttle, inside the retry, sees and
+	// throttles every attempt. Share one Budget and one Throttle between
+	// the transports that call the same dependency. With a Pipeline of
+	// your own, set RetryOptions.Budget and add the throttle to it
+	// instead: New refuses both at once.
+	Budget   *resilience.RetryBudget
+	Throttle *resilience.AdaptiveThrottle[*http.Response]
 }
+
+// AttemptHeader marks a request sent again by a retry or a hedge: its
+// value is the attempt's number, 1 for the first retry or hedge. First
+// attempts do not carry it. A gRPC or Connect request (a Content-Type of
+// application/grpc… or a Connect-Protocol-Version header) also carries
+// the same number as grpc-previous-rpc-attempts, as gRPC's own retries
+// send it. A server can shed marked requests first: see
+// inbound.RetryPriority.
+const AttemptHeader = "Retry-Attempt"
+
+// grpcAttemptsHeader is gRPC's count of the attempts before this one.
+const grpcAttemptsHeader = "Grpc-Previous-Rpc-Attempts"
 
 // Transport is an http.RoundTripper that runs a resilience pipeline around
 // each request: an http.Client built on it retries, breaks circuits and
@@ -56,6 +78,10 @@ type Options struct {
 // request with a body but no GetBody to replay it (http.NewRequest sets
 // GetBody for in-memory bodies). Other requests run through the pipeline
 // under resilience.WithSingleAttempt, so breakers still see them.
+//
+// Every retry and hedge is marked with AttemptHeader (and
+// grpc-previous-rpc-attempts for gRPC and Connect), so that the server can
+// tell fresh work from repeated work.
 //
 // Safe for concurrent use. The zero value is not usable; use New. A
 // failed request leaves nothing behind: responses retried or hedged away,
@@ -85,6 +111,13 @@ func New(opts Options) (*Transport, error) {
 	if opts.AttemptTimeout < 0 {
 		return nil, &resilience.ConfigError{Field: "Options.AttemptTimeout", Problem: "must not be negative, got " + opts.AttemptTimeout.String()}
 	}
+	if opts.Pipeline != nil && (opts.Budget != nil || opts.Throttle != nil) {
+		field := "Options.Budget"
+		if opts.Budget == nil {
+			field = "Options.Throttle"
+		}
+		return nil, &resilience.ConfigError{Field: field, Problem: "configures the default pipeline only; with Options.Pipeline set RetryOptions.Budget and add the throttle to that pipeline"}
+	}
 	if opts.Pipeline != nil && config.PipelineHasTimeout(opts.Pipeline) {
 		return nil, &resilience.ConfigError{Field: "Options.Pipeline", Problem: "holds a Timeout strategy, whose end would also end reading the response body; bound each attempt with Options.AttemptTimeout and the whole request with its context"}
 	}
@@ -94,9 +127,13 @@ func New(opts Options) (*Transport, error) {
 		t.base = http.DefaultTransport
 	}
 	if t.pipeline == nil {
-		p, err := resilience.NewBuilder[*http.Response](resilience.WithName("outbound")).
-			AddRetry(RetryOptions()).
-			Build()
+		ro := RetryOptions()
+		ro.Budget = opts.Budget
+		b := resilience.NewBuilder[*http.Response](resilience.WithName("outbound")).AddRetry(ro)
+		if opts.Throttle != nil {
+			b.AddResultStrategy(opts.Throttle)
+		}
+		p, err := b.Build()
 		if err != nil {
 			return nil, err
 		}
@@ -116,6 +153,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.pipeline.Execute(ctx, func(actx context.Context) (*http.Response, error) {
 		n := attempts.Add(1) - 1
 		r := req.WithContext(actx) // a shallow copy: the caller's request is never modified
+		if n > 0 {
+			markAttempt(r, int(n))
+		}
 		if n > 0 && hasBody {
 			if req.GetBody == nil {
 				return nil, ErrBodyNotReplayable
@@ -126,7 +166,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			r.Body = body
 		}
-		return t.attempt(r)
+		resp, err := t.attempt(r)
+		if err == nil {
+			settleGRPCStatus(resp)
+		}
+		return resp, err
 	})
 	if attempts.Load() == 0 && hasBody {
 		// No attempt took the body (an open circuit, a full bulkhead), but
@@ -142,6 +186,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, ErrNoResponse
 	}
 	return resp, err
+}
+
+// markAttempt sets the retry marks on r, a copy of the caller's request,
+// on a copy of its header.
+func markAttempt(r *http.Request, n int) {
+	h := r.Header.Clone()
+	if h == nil {
+		h = make(http.Header, 2)
+	}
+	v := strconv.Itoa(n)
+	h.Set(AttemptHeader, v)
+	if _, connect := h["Connect-Protocol-Version"]; connect || strings.HasPrefix(h.Get("Content-Type"), "application/grpc") {
+		h.Set(grpcAttemptsHeader, v)
+	}
+	r.Header = h
 }
 
 // attempt sends r through the base transport, bounded by AttemptTimeout
@@ -198,26 +257,161 @@ func HandledStatus(code int) bool {
 }
 
 // ShouldHandle is the predicate of RetryOptions, CircuitBreakerOptions and
-// HedgingOptions: a transport error other than a cancellation, or a
-// response whose status HandledStatus reports.
+// HedgingOptions: a transport error other than a cancellation or a local
+// throttling (resilience.ErrThrottled: nothing was sent, and trying again
+// at once would only be throttled again), a response whose status
+// HandledStatus reports, or a gRPC response without messages (an error
+// answered before any message: trailers-only, or an empty body and
+// trailers, which Transport reads before deciding) whose grpc-status is
+// UNAVAILABLE or RESOURCE_EXHAUSTED. A gRPC error in the trailers after a
+// message is not seen here: the response has been returned by then.
 func ShouldHandle(o resilience.Outcome[*http.Response]) bool {
 	if o.Err != nil {
-		return !errors.Is(o.Err, context.Canceled)
+		return !errors.Is(o.Err, context.Canceled) && !errors.Is(o.Err, resilience.ErrThrottled)
 	}
-	return o.Value != nil && HandledStatus(o.Value.StatusCode)
+	if o.Value == nil {
+		return false
+	}
+	if HandledStatus(o.Value.StatusCode) {
+		return true
+	}
+	code, ok := grpcStatus(o.Value)
+	return ok && (code == grpcUnavailable || code == grpcResourceExhausted)
 }
 
-// DelayGenerator honours a response's Retry-After header (seconds or an
-// HTTP date), and otherwise a hint carried by the error
-// (resilience.RetryAfterOf); without either the retry's backoff applies.
+// gRPC status codes the predicates read.
+const (
+	grpcDeadlineExceeded  = 4
+	grpcResourceExhausted = 8
+	grpcUnavailable       = 14
+)
+
+// grpcStatus returns the grpc-status of a gRPC response without messages:
+// in its headers (trailers-only) or, once settleGRPCStatus has read its
+// empty body, in its trailers.
+func grpcStatus(r *http.Response) (int, bool) {
+	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+		return 0, false
+	}
+	v := r.Header.Get("Grpc-Status")
+	if v == "" && r.Trailer != nil {
+		v = r.Trailer.Get("Grpc-Status")
+	}
+	if v == "" {
+		return 0, false
+	}
+	code, err := strconv.Atoi(strings.TrimSpace(v))
+	return code, err == nil
+}
+
+// settleGRPCStatus reads the empty body of a gRPC response that has no
+// message (Content-Length 0) and announces trailers, so that its status
+// and pushback, which arrive in the trailers, are known before the
+// retry decides. The caller still reads the body (at its end) and the
+// trailers as usual.
+func settleGRPCStatus(r *http.Response) {
+	if r == nil || r.ContentLength != 0 || len(r.Trailer) == 0 || r.Body == nil || r.Body == http.NoBody ||
+		r.Header.Get("Grpc-Status") != "" || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+		return
+	}
+	io.Copy(io.Discard, io.LimitReader(r.Body, 1)) //nolint:errcheck // an error leaves the status unknown, as before
+}
+
+// DelayGenerator honours the server's pushback: a response's Retry-After
+// header (seconds or an HTTP date), else the grpc-retry-pushback-ms of a
+// gRPC response without messages (in its headers or trailers), else, on a 429 or 503 whose rate limit has no
+// quota left (RateLimit-Remaining 0, or r=0 in a RateLimit header), when
+// it resets (RateLimit-Reset seconds, or the t parameter), and otherwise a hint carried by the error
+// (resilience.RetryAfterOf); without any the retry's backoff applies.
 // MaxDelay still caps what it returns.
 func DelayGenerator(_ context.Context, a resilience.RetryArgs[*http.Response]) (time.Duration, bool) {
 	if r := a.Outcome.Value; r != nil {
-		if v := r.Header.Get("Retry-After"); v != "" {
-			return resilience.ParseRetryAfter(v, time.Now())
+		if d, ok, _ := Pushback(r); ok {
+			return d, true
 		}
 	}
 	return resilience.RetryAfterOf(a.Outcome.Err)
+}
+
+// Pushback returns the wait a response asks for before another attempt,
+// from the headers DelayGenerator reads. stop reports a gRPC pushback
+// that is malformed or negative, which gRPC defines as "do not retry";
+// ShouldRetry then returns the response as is.
+func Pushback(r *http.Response) (d time.Duration, ok, stop bool) {
+	h := r.Header
+	if v := h.Get("Retry-After"); v != "" {
+		d, ok = resilience.ParseRetryAfter(v, time.Now())
+		return d, ok, false
+	}
+	if v, has := h["Grpc-Retry-Pushback-Ms"]; has && len(v) > 0 {
+		d, ok = resilience.ParseRetryPushback(v[0])
+		return d, ok, !ok
+	}
+	if v := r.Trailer.Get("Grpc-Retry-Pushback-Ms"); v != "" {
+		d, ok = resilience.ParseRetryPushback(v)
+		return d, ok, !ok
+	}
+	if r.StatusCode != http.StatusTooManyRequests && r.StatusCode != http.StatusServiceUnavailable {
+		return 0, false, false
+	}
+	// A rate limit's reset is pushback only when its quota is spent: a
+	// server that also sheds for other reasons sends the fields on every
+	// response.
+	if h.Get("RateLimit-Remaining") == "0" {
+		if secs, err := strconv.ParseUint(strings.TrimSpace(h.Get("RateLimit-Reset")), 10, 32); err == nil {
+			return time.Duration(secs) * time.Second, true, false
+		}
+	}
+	if v := h.Get("RateLimit"); v != "" {
+		// The structured form: "policy";r=0;t=5, r the quota left and t
+		// the seconds until it resets.
+		var left, reset string
+		for _, p := range strings.Split(v, ";") {
+			if k, val, found := strings.Cut(strings.TrimSpace(p), "="); found {
+				switch k {
+				case "r":
+					left = strings.TrimSpace(val)
+				case "t":
+					reset = strings.TrimSpace(val)
+				}
+			}
+		}
+		if left == "0" {
+			if secs, err := strconv.ParseUint(reset, 10, 32); err == nil {
+				return time.Duration(secs) * time.Second, true, false
+			}
+		}
+	}
+	return 0, false, false
+}
+
+// Refused is the IsRejected of ThrottleOptions: whether the dependency
+// refused a request rather than answered it. A 429, 502, 503 or 504
+// response, a gRPC trailers-only UNAVAILABLE, RESOURCE_EXHAUSTED or
+// DEADLINE_EXCEEDED, a timeout and a transport error refuse; a
+// cancellation, the throttle's own rejection and every other status (4xx
+// and 500 included: the server did the work) do not.
+func Refused(o resilience.Outcome[*http.Response]) bool {
+	if o.Err != nil {
+		return !errors.Is(o.Err, context.Canceled) && !errors.Is(o.Err, resilience.ErrThrottled)
+	}
+	if o.Value == nil {
+		return false
+	}
+	switch o.Value.StatusCode {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	code, ok := grpcStatus(o.Value)
+	return ok && (code == grpcUnavailable || code == grpcResourceExhausted || code == grpcDeadlineExceeded)
+}
+
+// ThrottleOptions returns adaptive throttle options for HTTP: the core
+// defaults (K 2 over 10 s, at least one request a second), with Refused
+// deciding what the dependency refused. Add the throttle after the retry
+// so that it sees every attempt (or give it to Options.Throttle).
+func ThrottleOptions() resilience.AdaptiveThrottleOptions[*http.Response] {
+	return resilience.AdaptiveThrottleOptions[*http.Response]{IsRejected: Refused}
 }
 
 // drainLimit bounds how much of a discarded body is read so the connection
@@ -248,6 +442,11 @@ func ShouldRetry(maxWait time.Duration) func(o resilience.Outcome[*http.Response
 	return func(o resilience.Outcome[*http.Response]) bool {
 		if !ShouldHandle(o) {
 			return false
+		}
+		if r := o.Value; r != nil {
+			if _, _, stop := Pushback(r); stop {
+				return false
+			}
 		}
 		if maxWait <= 0 {
 			return true

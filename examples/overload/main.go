@@ -3,7 +3,7 @@
 // and shows what the clients got. No external service is needed.
 //
 //	go run ./examples/overload                      # overload scenario, about a minute and a half
-//	go run ./examples/overload -scenario priority   # or step, cpu
+//	go run ./examples/overload -scenario priority   # or step, cpu, retry-storm
 //	go run ./examples/overload -modes all -rate 1000 -json out.json
 //
 // While it runs, a progress line on stderr shows the mode, the elapsed
@@ -20,11 +20,14 @@
 // SHA-256 per request) served by a child process, which on Linux with two
 // CPUs or more runs (and measures its capacity) on CPUs of its own while
 // the generator keeps the first (-pin=false shares them; the header line
-// says which). Every other flag overrides the scenario's value; -h lists
-// them.
+// says which); retry-storm, 1.6 × capacity for 20 s then 0.8 × for 20 s
+// with clients that retry up to 3 times, its modes SERVER-CLIENT (see
+// lab.StormModes). Every other flag overrides the scenario's value; -h
+// lists them.
 //
 // Modes (-modes, comma-separated, or all): none, fixed, fixed-codel,
-// fixed-droplow, adaptive, adaptive-codel; see the lab package's Ours.
+// fixed-droplow, adaptive, adaptive-codel, fixed-retrylast; see the lab
+// package's Ours.
 package main
 
 import (

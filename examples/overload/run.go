@@ -21,6 +21,8 @@ var defaultModes = map[string][]string{
 	"priority": {"none", "fixed", "fixed-droplow", "fixed-codel", "adaptive"},
 	"step":     {"fixed", "fixed-codel", "adaptive", "adaptive-codel"},
 	"cpu":      {"none", "fixed", "fixed-codel", "adaptive"},
+	lab.ScenarioRetryStorm: {"none-naive", "none-budget-throttle", "fixed-naive", "fixed-budget-throttle",
+		"fixed-retrylast-naive", "fixed-retrylast-budget", "fixed-retrylast-throttle", "fixed-retrylast-budget-throttle"},
 }
 
 // options is the parsed command line: the scenario and what else to do.
@@ -135,7 +137,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if *modes != "" {
 		names = strings.Split(*modes, ",")
 	}
-	if o.modes, err = pickModes(names); err != nil {
+	if o.modes, err = pickModes(lab.Modes(cfg.Scenario), names); err != nil {
 		return o, err
 	}
 	if o.svgPath == "" {
@@ -151,8 +153,7 @@ func isSet(fs *flag.FlagSet, name string) bool {
 }
 
 // pickModes returns the named modes in the order given; "all" is every one.
-func pickModes(names []string) ([]lab.Contender, error) {
-	all := lab.Ours()
+func pickModes(all []lab.Contender, names []string) ([]lab.Contender, error) {
 	if len(names) == 1 && names[0] == "all" {
 		return all, nil
 	}

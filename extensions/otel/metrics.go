@@ -83,6 +83,7 @@ var knownEvents = map[event.Name]bool{
 	event.Retry: true, event.CircuitOpened: true, event.CircuitClosed: true,
 	event.CircuitHalfOpened: true, event.Fallback: true,
 	event.Hedging: true, event.ExecutionAttempt: true, event.HookPanic: true,
+	event.RetryBudgetExceeded: true, event.Throttled: true,
 }
 
 var knownReasons = map[string]bool{

@@ -180,7 +180,7 @@ type Config struct {
 }
 
 // Scenarios are the preset names, in the order the lab lists them.
-var Scenarios = []string{"overload", "priority", "step", "cpu"}
+var Scenarios = []string{"overload", "priority", "step", "cpu", ScenarioRetryStorm}
 
 // Preset returns the named scenario's configuration with the default
 // knobs (limit 100, queue 100, queue timeout 500 ms, timeout = the client
@@ -213,6 +213,8 @@ func Preset(name string) (Config, error) {
 		// queue follow the cores, not the slot pool's 100.
 		c.Knobs.Limit, c.Knobs.Queue = 4, 4
 		c.PinCPUs = runtime.NumCPU() >= 2
+	case ScenarioRetryStorm:
+		stormPreset(&c)
 	default:
 		return Config{}, fmt.Errorf("unknown scenario %q; want one of %s", name, strings.Join(Scenarios, ", "))
 	}

@@ -19,7 +19,10 @@ import (
 //     lowest-priority waiter for a better newcomer;
 //   - adaptive: the adaptive limiter with its defaults (untuned), with
 //     only the timeout;
-//   - adaptive-codel: the adaptive limiter with the knobs' queue and CoDel.
+//   - adaptive-codel: the adaptive limiter with the knobs' queue and CoDel;
+//   - fixed-retrylast: the fixed limiter ranking requests marked as
+//     retries (inbound.RetryPriority) below first attempts, so that a
+//     full queue sheds them first.
 //
 // When the knobs are Prioritized, every limiter ranks queued requests by
 // PriorityOf.
@@ -45,6 +48,11 @@ func Ours() []Contender {
 				Priority:     priority(k),
 				CoDel:        &resilience.CoDelOptions{},
 			}})
+		}},
+		{Name: "fixed-retrylast", New: func(k Knobs) (func(http.Handler) http.Handler, error) {
+			o := fixedOptions(k, nil, resilience.OverflowDropLowestPriority)
+			o.Priority = inbound.RetryPriority(o.Priority)
+			return inboundMiddleware(k, inbound.Options{Concurrency: o})
 		}},
 	}
 }

@@ -72,6 +72,8 @@ type Result struct {
 	LagMax     float64 `json:"lagMax"`
 	ProcessCPU float64 `json:"processCPU"`
 	Load       string  `json:"loadavg,omitempty"` // at the end of the run
+	// The retry-storm scenario's figures, inline; nil for the others.
+	*StormFigures
 }
 
 // ClassResult is one priority class.
@@ -259,7 +261,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		}
 		tw.Flush()
 	}
-	return nil
+	return rep.writeStormTable(w)
 }
 
 func serviceLine(rep *Report) string {
@@ -363,6 +365,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 			fmt.Fprintln(w)
 		}
 	}
+	rep.writeStormMarkdown(w)
 	return nil
 }
 

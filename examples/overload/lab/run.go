@@ -46,6 +46,9 @@ func Run(ctx context.Context, cfg Config, contenders []Contender, progress io.Wr
 	if len(contenders) == 0 {
 		return nil, errors.New("no contender to run")
 	}
+	if cfg.Scenario == ScenarioRetryStorm {
+		return runStorm(ctx, cfg, contenders, progress)
+	}
 	rep := &Report{Config: cfg, Machine: machine()}
 	if cfg.PinCPUs {
 		split, unpin, err := pinGenerator()
