@@ -36,6 +36,10 @@ const (
 	// handler's request object then, cannot from its middleware alone:
 	// fiber without its adapter's fasthttp wrapper.)
 	CapOnTime504 Capability = "on-time-504"
+
+	// CapHTTP2: the server speaks HTTP/2 without TLS (h2c, prior
+	// knowledge), as NewHTTPServer's does. (fasthttp speaks HTTP/1 only.)
+	CapHTTP2 Capability = "http2"
 )
 
 // Capabilities returns every capability the suite knows, in a stable order,
@@ -47,6 +51,7 @@ func Capabilities() []CapabilityInfo {
 		{CapAbortHandler, "panic(http.ErrAbortHandler) aborts the connection without a response"},
 		{CapRoute, "inbound.Request.Route reports the route pattern to priority and key functions"},
 		{CapOnTime504, "a complete 504 reaches the client at the deadline while a handler that ignores its context runs on"},
+		{CapHTTP2, "the server speaks HTTP/2 without TLS (h2c, prior knowledge)"},
 	}
 }
 

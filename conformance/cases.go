@@ -5,9 +5,11 @@ package conformance
 var allCases = concatCases(
 	tableCases,
 	priorityCases,
+	fairnessCases,
 	viewCases,
 	rateLimitCases,
 	timeoutCases,
+	http2Cases,
 	disconnectCases,
 	goneCases,
 	panicCases,

@@ -56,6 +56,8 @@
 //	overflow-drop-oldest           drop-oldest: the longest waiter is evicted with reason dropped
 //	overflow-drop-lowest-priority  drop-lowest-priority: a newcomer that outranks evicts the lowest
 //	running-never-interrupted      overflow policies never interrupt a running request
+//	fair-order                     with a Flow function, freed slots go across flows in turn, FIFO within a flow
+//	fair-shedding                  with a Flow function, a full queue sheds from the flow with the most queued
 //	request-view                   priority and key functions see the request's method, path, route, IP, headers
 //	rate-limit-per-key             the rate limit is per key: 429 for one client, others go on
 //	rate-limit-headers             admitted responses carry the RateLimit fields, counting down
@@ -63,6 +65,7 @@
 //	timeout-ignored-context        a handler that ignores its context still gets its client a 504 on time
 //	timeout-late-writes-discarded  after the 504, late writes and headers are dropped without a race
 //	timeout-nested-pipeline        a pipeline run inside the handler observes the inbound deadline
+//	timeout-http2-clean-end        over HTTP/2 the 504 is on time and its stream ends cleanly (no reset)
 //	disconnect-while-queued        a client gone while queued frees its queue place at once
 //	disconnect-while-running       a client gone while its handler runs cancels its context
 //	disconnect-unread-post-body    net/http gap, pinned: a disconnect is noticed once the body is read
@@ -79,11 +82,11 @@
 //
 // # Writing an adapter for a new framework
 //
-// An adapter does three things (the core/inbound package doc, "Writing an
-// adapter", says how): it describes its framework to inbound.NewFor (how to
+// An adapter does three things ("Writing an adapter" in docs/guide.md
+// says how): it describes its framework to inbound.NewFor (how to
 // resolve the route, how to fill the request view), it runs the inbound
 // pipeline around the rest of the chain through the entry point that fits
-// (Middleware.Handler, Serve, ExecuteTimed, ExecuteInPlace or Execute),
+// (Middleware.Handler, Serve, ExecuteInPlace or Execute),
 // and it renders returned rejections with Middleware.Render through the
 // framework's own response. Then, in the adapter's package, add a test:
 //

@@ -98,7 +98,8 @@ type Server struct {
 // NewHTTPServer serves h on a new 127.0.0.1 listener with a plain
 // net/http server, for harnesses of frameworks built on net/http (chi, gin,
 // echo): build the framework's router with the middleware, hand it here,
-// and return the result from Harness.Start. The server's error log is
+// and return the result from Harness.Start. It speaks HTTP/1 and HTTP/2
+// without TLS (h2c, prior knowledge). The server's error log is
 // discarded, since the panic cases make net/http log on purpose. Close
 // closes the listener and every connection at once.
 func NewHTTPServer(h http.Handler, stats func() inbound.Stats) (*Server, error) {
@@ -113,7 +114,10 @@ func NewHTTPServer(h http.Handler, stats func() inbound.Stats) (*Server, error) 
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          log.New(io.Discard, "", 0),
+		Protocols:         new(http.Protocols),
 	}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

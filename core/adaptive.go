@@ -2,10 +2,7 @@ package resilience
 
 import (
 	"context"
-	"errors"
 	"math"
-	"runtime"
-	"strconv"
 	"time"
 
 	"github.com/ylcnfrht/resilience/core/event"
@@ -13,90 +10,6 @@ import (
 	"github.com/ylcnfrht/resilience/core/internal/queue"
 	"github.com/ylcnfrht/resilience/core/limit"
 )
-
-// LimitOutcome is how an adaptive limiter counts one finished execution;
-// an unknown value counts as a sample.
-type LimitOutcome uint8
-
-const (
-	// LimitSampled: the execution's round-trip time is a latency sample.
-	LimitSampled LimitOutcome = iota
-	// LimitDropped: the execution is a sign of overload (it timed out); the
-	// algorithms lower the limit on it.
-	LimitDropped
-	// LimitIgnored: the execution says nothing about the service's
-	// capacity (the request was invalid, the connection was taken over);
-	// no sample.
-	LimitIgnored
-	// LimitAbandoned: the caller left before the execution finished. The
-	// limiter decides: a caller that left after the execution had run
-	// longer than twice the latency the limiter considers normal (its
-	// slowly rising baseline of window mean round-trip times) is evidence
-	// of overload and counts as a drop; one that left sooner (a user who
-	// navigated away) says nothing and is ignored. Without a baseline yet,
-	// or for an execution that was not timed (see AdaptiveLimiter), it is
-	// ignored; a timed one weighs as many drops as the executions it
-	// stands for.
-	LimitAbandoned
-)
-
-// String returns "sample", "drop", "ignore" or "abandon".
-func (o LimitOutcome) String() string {
-	switch o {
-	case LimitSampled:
-		return "sample"
-	case LimitDropped:
-		return "drop"
-	case LimitIgnored:
-		return "ignore"
-	case LimitAbandoned:
-		return "abandon"
-	}
-	return "LimitOutcome(" + strconv.Itoa(int(o)) + ")"
-}
-
-// Classifier decides how an adaptive limiter counts an execution: ctx is
-// the context the limiter ran it with and err what the rest of the
-// pipeline returned. It runs on every execution, so it must be fast, and
-// safe for concurrent use; an unknown result counts as a sample. If it
-// panics, the permit is returned without a sample and the panic
-// propagates.
-type Classifier func(ctx context.Context, err error) LimitOutcome
-
-// DefaultClassify is the classifier an adaptive limiter uses unless told
-// otherwise:
-//
-//   - success is a sample;
-//   - the limiter's own context reaching its deadline (an outer timeout
-//     strategy, the inbound timeout, the caller's deadline), a
-//     *TimeoutRejectedError from a timeout strategy inside, or a
-//     context.DeadlineExceeded returned by the callback is a drop: timeouts
-//     are overload, and ignoring them lets the limit climb while every
-//     execution times out;
-//   - the limiter's context cancelled (the client went away) is
-//     LimitAbandoned: overload evidence if the client had waited longer
-//     than the limiter expects, ignored otherwise;
-//   - a rejection by a strategy inside (ErrRejected) is ignored: it did not
-//     measure the service;
-//   - any other error is a sample: a failing execution still took time.
-func DefaultClassify(ctx context.Context, err error) LimitOutcome {
-	if err == nil {
-		return LimitSampled
-	}
-	switch ctx.Err() {
-	case context.DeadlineExceeded:
-		return LimitDropped
-	case context.Canceled:
-		return LimitAbandoned
-	}
-	if errors.Is(err, ErrTimeoutRejected) || errors.Is(err, context.DeadlineExceeded) {
-		return LimitDropped
-	}
-	if errors.Is(err, ErrRejected) || errors.Is(err, context.Canceled) {
-		return LimitIgnored
-	}
-	return LimitSampled
-}
 
 const (
 	defaultAdaptiveInitialLimit = 20
@@ -123,12 +36,16 @@ type AdaptiveLimiterOptions struct {
 	MinLimit int
 	// MaxLimit is the ceiling of the limit; 0 means 1000.
 	MaxLimit int
-	// QueueLimit, QueueTimeout, Priority, Overflow and CoDel work exactly
-	// as in ConcurrencyLimiterOptions: the two limiters share one queue
-	// engine. QueueLimit defaults to 0 (no queue).
+	// QueueLimit, QueueTimeout, Priority, Flow, FlowWeight, Overflow and
+	// CoDel work exactly as in ConcurrencyLimiterOptions: the two limiters
+	// share one queue engine (permits from Acquire are counted to their
+	// flow here: the AdaptivePermit knows it). QueueLimit defaults to 0 (no
+	// queue).
 	QueueLimit   int
 	QueueTimeout time.Duration
 	Priority     func(ctx context.Context) int
+	Flow         func(ctx context.Context) string
+	FlowWeight   func(ctx context.Context) int
 	Overflow     OverflowPolicy
 	CoDel        *CoDelOptions
 	// Classify says how each finished execution counts. Default
@@ -193,34 +110,6 @@ type AdaptiveLimiterOptions struct {
 // every execution. A rejection, cancellation or panic returns the permit
 // and queue place (a panic is not a sample).
 type AdaptiveLimiter struct {
-	// Finished executions are summarised per sampling window (at least one
-	// mean round-trip time, a millisecond and ten samples, or the limit if
-	// smaller; at most a second; the first window closes after ten samples)
-	// and each window is handed to the limit.Algorithm, which returns the new
-	// limit; the limiter clamps it to [MinLimit, MaxLimit]. Windows rather
-	// than single samples keep the per-execution cost to a few additions under
-	// the lock the release takes anyway, and give the algorithms a mean that
-	// is far less noisy than one request's latency.
-	//
-	// Timing is sampled at high throughput. Reading the monotonic clock twice
-	// per execution would cost more than the rest of acquire and release
-	// together, so the limiter times every execution only until the current
-	// window has started 64 timed ones; after that it times one execution in
-	// 16, picked under the acquire lock by a fixed-seed pseudo-random sequence
-	// (reproducible, yet not in step with traffic that cycles through routes),
-	// and an untimed execution reads no clock at all. Each timed execution
-	// weighs the inverse of the chance it had to be timed (1 or 16) in the
-	// window's mean, and the choice is made before its latency exists, so the
-	// mean is an unbiased estimate of the mean over every execution in the
-	// window. Drops and the in-flight maximum are counted for every execution,
-	// timed or not; only a timed release can close a window, since only it
-	// holds a clock reading, and a window with samples closes only once it
-	// has timed ones. A service with fewer than 64 executions per window (in
-	// flight stays below 64, by Little's law) is timed in full, so the
-	// sampling applies only where the clock's cost matters. MinRTT is the
-	// minimum over timed executions. Executions that waited in the queue are
-	// always timed.
-
 	name     string
 	opts     AdaptiveLimiterOptions // as given, for validate
 	alg      limit.Algorithm
@@ -230,6 +119,7 @@ type AdaptiveLimiter struct {
 	epoch    time.Time // the limiter's clock reads are offsets from it
 
 	engine queue.Engine // its lock also guards the fields below
+	fair   *ranker      // nil without a Flow function
 
 	estimate float64 // the algorithm's limit, unrounded
 	// baseRTT is the latency the limiter considers normal, for judging
@@ -238,70 +128,10 @@ type AdaptiveLimiter struct {
 	// window slower than the last) cannot talk it up quickly. 0 until the
 	// first window with samples.
 	baseRTT  int64
-	win      sampleWindow
-	updating bool          // a window is with the algorithm, or the gate reads the CPU; the next waits
-	pick     uint64        // xorshift state choosing the sparsely timed executions
-	cpu      cpuReader     // nil with IgnoreCPUWait; read by one update at a time
-	cpuRead  int64         // clock offset of the last CPU-wait reading
-	cpuWait  time.Duration // the last reading, for limit.Sample.CPUWait
-	// admit is the CPU gate's share of executions admitted with a permit
-	// free, in 1/gateScale (gateScale: all); credit accumulates it, so
-	// the refused ones are spread evenly.
-	admit, credit uint32
-}
-
-// gateScale is the CPU gate's unit: admit = gateScale lets every
-// execution in.
-const gateScale = 1 << 16
-
-const (
-	gateMin      = gateScale / 16 // the gate never admits less than this share
-	gateRecover  = gateScale / 32 // growth per reading within the bound
-	cpuReadEvery = int64(10 * time.Millisecond)
-)
-
-// denseTimed is the number of executions a window times in full before
-// timing only one in sparseEvery.
-const denseTimed = 64
-
-// sparseEvery is the share of executions timed once a window has
-// denseTimed: one in sparseEvery. It is a power of two so the pick is a
-// mask.
-const sparseEvery = 16
-
-// maxWindow bounds a sampling window, so that a slow or quiet service
-// still adapts about once a second.
-const maxWindow = int64(time.Second)
-
-// minWindow bounds a sampling window from below: updating the limit more
-// often than every millisecond gains nothing and would put the algorithm
-// on the hot path of very fast services.
-const minWindow = int64(time.Millisecond)
-
-// baseRTTRise is how fast the abandonment baseline follows latency up:
-// 1/64 of itself per window, doubling in about 45 windows.
-const baseRTTRise = 64
-
-// abandonFactor is how many times the baseline a caller must have waited
-// for its leaving to count as overload.
-const abandonFactor = 2
-
-// windowMinSamples is the number of samples a window needs (or the limit,
-// if smaller) before it may close.
-const windowMinSamples = 10
-
-// sampleWindow accumulates the executions finished since the last update.
-type sampleWindow struct {
-	start       int64 // clock offset at which the window opened
-	length      int64 // the window closes after this long: the last mean RTT
-	samples     int   // every execution counted as a sample, timed or not
-	drops       int
-	timed       int   // the samples among them that were timed
-	rttSum      int64 // weighted sum of the timed samples' round-trip times
-	rttWeight   int64 // sum of their weights
-	minRTT      int64
-	maxInFlight int
-	started     int // timed executions started since the window opened
+	win      sampleWindow // see adaptive_window.go
+	pick     uint64       // xorshift state choosing the sparsely timed executions
+	gate     cpuGate
+	updating bool // a window is with the algorithm, or the gate reads the CPU; the next waits
 }
 
 // NewAdaptiveLimiter returns a limiter configured by opts, or a
@@ -311,7 +141,6 @@ func NewAdaptiveLimiter(opts AdaptiveLimiterOptions) (*AdaptiveLimiter, error) {
 		return nil, err
 	}
 	a := &AdaptiveLimiter{
-		admit:    gateScale,
 		name:     opts.Name,
 		opts:     opts,
 		alg:      opts.Algorithm,
@@ -320,11 +149,7 @@ func NewAdaptiveLimiter(opts AdaptiveLimiterOptions) (*AdaptiveLimiter, error) {
 		maxLimit: defaultInt(opts.MaxLimit, defaultAdaptiveMaxLimit),
 		epoch:    time.Now(),
 		pick:     0x9e3779b97f4a7c15, // any non-zero seed
-	}
-	if !opts.IgnoreCPUWait {
-		if w := newCPUWait(); w != nil { // nil: a runtime without the metrics
-			a.cpu = w
-		}
+		gate:     newCPUGate(opts.IgnoreCPUWait),
 	}
 	if a.name == "" {
 		a.name = "AdaptiveLimiter"
@@ -337,7 +162,12 @@ func NewAdaptiveLimiter(opts AdaptiveLimiterOptions) (*AdaptiveLimiter, error) {
 	}
 	initial := min(max(defaultInt(opts.InitialLimit, defaultAdaptiveInitialLimit), a.minLimit), a.maxLimit)
 	a.estimate = float64(initial)
-	a.engine.Init(engineOptions(initial, opts.QueueLimit, opts.QueueTimeout, opts.Priority, opts.Overflow, opts.CoDel))
+	eo := engineOptions(initial, opts.QueueLimit, opts.QueueTimeout, opts.Priority, opts.Overflow, opts.CoDel)
+	if opts.Flow != nil && opts.QueueLimit > 0 {
+		eo.Fair = true
+		a.fair = &ranker{priority: opts.Priority, flow: opts.Flow, weight: opts.FlowWeight}
+	}
+	a.engine.Init(eo)
 	return a, nil
 }
 
@@ -383,6 +213,9 @@ func validateAdaptiveOptions(o AdaptiveLimiterOptions) error {
 	if _, err := ParseOverflowPolicy(string(o.Overflow)); err != nil {
 		return config.Rename(t+"Overflow", err)
 	}
+	if err := validateFlow("AdaptiveLimiterOptions", o.Flow, o.FlowWeight); err != nil {
+		return err
+	}
 	if err := validateCoDel("AdaptiveLimiterOptions", o.CoDel); err != nil {
 		return err
 	}
@@ -415,8 +248,8 @@ func (a *AdaptiveLimiter) validate() error {
 	return validateAdaptiveOptions(a.opts)
 }
 
-// StrategyName returns the name used in telemetry.
-func (a *AdaptiveLimiter) StrategyName() string {
+// strategyName is the name used in telemetry (see StrategyName).
+func (a *AdaptiveLimiter) strategyName() string {
 	if a.name == "" {
 		return "AdaptiveLimiter"
 	}
@@ -434,8 +267,9 @@ func (a *AdaptiveLimiter) Stats() LimiterStats { return engineStats(&a.engine) }
 // AdaptivePermit when they fail: it holds nothing, and releasing it panics.
 type AdaptivePermit struct {
 	l      *AdaptiveLimiter
-	start  int64 // clock offset at the grant; unset when weight is 0
-	weight int64 // 0: untimed; otherwise the inverse of its chance to be timed
+	start  int64       // clock offset at the grant; unset when weight is 0
+	weight int64       // 0: untimed; otherwise the inverse of its chance to be timed
+	flow   *queue.Flow // the flow the permit is counted to, or nil
 }
 
 // Release returns the permit and counts the execution as o: its round-trip
@@ -477,7 +311,7 @@ func (a *AdaptiveLimiter) Close() { a.engine.Close() }
 // queues.
 func (a *AdaptiveLimiter) TryAcquire() (AdaptivePermit, bool) {
 	a.engine.Lock()
-	if !a.engine.FreeLocked() || !a.gateLocked() {
+	if !a.engine.FreeLocked() || !a.gate.admitLocked() {
 		a.engine.Unlock()
 		return AdaptivePermit{}, false
 	}
@@ -500,7 +334,7 @@ func (a *AdaptiveLimiter) begin(ctx context.Context, tel *Telemetry) (AdaptivePe
 	}
 	a.engine.Lock()
 	if a.engine.FreeLocked() {
-		if !a.gateLocked() {
+		if !a.gate.admitLocked() {
 			a.engine.Unlock()
 			return AdaptivePermit{}, 0, errLimitFull
 		}
@@ -509,48 +343,24 @@ func (a *AdaptiveLimiter) begin(ctx context.Context, tel *Telemetry) (AdaptivePe
 		a.engine.Unlock()
 		return a.permit(weight), 0, nil
 	}
-	waited, r := a.engine.AcquireSlowLocked(ctx, rank) // unlocks
+	var (
+		waited time.Duration
+		r      queue.Result
+		f      *queue.Flow
+	)
+	if a.fair != nil {
+		waited, r, f = a.engine.AcquireRankedSlowLocked(ctx, a.fair.rankFunc(tel), true) // unlocks
+	} else {
+		waited, r = a.engine.AcquireSlowLocked(ctx, rank) // unlocks
+	}
 	if err := engineError(ctx, r); err != nil {
 		return AdaptivePermit{}, waited, err
 	}
 	// A queued execution is already slow; timing it costs nothing that
 	// matters, and weight 1 keeps the window's mean unbiased.
-	return a.permit(1), waited, nil
-}
-
-// gateLocked reports whether the CPU gate lets in an execution that
-// found a permit free: always while the CPU keeps up, otherwise the
-// gate's share of them, evenly spread. a.mu must be held.
-func (a *AdaptiveLimiter) gateLocked() bool {
-	if a.admit >= gateScale {
-		return true
-	}
-	a.credit += a.admit
-	if a.credit < gateScale {
-		return false
-	}
-	a.credit -= gateScale
-	return true
-}
-
-// timingLocked decides whether the execution being admitted is timed and
-// returns its weight: 1 while the window has fewer than denseTimed timed
-// executions, then sparseEvery for one execution in sparseEvery, and 0
-// (untimed) for the rest. a.mu must be held.
-func (a *AdaptiveLimiter) timingLocked() int64 {
-	if a.win.started < denseTimed {
-		a.win.started++
-		return 1
-	}
-	x := a.pick
-	x ^= x << 13
-	x ^= x >> 7
-	x ^= x << 17
-	a.pick = x
-	if x>>60&(sparseEvery-1) == 0 { // the top bits are the best mixed
-		return sparseEvery
-	}
-	return 0
+	p := a.permit(1)
+	p.flow = f
+	return p, waited, nil
 }
 
 // permit returns a permit of the given weight, reading the clock only if
@@ -594,7 +404,8 @@ func (a *AdaptiveLimiter) Execute(ctx context.Context, tel Telemetry, next Next)
 
 // release returns a permit and records the execution in the window. The
 // release that closes a window hands it to the algorithm after unlocking,
-// and returns the algorithm's contained panic, if any.
+// and returns the algorithm's contained panic, if any; a timed release
+// may also read the CPU for the gate.
 func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) *HookPanicError {
 	var now int64
 	if p.weight > 0 {
@@ -602,117 +413,59 @@ func (a *AdaptiveLimiter) release(p AdaptivePermit, o LimitOutcome) *HookPanicEr
 	}
 	a.engine.Lock()
 	inFlight := a.engine.InFlightLocked()
-	if !a.engine.ReleaseLocked() {
+	if !a.engine.ReleaseFlowLocked(p.flow) {
 		a.engine.Unlock()
 		panic("resilience: AdaptiveLimiter permit released without being held")
 	}
-	w := &a.win
-	weight := int64(1)
-	if o == LimitAbandoned {
-		// Only a timed execution knows how long it ran; it stands for
-		// weight executions, as in the mean.
-		if p.weight == 0 || a.baseRTT == 0 || now-p.start <= abandonFactor*a.baseRTT {
-			o = LimitIgnored
-		} else {
-			o, weight = LimitDropped, p.weight
-		}
-	}
+	o, weight := resolveAbandoned(o, p.weight, now-p.start, a.baseRTT)
 	if o == LimitIgnored {
 		a.engine.Unlock()
 		return nil
 	}
-	if o == LimitDropped {
-		w.drops += int(weight)
-	} else {
-		w.samples++
-		if p.weight > 0 {
-			rtt := max(now-p.start, 0)
-			w.timed++
-			w.rttSum += rtt * p.weight
-			w.rttWeight += p.weight
-			if w.minRTT == 0 || rtt < w.minRTT {
-				w.minRTT = rtt
-			}
-		}
-	}
-	if inFlight > w.maxInFlight {
-		w.maxInFlight = inFlight
-	}
+	a.win.record(o, weight, p.start, p.weight, now, inFlight)
 	// Only a timed release knows the time, so only it may close the
-	// window; and a window with samples needs timed ones for its mean
-	// (when every execution is timed, both always hold).
-	// The CPU gate reads the scheduler at most every cpuReadEvery, on a
-	// timed release, whether or not a window closes: windows of a slow or
-	// throttled service are long, and the gate must close within tens of
-	// milliseconds of the run queue growing.
+	// window or read the CPU; one at a time does either.
 	if p.weight == 0 || a.updating {
 		a.engine.Unlock()
 		return nil
 	}
-	readCPU := a.cpu != nil && now-a.cpuRead >= cpuReadEvery
-	if readCPU {
-		a.cpuRead = now
-	}
-	cpuBound := time.Duration(max(a.baseRTT, int64(minCPUWait)))
-	if !w.closes(now, a.engine.LimitLocked()) {
+	return a.afterTimedReleaseLocked(now)
+}
+
+// afterTimedReleaseLocked closes the window if it is due and reads the CPU
+// if that is due, and unlocks. The CPU gate reads the scheduler at most
+// every cpuReadEvery whether or not a window closes: windows of a slow or
+// throttled service are long, and the gate must close within tens of
+// milliseconds of the run queue growing.
+func (a *AdaptiveLimiter) afterTimedReleaseLocked(now int64) *HookPanicError {
+	readCPU := a.gate.dueLocked(now)
+	bound := cpuBound(a.baseRTT)
+	if !a.win.closes(now, a.engine.LimitLocked()) {
 		if !readCPU {
 			a.engine.Unlock()
 			return nil
 		}
 		a.updating = true
 		a.engine.Unlock()
-		a.gateUpdate(cpuBound)
+		a.gateUpdate(bound)
 		return nil
 	}
-	s := limit.Sample{
-		Limit:    a.estimate,
-		MinLimit: a.minLimit,
-		MaxLimit: a.maxLimit,
-		InFlight: w.maxInFlight,
-		Samples:  w.samples,
-		Drops:    w.drops,
-		MinRTT:   time.Duration(w.minRTT),
-		CPUWait:  a.cpuWait,
-	}
-	if w.samples > 0 {
-		s.RTT = time.Duration(w.rttSum / w.rttWeight)
-		if rtt := int64(s.RTT); a.baseRTT == 0 || rtt < a.baseRTT {
-			a.baseRTT = rtt
-		} else {
-			a.baseRTT += max(a.baseRTT/baseRTTRise, 1)
-			a.baseRTT = min(a.baseRTT, rtt)
-		}
-	}
-	length := w.length
-	if w.samples > 0 {
-		length = min(max(int64(s.RTT), minWindow), maxWindow)
-	}
-	*w = sampleWindow{start: now, length: max(length, minWindow)}
+	s := a.closeWindowLocked(now)
 	a.updating = true
 	a.engine.Unlock()
-	return a.update(s, readCPU, cpuBound)
+	return a.update(s, readCPU, bound)
 }
 
-// closes reports whether a timed release at now closes the window: it has
-// lasted maxWindow, or it holds enough outcomes (timed ones among them)
-// and has lasted its length. A window with samples but none timed has no
-// mean yet and stays open.
-func (w *sampleWindow) closes(now int64, limit int) bool {
-	if w.samples > 0 && w.timed == 0 {
-		return false
+// closeWindowLocked returns the window that closes at now as a sample,
+// moves the baseline, and opens the next window.
+func (a *AdaptiveLimiter) closeWindowLocked(now int64) limit.Sample {
+	s := a.win.sample(a.estimate, a.minLimit, a.maxLimit, a.gate.wait)
+	if a.win.samples > 0 {
+		a.baseRTT = nextBaseRTT(a.baseRTT, int64(s.RTT))
 	}
-	elapsed := now - w.start
-	if elapsed >= maxWindow {
-		return true
-	}
-	n := w.samples + w.drops
-	return n >= min(windowMinSamples, limit) && w.timed >= min(windowMinSamples, w.samples) && elapsed >= w.length
+	a.win = a.win.next(now, s.RTT)
+	return s
 }
-
-// minCPUWait is the CPU wait below which the CPU gate never closes: Go's
-// scheduler lets a goroutine run 10 ms before preempting it, so waits of
-// a millisecond are ordinary on a busy process.
-const minCPUWait = time.Millisecond
 
 // update runs the algorithm outside the lock and applies its limit. The
 // updating flag keeps windows in order (one update at a time) and is
@@ -721,7 +474,7 @@ const minCPUWait = time.Millisecond
 // otherwise fail that unrelated execution: the previous limit stands and
 // the panic comes back as a *HookPanicError.
 //
-// With readCPU it also reads the CPU wait first (see readGate), so that
+// With readCPU it also reads the CPU wait first (see cpuGate.read), so that
 // the window reports it.
 func (a *AdaptiveLimiter) update(s limit.Sample, readCPU bool, cpuBound time.Duration) (err *HookPanicError) {
 	next := s.Limit
@@ -743,65 +496,17 @@ func (a *AdaptiveLimiter) update(s limit.Sample, readCPU bool, cpuBound time.Dur
 		a.engine.Unlock()
 	}()
 	if readCPU {
-		s.CPUWait = a.readGate(cpuBound)
+		s.CPUWait = a.gate.read(&a.engine, cpuBound)
 	}
 	next = a.alg.Update(s)
 	return nil
 }
 
-// gateUpdate reads the CPU wait between two windows (see readGate) and
-// hands the next update over.
+// gateUpdate reads the CPU wait between two windows (see cpuGate.read)
+// and hands the next update over.
 func (a *AdaptiveLimiter) gateUpdate(cpuBound time.Duration) {
-	a.readGate(cpuBound)
+	a.gate.read(&a.engine, cpuBound)
 	a.engine.Lock()
 	a.updating = false
 	a.engine.Unlock()
-}
-
-// readGate reads the CPU wait (runtime metrics, a few microseconds), off
-// every request's path and at most every cpuReadEvery: how long a
-// goroutine made runnable now can expect to wait for a CPU, from the
-// scheduling since the last reading and the run queue now (see
-// cpuWait.read). A reading over cpuBound (the limiter's normal
-// latency, at least minCPUWait) narrows the CPU gate, one within it widens
-// it (see gateAfter). It returns the reading. Called with the updating
-// flag set, so one at a time.
-func (a *AdaptiveLimiter) readGate(cpuBound time.Duration) time.Duration {
-	wait := a.cpu.read(runtime.GOMAXPROCS(0))
-	admit := a.gateAfter(wait, cpuBound)
-	a.engine.Lock()
-	a.admit, a.cpuWait = admit, wait
-	a.engine.Unlock()
-	return wait
-}
-
-// gateAfter returns the CPU gate's next share after a reading of wait
-// against bound, within [gateMin, gateScale]: over the bound it falls by a
-// tenth, and by up to a half as the wait reaches ten times the bound (a
-// long run queue drains fast, since a refused request costs little);
-// within half the bound it grows by gateRecover, and by a quarter of that
-// between half the bound and the bound, so that it settles just below the
-// share the CPU can serve. Only readGate calls it, one at a time.
-func (a *AdaptiveLimiter) gateAfter(wait, bound time.Duration) uint32 {
-	g := uint64(a.admit) // no lock: only readGate writes it, under the lock
-	switch {
-	case wait > bound:
-		// Keep 1 - wait/(20·bound) of the share, between 1/2 and 9/10.
-		cut := min(uint64(wait)*gateScale/(20*uint64(bound)), gateScale/2)
-		keep := min(gateScale-cut, gateScale*9/10)
-		g = max(g*keep/gateScale, gateMin)
-	case wait > bound/2:
-		g = min(g+gateRecover/4, gateScale)
-	default:
-		g = min(g+gateRecover, gateScale)
-	}
-	return uint32(g)
-}
-
-// callClassifier runs classify for one execution: a panic of the
-// classifier is reported on tel as event.HookPanic (event.HookClassifier) and
-// then goes on to the execution's caller unchanged.
-func callClassifier(ctx context.Context, tel Telemetry, classify Classifier, err error) LimitOutcome {
-	defer reportHookPanic(ctx, &tel, event.HookClassifier)
-	return classify(ctx, err)
 }

@@ -126,11 +126,17 @@ func (f simFigures) String() string {
 // simAdaptive runs the standard scenario for an algorithm: K = 100 for
 // 20 s, then 50 for 15 s, then 100 again for 15 s, with load offered at
 // 1.5 times the K = 100 capacity. Samples are every 100 ms.
+//
+// The simulations run in a synctest bubble, where time is fake but the
+// runtime's scheduler latencies the CPU gate reads are real: on a loaded
+// machine they would close the gate in the middle of a simulated run. So
+// they leave the gate off (IgnoreCPUWait); cpugate_test.go tests it with
+// a reading the test controls.
 func simAdaptive(t *testing.T, alg limit.Algorithm, initial int) simFigures {
 	const base = 100 * time.Millisecond
 	var f simFigures
 	synctest.Test(t, func(t *testing.T) {
-		lim, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{Algorithm: alg, InitialLimit: initial})
+		lim, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{Algorithm: alg, InitialLimit: initial, IgnoreCPUWait: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,7 +282,7 @@ func TestAdaptiveSteadyTimeoutsLowerTheLimit(t *testing.T) {
 	for _, a := range simAlgorithms() {
 		t.Run(a.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				lim, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{Algorithm: a.new(), InitialLimit: 100, MinLimit: 5})
+				lim, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{Algorithm: a.new(), InitialLimit: 100, MinLimit: 5, IgnoreCPUWait: true})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -300,7 +306,7 @@ func TestAdaptiveSteadyTimeoutsLowerTheLimit(t *testing.T) {
 // not overload; however slow they were, the limit does not move.
 func TestAdaptiveClientCancellationsAreIgnored(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lim, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{InitialLimit: 50})
+		lim, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{InitialLimit: 50, IgnoreCPUWait: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -331,7 +337,7 @@ func TestAdaptiveBaselineDoesNotDriftInLongIncident(t *testing.T) {
 		t.Run(a.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				lim, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{Algorithm: a.new()})
+				lim, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{Algorithm: a.new(), IgnoreCPUWait: true})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -360,7 +366,7 @@ func TestAdaptiveBaselineDoesNotDriftInLongIncident(t *testing.T) {
 // once the dependency does.
 func TestAdaptiveMinLimitWhileDependencySlow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lim, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{MinLimit: 10})
+		lim, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{MinLimit: 10, IgnoreCPUWait: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -419,7 +425,7 @@ func TestAdaptiveSimulationSampledTimingAtHighThroughput(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g, _ := limit.NewGradient2(limit.Gradient2Options{})
 		rec := &windowRecorder{Algorithm: g}
-		lim, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{Algorithm: rec})
+		lim, err := NewAdaptiveLimiter(AdaptiveLimiterOptions{Algorithm: rec, IgnoreCPUWait: true})
 		if err != nil {
 			t.Fatal(err)
 		}

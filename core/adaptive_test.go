@@ -125,41 +125,11 @@ func TestAdaptiveLimiterDefaults(t *testing.T) {
 	if got := a.Stats(); got != (LimiterStats{Limit: 20}) {
 		t.Fatalf("Stats() = %+v", got)
 	}
-	if a.minLimit != 1 || a.maxLimit != 1000 || a.StrategyName() != "AdaptiveLimiter" {
-		t.Fatalf("defaults: min %d max %d name %q", a.minLimit, a.maxLimit, a.StrategyName())
+	if a.minLimit != 1 || a.maxLimit != 1000 || StrategyName(a) != "AdaptiveLimiter" {
+		t.Fatalf("defaults: min %d max %d name %q", a.minLimit, a.maxLimit, StrategyName(a))
 	}
 	if _, ok := a.alg.(*limit.Gradient2); !ok {
 		t.Fatalf("default algorithm %T", a.alg)
-	}
-}
-
-func TestDefaultClassify(t *testing.T) {
-	bg := context.Background()
-	dl, cancel := context.WithDeadline(bg, time.Unix(0, 0))
-	defer cancel()
-	cc, cancel2 := context.WithCancel(bg)
-	cancel2()
-	other := errors.New("boom")
-	for _, c := range []struct {
-		name string
-		ctx  context.Context
-		err  error
-		want LimitOutcome
-	}{
-		{"success", bg, nil, LimitSampled},
-		{"error", bg, other, LimitSampled},
-		{"own deadline", dl, context.DeadlineExceeded, LimitDropped},
-		{"inner timeout strategy", bg, &TimeoutRejectedError{Timeout: time.Second}, LimitDropped},
-		{"inner deadline", bg, context.DeadlineExceeded, LimitDropped},
-		{"caller cancelled", cc, context.Canceled, LimitAbandoned},
-		{"inner rejection", bg, errLimitFull, LimitIgnored},
-	} {
-		if got := DefaultClassify(c.ctx, c.err); got != c.want {
-			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
-		}
-	}
-	if LimitOutcome(9).String() != "LimitOutcome(9)" || LimitDropped.String() != "drop" {
-		t.Error("LimitOutcome.String")
 	}
 }
 

@@ -253,8 +253,8 @@ func (cb *CircuitBreaker[T]) validate() error {
 	return nil
 }
 
-// StrategyName returns the name used in telemetry.
-func (cb *CircuitBreaker[T]) StrategyName() string { return cb.name }
+// strategyName is the name used in telemetry (see StrategyName).
+func (cb *CircuitBreaker[T]) strategyName() string { return cb.name }
 
 // State returns the current state. An open circuit whose break has passed
 // reports CircuitOpen until an execution arrives to probe it.

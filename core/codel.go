@@ -32,6 +32,14 @@ import "time"
 // whose permits free in bursts still serves its most important class in
 // full while CoDel drains the rest.
 //
+// Flows (a Flow function) are spared the same way within the best
+// priority: a flow none of whose waiters was shed within the last
+// Interval is getting what it asks for, so its waiters keep their queue
+// timeout and are not rejected for waiting past Target; the flows that
+// ask for more than their share are shed again and again, and CoDel
+// drains theirs. A quiet tenant is then served in full even when permits
+// free in bursts farther apart than Target.
+//
 // Use it when a queue is configured (QueueLimit > 0) and overload can last
 // longer than a burst, which is the usual case for an inbound limiter. It
 // costs nothing on the fast path (a free permit); queued executions read the

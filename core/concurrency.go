@@ -17,18 +17,27 @@ type OverflowPolicy string
 
 const (
 	// OverflowRejectNew rejects the newcomer with ReasonFull. It is the
-	// default without a Priority function.
+	// default without a Priority function. With a Flow function, a
+	// newcomer whose flow uses less of the limiter (its waiters at the
+	// priority and its permits, per weight), even counting the newcomer,
+	// than the waiting flow that uses the most, evicts that flow's newest
+	// waiter with ReasonDropped instead.
 	OverflowRejectNew OverflowPolicy = "reject-new"
 	// OverflowDropOldest evicts the waiter that has waited longest, whatever
 	// its priority, with ReasonDropped, and queues the newcomer. Useful when
-	// old requests are likely abandoned by their clients anyway.
+	// old requests are likely abandoned by their clients anyway. With a
+	// Flow function it evicts the oldest waiter of the flow that uses the
+	// most (as for reject-new, at any priority; the newcomer's own flow
+	// counted with the newcomer).
 	OverflowDropOldest OverflowPolicy = "drop-oldest"
 	// OverflowDropLowestPriority evicts the newest waiter of the lowest
 	// priority (the largest Priority number) with ReasonDropped if the
 	// newcomer outranks it (a strictly lower number) and queues the newcomer;
 	// otherwise it rejects the newcomer with ReasonFull. Under overload the
 	// least important traffic is what gets shed. It is the default with a
-	// Priority function: among equal priorities it is reject-new.
+	// Priority function: among equal priorities it is reject-new. With a
+	// Flow function the waiter evicted is the newest of the lowest
+	// priority's flow that uses the most.
 	OverflowDropLowestPriority OverflowPolicy = "drop-lowest-priority"
 )
 
@@ -70,6 +79,32 @@ type ConcurrencyLimiterOptions struct {
 	// limiter's lock, so it may be slow or panic without harming the limiter.
 	// nil means every execution has priority 0.
 	Priority func(ctx context.Context) int
+	// Flow, when set, shares the permits fairly between the flows of one
+	// priority (tenants, API keys, clients): it returns an execution's
+	// flow key (inbound.KeyByHeader and inbound.KeyByClientIP are ready
+	// made). A freed permit goes to the waiting flow that holds the fewest
+	// permits per unit of FlowWeight, flows that hold equally many take
+	// turns, and a flow's executions keep their arrival order; a full
+	// queue sheds from the flow that uses the most, waiters and permits
+	// together (see OverflowPolicy), and CoDel spares the flows whose
+	// demand is met (see CoDelOptions).
+	// It is called like Priority: at most once per execution, only when
+	// the execution must queue or a full queue would shed it, outside the
+	// lock. An execution admitted at once is not counted to its flow (when
+	// permits are free nobody waits). A flow is kept only while it has an
+	// execution queued or a permit from the queue, so memory is bounded by
+	// the limits. Permits taken with Acquire (not Execute) are ordered
+	// fairly but not counted to their flow, since Release cannot tell
+	// whose permit it returns. nil means one flow: arrival order within a
+	// priority. Ignored when QueueLimit is 0.
+	Flow func(ctx context.Context) string
+	// FlowWeight gives flows unequal shares (paid tiers): a flow of
+	// weight 4 may hold four times the permits of a flow of weight 1
+	// before the other is served first. It is called with Flow; a flow
+	// keeps the weight it had when it became active. Values below 1 count
+	// as 1, above MaxFlowWeight as MaxFlowWeight. nil means 1. Requires
+	// Flow.
+	FlowWeight func(ctx context.Context) int
 	// Overflow is what happens when the queue is full. Default
 	// OverflowRejectNew, or OverflowDropLowestPriority when Priority is
 	// set (so that a full queue of less important waiters cannot turn a
@@ -104,6 +139,7 @@ type ConcurrencyLimiter struct {
 	name   string
 	opts   ConcurrencyLimiterOptions // as given, for validate
 	engine queue.Engine
+	fair   *ranker // nil without a Flow function
 }
 
 // Rejections are shared values: they carry nothing per execution, and
@@ -126,7 +162,12 @@ func NewConcurrencyLimiter(opts ConcurrencyLimiterOptions) (*ConcurrencyLimiter,
 	if l.name == "" {
 		l.name = "ConcurrencyLimiter"
 	}
-	l.engine.Init(engineOptions(opts.PermitLimit, opts.QueueLimit, opts.QueueTimeout, opts.Priority, opts.Overflow, opts.CoDel))
+	eo := engineOptions(opts.PermitLimit, opts.QueueLimit, opts.QueueTimeout, opts.Priority, opts.Overflow, opts.CoDel)
+	if opts.Flow != nil && opts.QueueLimit > 0 {
+		eo.Fair = true
+		l.fair = &ranker{priority: opts.Priority, flow: opts.Flow, weight: opts.FlowWeight}
+	}
+	l.engine.Init(eo)
 	return l, nil
 }
 
@@ -198,6 +239,9 @@ func validateConcurrencyOptions(o ConcurrencyLimiterOptions) error {
 	if _, err := ParseOverflowPolicy(string(o.Overflow)); err != nil {
 		return err
 	}
+	if err := validateFlow("ConcurrencyLimiterOptions", o.Flow, o.FlowWeight); err != nil {
+		return err
+	}
 	return validateCoDel("ConcurrencyLimiterOptions", o.CoDel)
 }
 
@@ -205,8 +249,8 @@ func validateConcurrencyOptions(o ConcurrencyLimiterOptions) error {
 // NewConcurrencyLimiter is always valid; the zero value is not.
 func (l *ConcurrencyLimiter) validate() error { return validateConcurrencyOptions(l.opts) }
 
-// StrategyName returns the name used in telemetry.
-func (l *ConcurrencyLimiter) StrategyName() string {
+// strategyName is the name used in telemetry (see StrategyName).
+func (l *ConcurrencyLimiter) strategyName() string {
 	if l.name == "" {
 		return "ConcurrencyLimiter"
 	}
@@ -224,6 +268,14 @@ type LimiterStats struct {
 	InFlight int `json:"inflight"`
 	// Queued is the number of executions waiting for a permit.
 	Queued int `json:"queued"`
+	// Flows is the number of flows active (with an execution queued or a
+	// permit from the queue), with a Flow function; 0 without one.
+	Flows int `json:"flows,omitempty"`
+	// LargestFlowShare is the share of the permits in flight held by the
+	// flow that holds the most, from 0 to 1, with a Flow function; 0
+	// without one. Flows themselves never appear in statistics or
+	// telemetry: their number is the clients'.
+	LargestFlowShare float64 `json:"largestFlowShare,omitempty"`
 }
 
 // Stats returns a consistent snapshot of the limit, the permits held and the
@@ -232,7 +284,9 @@ func (l *ConcurrencyLimiter) Stats() LimiterStats { return engineStats(&l.engine
 
 func engineStats(e *queue.Engine) LimiterStats {
 	limit, inFlight, queued := e.Stats()
-	return LimiterStats{Limit: limit, InFlight: inFlight, Queued: queued}
+	s := LimiterStats{Limit: limit, InFlight: inFlight, Queued: queued}
+	flowStats(e, &s)
+	return s
 }
 
 // SetLimit changes the permit limit while the limiter is in use; n < 1 is
@@ -269,6 +323,10 @@ func (l *ConcurrencyLimiter) TryAcquire() bool { return l.engine.TryAcquire() }
 // ctx's deadline. The rejection errors are shared values: match them with
 // errors.As or errors.Is and do not modify them.
 func (l *ConcurrencyLimiter) Acquire(ctx context.Context) error {
+	if l.fair != nil {
+		_, r, _ := l.engine.AcquireRanked(ctx, l.fair.rankFunc(nil), false)
+		return engineError(ctx, r)
+	}
 	_, r := l.engine.Acquire(ctx, l.opts.Priority)
 	return engineError(ctx, r)
 }
@@ -294,6 +352,9 @@ func (l *ConcurrencyLimiter) Release() {
 // first returns context.Cause(ctx) and emits nothing, as that is the
 // caller's doing.
 func (l *ConcurrencyLimiter) Execute(ctx context.Context, tel Telemetry, next Next) error {
+	if l.fair != nil {
+		return l.executeFair(ctx, tel, next)
+	}
 	var rank func(context.Context) int
 	if p := l.opts.Priority; p != nil {
 		rank = func(ctx context.Context) int { return callPriority(ctx, &tel, p) }
@@ -304,6 +365,19 @@ func (l *ConcurrencyLimiter) Execute(ctx context.Context, tel Telemetry, next Ne
 		return err
 	}
 	defer l.Release()
+	emitQueueAdmitted(ctx, tel, waited)
+	return next(ctx)
+}
+
+// executeFair is Execute with a Flow function: the permit is counted to
+// the execution's flow until it returns.
+func (l *ConcurrencyLimiter) executeFair(ctx context.Context, tel Telemetry, next Next) error {
+	waited, r, f := l.engine.AcquireRanked(ctx, l.fair.rankFunc(&tel), true)
+	if err := engineError(ctx, r); err != nil {
+		emitLimiterRejection(ctx, tel, waited, err)
+		return err
+	}
+	defer l.engine.ReleaseFlow(f)
 	emitQueueAdmitted(ctx, tel, waited)
 	return next(ctx)
 }

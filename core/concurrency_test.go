@@ -15,10 +15,11 @@ import (
 
 	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/internal/queue"
+	"github.com/ylcnfrht/resilience/core/property"
 )
 
 // clPriorityKey carries a test execution's priority; clPriority reads it.
-var clPriorityKey = NewKey[int]("test-priority")
+var clPriorityKey = property.NewKey[int]("test-priority")
 
 func clPriority(ctx context.Context) int {
 	p, _ := clPriorityKey.Value(ctx)
@@ -151,8 +152,8 @@ func TestConcurrencyLimiterOptionsValidation(t *testing.T) {
 
 func TestConcurrencyLimiterDefaults(t *testing.T) {
 	l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 3})
-	if l.StrategyName() != "ConcurrencyLimiter" {
-		t.Errorf("StrategyName() = %q", l.StrategyName())
+	if StrategyName(l) != "ConcurrencyLimiter" {
+		t.Errorf("StrategyName() = %q", StrategyName(l))
 	}
 	if o := engineOptions(3, 0, 0, nil, "", nil); o.Overflow != queue.RejectNew {
 		t.Errorf("default overflow = %v, want reject-new", o.Overflow)
@@ -162,8 +163,8 @@ func TestConcurrencyLimiterDefaults(t *testing.T) {
 	}
 	wantStats(t, l, LimiterStats{Limit: 3})
 	named := newTestLimiter(t, ConcurrencyLimiterOptions{Name: "db", PermitLimit: 1})
-	if named.StrategyName() != "db" {
-		t.Errorf("StrategyName() = %q, want db", named.StrategyName())
+	if StrategyName(named) != "db" {
+		t.Errorf("StrategyName() = %q, want db", StrategyName(named))
 	}
 }
 
@@ -232,8 +233,8 @@ func TestConcurrencyLimiterZeroValueRejects(t *testing.T) {
 	if err := l.validate(); !errors.As(err, &ce) || ce.Field != "ConcurrencyLimiterOptions.PermitLimit" {
 		t.Fatalf("Validate() = %v", err)
 	}
-	if l.StrategyName() != "ConcurrencyLimiter" {
-		t.Fatalf("StrategyName() = %q", l.StrategyName())
+	if StrategyName(&l) != "ConcurrencyLimiter" {
+		t.Fatalf("StrategyName() = %q", StrategyName(&l))
 	}
 }
 

@@ -107,10 +107,10 @@ func (e *RateLimitRejectedError) Is(target error) bool {
 }
 
 // HookPanicError reports a panic in a function supplied by the user (see
-// the package documentation, User hooks). It is the Err of an
+// "User hooks and their panics" in docs/guide.md). It is the Err of an
 // event.HookPanic; Hook names the hook (event.HookPriority and the other
-// event.Hook… constants). Value is what the hook panicked with. A hook shared by
-// every execution (the limit.Algorithm, inbound's Render) is contained
+// event.Hook… constants). Value is what the hook panicked with. A hook
+// shared by every execution (the limit.Algorithm, inbound's Render) is contained
 // where it ran; a hook run for one execution alone (Priority, Key,
 // Classifier) panics on in that execution, with Value unchanged. Never
 // sent to clients; safe to read from any goroutine once returned.
@@ -192,3 +192,13 @@ func parseEnum[E ~string](s string, def E, values ...E) (E, bool) {
 func unknownEnum[E ~string](field, what, s string, values ...E) error {
 	return config.UnknownEnum(field, what, s, values...)
 }
+
+// Names the concurrency limiter's rejection had before v0.2, kept so that
+// code written against them still builds.
+var (
+	// Deprecated: use ErrConcurrencyLimitRejected.
+	ErrBulkheadRejected = ErrConcurrencyLimitRejected
+)
+
+// Deprecated: use ConcurrencyLimitRejectedError.
+type BulkheadRejectedError = ConcurrencyLimitRejectedError

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/property"
 )
 
 func ExampleConcurrencyLimiter() {
@@ -41,15 +42,15 @@ func ExampleConcurrencyLimiter() {
 	fmt.Printf("afterwards: %+v\n", limiter.Stats())
 	// Output:
 	// second execution rejected: full
-	// while running: {Limit:1 InFlight:1 Queued:0}
+	// while running: {Limit:1 InFlight:1 Queued:0 Flows:0 LargestFlowShare:0}
 	// report ready <nil>
-	// afterwards: {Limit:1 InFlight:0 Queued:0}
+	// afterwards: {Limit:1 InFlight:0 Queued:0 Flows:0 LargestFlowShare:0}
 }
 
 // Queued executions are granted by priority (lower first), then in arrival
 // order.
 func ExampleConcurrencyLimiter_priority() {
-	tier := resilience.NewKey[int]("tier")
+	tier := property.NewKey[int]("tier")
 	limiter, err := resilience.NewConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{
 		PermitLimit:  1,
 		QueueLimit:   10,

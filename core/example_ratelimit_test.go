@@ -7,6 +7,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/property"
 	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
@@ -14,7 +15,7 @@ import (
 // the context as a typed property; a third call within the minute is
 // refused with the time to wait, and another client is unaffected.
 func ExampleRateLimiter() {
-	client := resilience.NewKey[string]("client")
+	client := property.NewKey[string]("client")
 	p, err := resilience.NewBuilder[string](resilience.WithName("search")).
 		AddRateLimiter(resilience.RateLimiterOptions{
 			Name:        "per-client",

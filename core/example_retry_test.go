@@ -56,9 +56,3 @@ func ExampleRetryOptions_shouldHandle() {
 	fmt.Println(status)
 	// Output: 200
 }
-
-func ExampleParseRetryAfter() {
-	d, ok := resilience.ParseRetryAfter("120", time.Now())
-	fmt.Println(d, ok)
-	// Output: 2m0s true
-}

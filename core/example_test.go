@@ -7,6 +7,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/property"
 )
 
 func ExampleNewBuilder() {
@@ -32,7 +33,7 @@ func ExampleBuilder_Build_invalidOptions() {
 }
 
 func ExampleNewKey() {
-	tenant := resilience.NewKey[string]("tenant")
+	tenant := property.NewKey[string]("tenant")
 	ctx := tenant.With(context.Background(), "acme")
 	p, _ := resilience.NewBuilder[string]().Build()
 	who, _ := p.Execute(ctx, func(ctx context.Context) (string, error) {

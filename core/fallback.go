@@ -67,8 +67,8 @@ func (b *Builder[T]) AddFallback(opts FallbackOptions[T]) *Builder[T] {
 	return b.AddResultStrategy(NewFallback(opts))
 }
 
-// StrategyName returns the name used in telemetry.
-func (s *Fallback[T]) StrategyName() string { return s.name }
+// strategyName is the name used in telemetry (see StrategyName).
+func (s *Fallback[T]) strategyName() string { return s.name }
 
 // ExecuteResult implements ResultStrategy.
 func (s *Fallback[T]) ExecuteResult(ctx context.Context, tel Telemetry, next ResultNext[T]) (T, error) {

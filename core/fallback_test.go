@@ -75,7 +75,7 @@ func TestFallbackActionAndPassThrough(t *testing.T) {
 	if v, err := q.Execute(context.Background(), fail); v != 7 || err != nil {
 		t.Fatalf("FallbackValue: %d, %v", v, err)
 	}
-	if s := NewFallback(FallbackOptions[int]{Name: "f"}); s.StrategyName() != "f" {
-		t.Fatal(s.StrategyName())
+	if s := NewFallback(FallbackOptions[int]{Name: "f"}); StrategyName(s) != "f" {
+		t.Fatal(StrategyName(s))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ylcnfrht/resilience/core/event"
+	"github.com/ylcnfrht/resilience/core/property"
 )
 
 // HedgingOptions configures a Hedging. The zero value launches one hedged
@@ -80,8 +81,8 @@ const maxHedgedAttempts = 10
 // goroutine (ShouldHandle, ActionGenerator, OnHedging, OnDiscard,
 // KeepWinner), after the launched attempts have been cancelled and have
 // returned (their outcomes discarded, a panic among them dropped in favour
-// of the hook's). A context marked by WithSingleAttempt gets one attempt,
-// run directly.
+// of the hook's). A context marked by property.WithSingleAttempt gets one
+// attempt, run directly.
 //
 // Safe for concurrent use. Emits event.Hedging for each hedged launch,
 // event.ExecutionAttempt for each attempt and event.RetryBudgetExceeded
@@ -134,8 +135,8 @@ func (s *Hedging[T]) validate() error {
 	return checkNonNegativeDuration("HedgingOptions.Delay", o.Delay)
 }
 
-// StrategyName returns the name used in telemetry.
-func (s *Hedging[T]) StrategyName() string { return s.name }
+// strategyName is the name used in telemetry (see StrategyName).
+func (s *Hedging[T]) strategyName() string { return s.name }
 
 // hedgeResult is what one attempt reports back.
 type hedgeResult[T any] struct {
@@ -165,7 +166,7 @@ func (s *Hedging[T]) ExecuteResult(ctx context.Context, tel Telemetry, next Resu
 	if b := s.opts.Budget; b != nil {
 		b.FirstAttempt()
 	}
-	if SingleAttempt(ctx) {
+	if property.SingleAttempt(ctx) {
 		return next(ctx)
 	}
 	total := s.max + 1

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ylcnfrht/resilience/core/event"
+	"github.com/ylcnfrht/resilience/core/property"
 )
 
 // attemptLog records, per attempt index, when it started and how it ended.
@@ -178,7 +179,7 @@ func TestHedgingPanicPropagatesAfterOthersReturn(t *testing.T) {
 // launching.
 func TestHedgingActionGenerator(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		hedgeKey := NewKey[int]("hedge")
+		hedgeKey := property.NewKey[int]("hedge")
 		var hedged []int
 		p := buildResult[int](t, nil, newHedging(HedgingOptions[int]{MaxHedgedAttempts: 5, OnHedging: func(_ context.Context, n int) { hedged = append(hedged, n) },
 			ActionGenerator: func(n int, next ResultNext[int]) ResultNext[int] {
@@ -474,7 +475,7 @@ func TestHedgingHookPanicCancelsAndWaitsForAttempts(t *testing.T) {
 func TestHedgingSingleAttempt(t *testing.T) {
 	p := buildResult[int](t, nil, newHedging(HedgingOptions[int]{}))
 	calls := 0
-	if _, err := p.Execute(WithSingleAttempt(context.Background()), func(context.Context) (int, error) {
+	if _, err := p.Execute(property.WithSingleAttempt(context.Background()), func(context.Context) (int, error) {
 		calls++
 		return 0, errDependency
 	}); err != errDependency || calls != 1 {

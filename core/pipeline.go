@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/ylcnfrht/resilience/core/event"
-	"github.com/ylcnfrht/resilience/core/internal/config"
 )
 
 // Next runs the rest of a pipeline: the strategies inside the current one and
@@ -78,11 +77,33 @@ type ResultStrategy[T any] interface {
 // for the next. The pipeline never passes a nil ResultNext.
 type ResultNext[T any] func(ctx context.Context) (T, error)
 
-// Named is implemented by strategies that have a name for telemetry. A
-// strategy without one is labelled "Strategy"; so is one with an empty
-// name. Build reads the name once.
+// Named is implemented by strategies of your own that have a name for
+// telemetry (see StrategyName). Build reads the name once.
 type Named interface {
 	StrategyName() string
+}
+
+// named is implemented by this package's strategies: the name in their
+// options, or their default.
+type named interface{ strategyName() string }
+
+// StrategyName returns the name a pipeline labels s's events with: the
+// Name in a built-in strategy's options or its default ("Retry",
+// "ConcurrencyLimiter", …), what a Named strategy returns, and "Strategy"
+// for any other value or an empty name. Use it to build the Telemetry of a
+// strategy run outside a pipeline.
+func StrategyName(s any) string {
+	var name string
+	switch n := s.(type) {
+	case named:
+		name = n.strategyName()
+	case Named:
+		name = n.StrategyName()
+	}
+	if name == "" {
+		return "Strategy"
+	}
+	return name
 }
 
 // ErrNilCallback is returned by Execute when the callback is nil.
@@ -106,22 +127,20 @@ type stage[T any] struct {
 	tel    Telemetry
 }
 
-// hasTimeout reports whether one of the pipeline's own strategies is a
-// *Timeout (see config.PipelineHasTimeout).
-func (p *Pipeline[T]) hasTimeout() bool {
-	for _, s := range p.stages {
-		if _, ok := s.plain.(*Timeout); ok {
-			return true
+// Strategies returns the pipeline's strategies, outermost first, each the
+// Strategy or ResultStrategy[T] value added to the builder: for code that
+// must refuse a pipeline holding a kind of strategy (package outbound
+// refuses a *Timeout) and for diagnostics. The slice is new on every call.
+func (p *Pipeline[T]) Strategies() []any {
+	out := make([]any, len(p.stages))
+	for i, s := range p.stages {
+		if s.plain != nil {
+			out[i] = s.plain
+		} else {
+			out[i] = s.result
 		}
 	}
-	return false
-}
-
-func init() {
-	config.PipelineHasTimeout = func(pipeline any) bool {
-		p, ok := pipeline.(interface{ hasTimeout() bool })
-		return ok && p.hasTimeout()
-	}
+	return out
 }
 
 // Name returns the pipeline's name.
@@ -251,11 +270,7 @@ func (b *Builder[T]) Build() (*Pipeline[T], error) {
 		if err := validateStrategy(s); err != nil {
 			errs = append(errs, err)
 		}
-		name := "Strategy"
-		if n, ok := s.(Named); ok && n.StrategyName() != "" {
-			name = n.StrategyName()
-		}
-		st.tel = NewTelemetry(b.cfg.name, name, b.cfg.listener)
+		st.tel = NewTelemetry(b.cfg.name, StrategyName(s), b.cfg.listener)
 		p.stages[i] = st
 	}
 	if len(errs) > 0 {

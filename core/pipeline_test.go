@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ylcnfrht/resilience/core/event"
 )
@@ -228,3 +229,59 @@ func TestResultStrategyConcurrentNextKeepsValuesApart(t *testing.T) {
 }
 
 type attemptKey struct{}
+
+// Strategies lists the pipeline's own strategy values, outermost first,
+// plain and result strategies alike, in a slice the caller may keep.
+func TestPipelineStrategies(t *testing.T) {
+	to, err := NewTimeout(TimeoutOptions{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb := NewFallback(FallbackOptions[int]{FallbackValue: 1})
+	p, err := NewBuilder[int]().AddStrategy(to).AddResultStrategy(fb).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := p.Strategies()
+	if len(got) != 2 || got[0] != any(to) || got[1] != any(fb) {
+		t.Fatalf("Strategies() = %v, want [timeout fallback]", got)
+	}
+	got[0] = nil
+	if p.Strategies()[0] != any(to) {
+		t.Fatal("changing the returned slice changed the pipeline")
+	}
+	var zero Pipeline[int]
+	if len(zero.Strategies()) != 0 {
+		t.Fatal("the zero pipeline has strategies")
+	}
+}
+
+type namedStrategy string
+
+func (n namedStrategy) StrategyName() string { return string(n) }
+
+// StrategyName is the label a pipeline gives a stage: a built-in
+// strategy's configured name or default, a Named strategy's name, and
+// "Strategy" otherwise.
+func TestStrategyNameLabels(t *testing.T) {
+	to, err := NewTimeout(TimeoutOptions{Name: "db-timeout", Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		s    any
+		want string
+	}{
+		{to, "db-timeout"},
+		{&ConcurrencyLimiter{}, "ConcurrencyLimiter"},
+		{&AdaptiveLimiter{}, "AdaptiveLimiter"},
+		{namedStrategy("mine"), "mine"},
+		{namedStrategy(""), "Strategy"},
+		{42, "Strategy"},
+		{nil, "Strategy"},
+	} {
+		if got := StrategyName(c.s); got != c.want {
+			t.Errorf("StrategyName(%T) = %q, want %q", c.s, got, c.want)
+		}
+	}
+}

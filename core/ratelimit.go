@@ -177,8 +177,8 @@ func (l *RateLimiter) validate() error {
 	return nil
 }
 
-// StrategyName returns the name used in telemetry.
-func (l *RateLimiter) StrategyName() string {
+// strategyName is the name used in telemetry (see StrategyName).
+func (l *RateLimiter) strategyName() string {
 	if l.opts.Name == "" {
 		return "RateLimiter"
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ylcnfrht/resilience/core/event"
+	"github.com/ylcnfrht/resilience/core/property"
 	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
@@ -111,12 +112,12 @@ func FuzzRateLimiterOptions(f *testing.F) {
 func TestRateLimiterDefaults(t *testing.T) {
 	l := rlNew(t, RateLimiterOptions{PermitLimit: 5, Window: time.Minute})
 	want := ratelimit.Policy{Name: "default", Algorithm: ratelimit.FixedWindow, Limit: 5, Window: time.Minute}
-	if l.Policy() != want || l.StrategyName() != "RateLimiter" || l.validate() != nil {
-		t.Fatalf("policy %+v name %q", l.Policy(), l.StrategyName())
+	if l.Policy() != want || StrategyName(l) != "RateLimiter" || l.validate() != nil {
+		t.Fatalf("policy %+v name %q", l.Policy(), StrategyName(l))
 	}
 	l = rlNew(t, RateLimiterOptions{Name: "api", Algorithm: ratelimit.TokenBucket, PermitLimit: 5, Window: time.Minute})
-	if l.Policy().Name != "api" || l.StrategyName() != "api" || l.Policy().Algorithm != ratelimit.TokenBucket {
-		t.Fatalf("policy %+v name %q", l.Policy(), l.StrategyName())
+	if l.Policy().Name != "api" || StrategyName(l) != "api" || l.Policy().Algorithm != ratelimit.TokenBucket {
+		t.Fatalf("policy %+v name %q", l.Policy(), StrategyName(l))
 	}
 	d, err := l.Allow(context.Background())
 	if err != nil || d.Policy != l.Policy() {
@@ -144,7 +145,7 @@ func TestRateLimiterZeroValue(t *testing.T) {
 	}
 }
 
-var rlClient = NewKey[string]("client")
+var rlClient = property.NewKey[string]("client")
 
 func rlClientCtx(c string) context.Context { return rlClient.With(context.Background(), c) }
 

@@ -5,11 +5,10 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ylcnfrht/resilience/core/event"
+	"github.com/ylcnfrht/resilience/core/property"
 )
 
 // BackoffType says how the delay between retries grows. Its values are
@@ -103,7 +102,7 @@ type RetryOptions[T any] struct {
 // returned), and a delay that would outlast the context's deadline is not
 // started (the last outcome is returned at once). After the last attempt
 // the last outcome is returned as is. A context marked by
-// WithSingleAttempt gets no retries.
+// property.WithSingleAttempt gets no retries.
 //
 // Safe for concurrent use; it keeps no state between executions but its
 // Budget's. Emits event.ExecutionAttempt for every attempt, event.Retry
@@ -194,8 +193,8 @@ func (s *Retry[T]) validate() error {
 	return nil
 }
 
-// StrategyName returns the name used in telemetry.
-func (s *Retry[T]) StrategyName() string { return s.name }
+// strategyName is the name used in telemetry (see StrategyName).
+func (s *Retry[T]) strategyName() string { return s.name }
 
 // ExecuteResult implements ResultStrategy.
 func (s *Retry[T]) ExecuteResult(ctx context.Context, tel Telemetry, next ResultNext[T]) (T, error) {
@@ -222,7 +221,7 @@ func (s *Retry[T]) ExecuteResult(ctx context.Context, tel Telemetry, next Result
 		}
 		// Looked up only once a retry is due, so the success path never
 		// walks the context chain.
-		if attempt == 0 && SingleAttempt(ctx) {
+		if attempt == 0 && property.SingleAttempt(ctx) {
 			return v, err
 		}
 		delay := s.backoffDelay(attempt, &jitterState)
@@ -336,22 +335,6 @@ func clampDelay(d float64) time.Duration {
 	return time.Duration(d)
 }
 
-type singleAttemptKey struct{}
-
-// WithSingleAttempt returns a copy of ctx under which retry and hedging
-// strategies make exactly one attempt, for operations that must not be
-// repeated (a non-idempotent request, one whose body cannot be replayed).
-// Other strategies are unaffected.
-func WithSingleAttempt(ctx context.Context) context.Context {
-	return context.WithValue(ctx, singleAttemptKey{}, true)
-}
-
-// SingleAttempt reports whether ctx was marked by WithSingleAttempt.
-func SingleAttempt(ctx context.Context) bool {
-	v, _ := ctx.Value(singleAttemptKey{}).(bool)
-	return v
-}
-
 // RetryAfterHint is implemented by errors that carry a server's request to
 // wait before trying again (an HTTP Retry-After, a gRPC
 // grpc-retry-pushback-ms). DelayFromRetryAfter reads it. Errors are shared
@@ -384,65 +367,4 @@ func RetryAfterOf(err error) (time.Duration, bool) {
 // backoff's delay.
 func DelayFromRetryAfter[T any](_ context.Context, a RetryArgs[T]) (time.Duration, bool) {
 	return RetryAfterOf(a.Outcome.Err)
-}
-
-// httpDateLayouts are the three date forms HTTP allows in Retry-After
-// (RFC 9110 §5.6.7): IMF-fixdate first, then the obsolete RFC 850 and
-// asctime forms.
-var httpDateLayouts = [...]string{
-	"Mon, 02 Jan 2006 15:04:05 GMT",
-	"Monday, 02-Jan-06 15:04:05 GMT",
-	"Mon Jan _2 15:04:05 2006",
-}
-
-// ParseRetryAfter parses an HTTP Retry-After value, either delay-seconds
-// ("120") or an HTTP date, relative to now. A date in the past is 0. It
-// reports false for anything else, including negative numbers. The result
-// is capped at 100 years.
-func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if v[0] >= '0' && v[0] <= '9' {
-		secs, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-				return maxDuration, true
-			}
-			return 0, false
-		}
-		if secs >= uint64(maxDuration/time.Second) {
-			return maxDuration, true
-		}
-		return time.Duration(secs) * time.Second, true
-	}
-	for _, layout := range httpDateLayouts {
-		if t, err := time.Parse(layout, v); err == nil {
-			d := t.Sub(now)
-			return min(max(d, 0), maxDuration), true
-		}
-	}
-	return 0, false
-}
-
-// ParseRetryPushback parses gRPC's grpc-retry-pushback-ms trailer: a
-// non-negative number of milliseconds. It reports false for a negative or
-// malformed value, which gRPC defines as "do not retry". The result is
-// capped at 100 years.
-func ParseRetryPushback(v string) (time.Duration, bool) {
-	ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if err != nil {
-		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange && !strings.HasPrefix(strings.TrimSpace(v), "-") {
-			return maxDuration, true
-		}
-		return 0, false
-	}
-	if ms < 0 {
-		return 0, false
-	}
-	if ms >= int64(maxDuration/time.Millisecond) {
-		return maxDuration, true
-	}
-	return time.Duration(ms) * time.Millisecond, true
 }

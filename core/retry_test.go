@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ylcnfrht/resilience/core/event"
+	"github.com/ylcnfrht/resilience/core/property"
 )
 
 var errDependency = errors.New("dependency failed")
@@ -308,11 +309,11 @@ func TestRetryShouldHandle(t *testing.T) {
 func TestRetrySingleAttempt(t *testing.T) {
 	p := buildResult[int](t, nil, newRetry(RetryOptions[int]{}))
 	n := 0
-	_, err := p.Execute(WithSingleAttempt(context.Background()), func(context.Context) (int, error) { n++; return 0, errDependency })
+	_, err := p.Execute(property.WithSingleAttempt(context.Background()), func(context.Context) (int, error) { n++; return 0, errDependency })
 	if n != 1 || err != errDependency {
 		t.Fatalf("%d calls, %v", n, err)
 	}
-	if SingleAttempt(context.Background()) {
+	if property.SingleAttempt(context.Background()) {
 		t.Fatal("plain context is single-attempt")
 	}
 }
@@ -367,69 +368,6 @@ func FuzzRetryOptionsValidate(f *testing.F) {
 			if d := s.backoffDelay(a, &st); d < 0 || d > maxDuration {
 				t.Fatalf("delay %v", d)
 			}
-		}
-	})
-}
-
-func TestParseRetryAfter(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	cases := []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
-		{"120", 2 * time.Minute, true},
-		{" 0 ", 0, true},
-		{"Fri, 02 Jan 2026 03:04:35 GMT", 30 * time.Second, true},
-		{"Friday, 02-Jan-26 03:05:05 GMT", time.Minute, true},
-		{"Fri Jan  2 03:04:15 2026", 10 * time.Second, true},
-		{"Thu, 01 Jan 2026 00:00:00 GMT", 0, true}, // past
-		{"99999999999999999999999", maxDuration, true},
-		{"-5", 0, false},
-		{"1.5", 0, false},
-		{"soon", 0, false},
-		{"", 0, false},
-	}
-	for _, c := range cases {
-		d, ok := ParseRetryAfter(c.in, now)
-		if d != c.want || ok != c.ok {
-			t.Errorf("ParseRetryAfter(%q) = %v, %v; want %v, %v", c.in, d, ok, c.want, c.ok)
-		}
-	}
-}
-
-func TestParseRetryPushback(t *testing.T) {
-	cases := []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
-		{"250", 250 * time.Millisecond, true},
-		{"0", 0, true},
-		{"-1", 0, false},
-		{"x", 0, false},
-		{"99999999999999999999999", maxDuration, true},
-		{"-99999999999999999999999", 0, false},
-	}
-	for _, c := range cases {
-		d, ok := ParseRetryPushback(c.in)
-		if d != c.want || ok != c.ok {
-			t.Errorf("ParseRetryPushback(%q) = %v, %v; want %v, %v", c.in, d, ok, c.want, c.ok)
-		}
-	}
-}
-
-func FuzzParseRetryAfter(f *testing.F) {
-	for _, s := range []string{"120", "Fri, 02 Jan 2026 03:04:35 GMT", "-1", "", "18446744073709551616"} {
-		f.Add(s)
-	}
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	f.Fuzz(func(t *testing.T, s string) {
-		if d, ok := ParseRetryAfter(s, now); d < 0 || d > maxDuration || (!ok && d != 0) {
-			t.Fatalf("ParseRetryAfter(%q) = %v, %v", s, d, ok)
-		}
-		if d, ok := ParseRetryPushback(s); d < 0 || d > maxDuration || (!ok && d != 0) {
-			t.Fatalf("ParseRetryPushback(%q) = %v, %v", s, d, ok)
 		}
 	})
 }

@@ -170,8 +170,8 @@ func (s *AdaptiveThrottle[T]) validate() error {
 	return nil
 }
 
-// StrategyName returns the name used in telemetry.
-func (s *AdaptiveThrottle[T]) StrategyName() string { return s.name }
+// strategyName is the name used in telemetry (see StrategyName).
+func (s *AdaptiveThrottle[T]) strategyName() string { return s.name }
 
 // Allow decides one request: true lets it through (report its outcome
 // with Record), false rejects it locally. ExecuteResult calls both; call

@@ -89,8 +89,8 @@ func (s *Timeout) validate() error {
 	return checkPositiveDuration("TimeoutOptions.Timeout", s.opts.Timeout)
 }
 
-// StrategyName returns the name used in telemetry.
-func (s *Timeout) StrategyName() string { return s.opts.Name }
+// strategyName is the name used in telemetry (see StrategyName).
+func (s *Timeout) strategyName() string { return s.opts.Name }
 
 // Execute implements Strategy.
 func (s *Timeout) Execute(ctx context.Context, tel Telemetry, next Next) error {

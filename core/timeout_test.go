@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ylcnfrht/resilience/core/event"
+	"github.com/ylcnfrht/resilience/core/property"
 )
 
 func timeoutPipeline(t *testing.T, l event.Listener, s Strategy) *Pipeline[int] {
@@ -115,7 +116,7 @@ func TestTimeoutWaitsForCallbackAndKeepsLateSuccess(t *testing.T) {
 
 func TestTimeoutGenerator(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		budget := NewKey[time.Duration]("budget")
+		budget := property.NewKey[time.Duration]("budget")
 		s, err := NewTimeout(TimeoutOptions{Name: "per-call", Generator: func(ctx context.Context) time.Duration {
 			d, _ := budget.Value(ctx)
 			return d
@@ -270,7 +271,7 @@ func TestTimeoutContextBehavesLikeWithDeadlineCause(t *testing.T) {
 		})
 	})
 	t.Run("values and concurrent arming", func(t *testing.T) {
-		key := NewKey[string]("k")
+		key := property.NewKey[string]("k")
 		_, err := p(t).Execute(key.With(context.Background(), "v"), func(ctx context.Context) (int, error) {
 			var wg sync.WaitGroup
 			for range 8 {
@@ -434,7 +435,7 @@ func TestTimeoutOnTimeout(t *testing.T) {
 			caller bool
 		}
 		var calls []call
-		key := NewKey[bool]("caller")
+		key := property.NewKey[bool]("caller")
 		s, err := NewTimeout(TimeoutOptions{Timeout: time.Second, OnTimeout: func(ctx context.Context, d time.Duration) {
 			v, _ := key.Value(ctx)
 			calls = append(calls, call{d, v && ctx.Err() == nil})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log"
 	"net/http"
 	"runtime/debug"
 	"sync"
@@ -26,6 +25,10 @@ type Middleware struct {
 	rej    rejections
 	ends   streamEnds // rej.timeout as the end of a committed stream
 	timed  bool       // inbound's Timed: a deadline can answer for every call
+	// recycle: a call answered in time can be reused. Not under a custom
+	// pipeline, whose context (the handler's) carries the view, and with
+	// it the Call, beyond the handler's return.
+	recycle bool
 
 	specs sync.Map // procedure → connect.Spec, filled by HandlerOption
 }
@@ -45,7 +48,8 @@ func New(opts inbound.Options) (*Middleware, error) {
 	}
 	// Timed: a timeout, or a custom pipeline that may hold a timeout
 	// strategy of its own.
-	m := &Middleware{in: in, errw: connect.NewErrorWriter(), render: render, rej: newRejections(), timed: in.Timed()}
+	m := &Middleware{in: in, errw: connect.NewErrorWriter(), render: render, rej: newRejections(), timed: in.Timed(),
+		recycle: opts.Pipeline == nil}
 	m.ends = newStreamEnds(m.errw, m.rej.timeout)
 	return m, nil
 }
@@ -120,7 +124,17 @@ type call struct {
 	contentType, protocolVersion string
 	panicked                     bool // the handler panicked before its deadline
 	panicVal                     any
+
+	runFn func(ctx context.Context) error // runHandler, bound once per call value
 }
+
+// calls recycles the calls answered in time: nothing holds one then (the
+// call's goroutine sent its last event, and Execute has returned).
+var calls = sync.Pool{New: func() any {
+	c := &call{events: make(chan struct{}, 2)}
+	c.runFn = c.runHandler
+	return c
+}}
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := h.m
@@ -151,9 +165,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	c := &call{m: m, next: h.next, w: w, r: r}
+	c := calls.Get().(*call)
+	c.m, c.next, c.w, c.r = m, h.next, w, r
 	c.info = Call{Procedure: r.URL.Path, Header: r.Header, Request: r, wire: wi, m: m, c: c}
-	c.serveTimed(ctx)
+	if c.serveTimed(ctx) && m.recycle {
+		// The handler's header map was copied to the real one: it is
+		// emptied for the next call.
+		h := c.tw.h
+		clear(h)
+		*c = call{events: c.events, runFn: c.runFn}
+		c.tw.h = h
+		calls.Put(c)
+	}
 }
 
 // continueCall runs the handler of an untimed call Serve admitted.
@@ -173,12 +196,13 @@ func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // serveTimed runs the call on a goroutine of its own and waits for it or
-// for its deadline, whichever comes first.
-func (c *call) serveTimed(ctx context.Context) {
-	c.tw = timedWriter{w: c.w, rc: *http.NewResponseController(c.w), wire: c.info.wire, ends: &c.m.ends, in: c.m.in}
+// for its deadline, whichever comes first. It reports whether the call
+// ended before it returned (answered in time, or rejected): then nothing
+// holds c any more.
+func (c *call) serveTimed(ctx context.Context) bool {
+	c.tw = timedWriter{w: c.w, rc: *http.NewResponseController(c.w), wire: c.info.wire, ends: &c.m.ends, in: c.m.in, h: c.tw.h}
 	c.contentType = c.r.Header.Get("Content-Type")
 	c.protocolVersion = c.r.Header.Get("Connect-Protocol-Version")
-	c.events = make(chan struct{}, 2)
 	go c.run(ctx)
 	<-c.events
 	ended := !c.ran // a call never admitted sends only its end
@@ -192,7 +216,7 @@ func (c *call) serveTimed(ctx context.Context) {
 	// The deadline may have passed whichever fired first: a handler that
 	// returned after it left its response to be answered here.
 	if c.ran && errors.Is(c.ctx.Err(), context.DeadlineExceeded) && c.expire() {
-		return
+		return false
 	}
 	// In time, or the client left (the handler sees its context end).
 	if !ended {
@@ -208,6 +232,7 @@ func (c *call) serveTimed(ctx context.Context) {
 	if !c.ran {
 		c.m.reject(c.w, c.r, c.err)
 	}
+	return true
 }
 
 // expire answers the deadline. It reports false when the handler had
@@ -260,7 +285,7 @@ func (c *call) run(ctx context.Context) {
 			c.logLatePanic(p)
 		}
 	}()
-	c.err = c.m.in.Execute(ctx, &c.info, c.runHandler)
+	c.err = c.m.in.Execute(ctx, &c.info, c.runFn)
 }
 
 // runHandler is Execute's callback on a timed call.
@@ -277,9 +302,5 @@ func (c *call) runHandler(ctx context.Context) error {
 // logLatePanic reports a panic of a handler past its deadline: the call is
 // answered DeadlineExceeded, and the request's goroutine may be gone.
 func (c *call) logLatePanic(p any) {
-	logf := log.Printf
-	if srv, ok := c.r.Context().Value(http.ServerContextKey).(*http.Server); ok && srv.ErrorLog != nil {
-		logf = srv.ErrorLog.Printf
-	}
-	logf("resilienceconnect: panic in %s after its deadline was answered: %v\n%s", c.info.Procedure, p, debug.Stack())
+	inbound.LogPanic(c.r, "resilienceconnect: panic in %s after its deadline was answered: %v\n%s", c.info.Procedure, p, debug.Stack())
 }

@@ -33,14 +33,15 @@ const CapacityRetryAfter = time.Second
 // soon.
 const noRetry = "-1"
 
-// Messages sent to clients: constant, never internal error text.
+// Messages sent to clients: inbound's, constant, never internal error
+// text.
 const (
-	msgCapacity     = "The server is at capacity; retry later."
-	msgShuttingDown = "The server is shutting down; retry later."
-	msgTimeout      = "The request took too long to process."
-	msgRate         = "Too many requests; retry after the time in Retry-After."
-	msgRejected     = "The request was rejected; retry later."
-	msgInternal     = "The request could not be processed."
+	msgCapacity     = inbound.MessageCapacity
+	msgShuttingDown = inbound.MessageShuttingDown
+	msgTimeout      = inbound.MessageTimeout
+	msgRate         = inbound.MessageRateLimited
+	msgRejected     = inbound.MessageRejected
+	msgInternal     = inbound.MessageInternal
 	pushbackName    = "Grpc-Retry-Pushback-Ms"
 )
 
@@ -78,7 +79,7 @@ func newRejection(code connect.Code, msg, infoReason, reason string, retryAfter 
 	e.AddDetail(errorInfo(infoReason, reason))
 	if retryAfter > 0 {
 		e.AddDetail(retryInfo(retryAfter))
-		e.Meta().Set("Retry-After", strconv.FormatInt(ceilSeconds(retryAfter), 10))
+		e.Meta().Set("Retry-After", strconv.FormatInt(inbound.RetryAfter(retryAfter), 10))
 		// Rounded up: a retry at the pushback must not arrive before the
 		// wait is over.
 		e.Meta().Set(pushbackName, strconv.FormatInt(int64((retryAfter+time.Millisecond-1)/time.Millisecond), 10))
@@ -182,16 +183,6 @@ func detail(typeName string, value []byte) *connect.ErrorDetail {
 	return d
 }
 
-// ceilSeconds rounds d up to whole seconds, at least 1, as Retry-After
-// counts.
-func ceilSeconds(d time.Duration) int64 {
-	s := int64(d / time.Second)
-	if d%time.Second > 0 {
-		s++
-	}
-	return max(s, 1)
-}
-
 // writeRejection sends e, the connect error for err, to a call whose
 // handler did not run, on a response nothing was written to yet. Over gRPC
 // it is a trailers-only response: status, details and retry advice in the
@@ -251,13 +242,7 @@ func (m *Middleware) writeError(w http.ResponseWriter, r *http.Request, err erro
 	if resp.Status < 100 || resp.Status > 999 {
 		resp = def // a faulty hook cannot break the reply
 	}
-	h := w.Header()
-	for k, v := range resp.Header {
-		h[k] = v
-	}
-	h["Content-Length"] = []string{strconv.Itoa(len(resp.Body))}
-	w.WriteHeader(resp.Status)
-	_, _ = w.Write(resp.Body)
+	inbound.WriteResponse(w, resp)
 }
 
 // captureWriter records the response connect's ErrorWriter writes, as the

@@ -5,8 +5,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/ylcnfrht/resilience/adapters/echo"
+	resilienceecho "github.com/ylcnfrht/resilience/adapters/echo"
 	"github.com/ylcnfrht/resilience/conformance"
+	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 // echoHarness mounts the suite the way an echo user would: the health
@@ -27,7 +28,8 @@ func echoHarness() conformance.Harness {
 			h := echo.WrapHandler(cfg.Handler)
 			g.Any("/*", h)
 			g.Any("/route/:id", h) // conformance.RoutePattern
-			return conformance.NewHTTPServer(e, mw.Inbound().Stats)
+			// DetachHTTP2: the 504 then ends its HTTP/2 stream cleanly.
+			return conformance.NewHTTPServer(inbound.DetachHTTP2(e), mw.Inbound().Stats)
 		},
 	}
 }

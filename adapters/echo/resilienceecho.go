@@ -62,13 +62,13 @@
 // after the middleware, so the adaptive limiter (Options.Adaptive) counts
 // such a request by the status the handler wrote itself (none: 200).
 //
-// Over HTTP/2 the 504 goes out whole at the deadline, and its stream is
-// then reset rather than ended: HTTP/2 ends a stream only when the
-// handler chain returns, and the chain cannot return before the late
-// handler does, since echo recycles its context then. (The net/http
-// middleware runs a timed HTTP/2 request on a goroutine of its own
-// instead.) A client that reads the body to its end then sees a stream
-// error after the complete 504.
+// Over HTTP/2 the 504 ends its stream cleanly only with the router
+// wrapped in inbound.DetachHTTP2 (srv.Handler = inbound.DetachHTTP2(r)):
+// HTTP/2 ends a stream only when ServeHTTP returns, and echo's chain cannot
+// return before a late handler does, since echo recycles its context then.
+// Without the wrapper the 504 goes out whole at the deadline and its
+// stream is then reset: a client that reads the body to its end sees a
+// stream error after the complete 504.
 //
 // Every capability of the conformance suite is supported; nothing is
 // declared missing.

@@ -40,6 +40,7 @@ func fiberHarness(name string, use, onTime bool) conformance.Harness {
 	missing := map[conformance.Capability]string{
 		conformance.CapDisconnect: disconnectMissing,
 		conformance.CapStreaming:  streamingMissing,
+		conformance.CapHTTP2:      "fasthttp speaks HTTP/1 only",
 	}
 	if use {
 		missing[conformance.CapRoute] = routeMissing

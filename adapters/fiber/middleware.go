@@ -100,13 +100,14 @@ type call struct {
 	// expire builds on the deadline's goroutine.
 	rate atomic.Pointer[[]headerField]
 
+	answered bool // expire ran: the slot holds the 504, x is not recycled
+
 	run     func(ctx context.Context) error
 	expired func(cause error)
 }
 
-// calls recycles the calls of requests without a slot: nothing holds one
-// once Execute returns. (With a slot, the deadline's callback may still be
-// running.)
+// calls recycles the calls: nothing holds one once Execute or
+// ExecuteInPlace returns, unless the deadline answered the request.
 var calls = sync.Pool{New: func() any { return newCall() }}
 
 func newCall() *call {
@@ -154,8 +155,17 @@ func (m *Middleware) Handler(c *fiber.Ctx) error {
 	var x *call
 	var err error
 	if s := slotOf(c); s != nil {
-		x = newCall()
+		x = calls.Get().(*call)
 		x.m, x.c, x.parent, x.slot, x.head = m, c, c.UserContext(), s, c.Context().IsHead()
+		defer func() {
+			if !x.answered {
+				// Once ExecuteInPlace returned no expired call runs:
+				// unless it answered (its 504 is in the slot), nothing
+				// holds x.
+				*x = call{run: x.run, expired: x.expired}
+				calls.Put(x)
+			}
+		}()
 		err = m.in.ExecuteInPlace(x.parent, c, x.run, x.expired)
 	} else {
 		x = calls.Get().(*call)

@@ -1,6 +1,7 @@
 package resiliencefiber
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/gofiber/fiber/v2"
@@ -57,19 +58,30 @@ func OnTimeHandler(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 			h(rc)
 			return
 		}
-		s := &slot{signal: make(chan struct{}, 1)}
+		s := slots.Get().(*slot)
 		rc.SetUserValue(slotKey{}, s)
 		go s.run(h, rc)
 		<-s.signal
 		if s.state.Load() == stateExpired {
+			// The late handler keeps s: it is not recycled.
 			rc.TimeoutErrorWithResponse(s.resp)
 			return
 		}
-		if s.panicked {
-			panic(s.panicVal)
+		rc.RemoveUserValue(slotKey{})
+		panicked, v := s.panicked, s.panicVal
+		// The handler returned first, and with it ExecuteInPlace, which
+		// leaves no expired call running: nothing holds s any more.
+		s.state.Store(stateRunning)
+		s.resp, s.panicked, s.panicVal = nil, false, nil
+		slots.Put(s)
+		if panicked {
+			panic(v)
 		}
 	}
 }
+
+// slots recycles the slots of requests answered by their handler.
+var slots = sync.Pool{New: func() any { return &slot{signal: make(chan struct{}, 1)} }}
 
 // slotKey is the RequestCtx user value under which OnTimeHandler leaves a
 // request's slot for the middleware.
@@ -135,6 +147,7 @@ func slotOf(c *fiber.Ctx) *slot {
 // expire hands the rendered 504 to OnTimeHandler, with the RateLimit
 // fields the response already had.
 func (x *call) expire(cause error) {
+	x.answered = true
 	resp, ok := x.m.in.Render(cause)
 	if !ok {
 		return

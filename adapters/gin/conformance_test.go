@@ -5,8 +5,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/ylcnfrht/resilience/adapters/gin"
+	resiliencegin "github.com/ylcnfrht/resilience/adapters/gin"
 	"github.com/ylcnfrht/resilience/conformance"
+	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 // ginHarness mounts the suite the way a gin user would: the health route
@@ -36,7 +37,8 @@ func ginHarness(fallback bool) conformance.Harness {
 			g.Any("/:first", h)
 			g.Any("/:first/*rest", h)
 			g.Any("/route/:id", h) // conformance.RoutePattern
-			return conformance.NewHTTPServer(e, mw.Inbound().Stats)
+			// DetachHTTP2: the 504 then ends its HTTP/2 stream cleanly.
+			return conformance.NewHTTPServer(inbound.DetachHTTP2(e), mw.Inbound().Stats)
 		},
 	}
 }

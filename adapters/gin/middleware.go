@@ -2,7 +2,6 @@ package resiliencegin
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/gin-gonic/gin"
 
@@ -162,13 +161,7 @@ func (m *Middleware) reject(c *gin.Context, req *http.Request, err error) {
 		dropConnection(c, req)
 		return
 	}
-	h := c.Writer.Header()
-	for k, v := range resp.Header {
-		h[k] = v
-	}
-	h["Content-Length"] = []string{strconv.Itoa(len(resp.Body))}
-	c.Writer.WriteHeader(resp.Status)
-	_, _ = c.Writer.Write(resp.Body)
+	inbound.WriteResponse(c.Writer, resp)
 }
 
 // dropConnection ends a request whose client left with nothing written.

@@ -19,7 +19,7 @@ func TestContendersShedWhenFull(t *testing.T) {
 	k := lab.Knobs{Limit: 1, Queue: 0, QueueTimeout: 10 * time.Millisecond, Rate: 1}
 	for _, c := range contenders() {
 		switch c.Name {
-		case "none", "adaptive", "adaptive-codel", "failsafe-adaptive":
+		case "none", "adaptive", "adaptive-codel", "adaptive-queue", "adaptive-fair", "adaptive-codel-fair", "failsafe-adaptive":
 			continue
 		}
 		t.Run(c.Name, func(t *testing.T) {

@@ -72,10 +72,10 @@ const (
 	// treated its outcome as a failure and ReasonUnhandled otherwise, and
 	// Event.Err is its error.
 	ExecutionAttempt Name = "OnExecutionAttempt"
-	// HookPanic: a function supplied by the user panicked (see the
-	// resilience package documentation, User hooks). Event.Reason names
-	// the hook (HookPriority and the other Hook… constants) and Event.Err
-	// is the *resilience.HookPanicError.
+	// HookPanic: a function supplied by the user panicked (see "User
+	// hooks and their panics" in docs/guide.md). Event.Reason names the
+	// hook (HookPriority and the other Hook… constants) and Event.Err is
+	// the *resilience.HookPanicError.
 	HookPanic Name = "OnHookPanic"
 )
 
@@ -89,6 +89,10 @@ const (
 	HookRender = "Options.Render"
 	// HookPriority is a limiter's Priority function.
 	HookPriority = "Priority"
+	// HookFlow is a limiter's Flow function.
+	HookFlow = "Flow"
+	// HookFlowWeight is a limiter's FlowWeight function.
+	HookFlowWeight = "FlowWeight"
 	// HookKey is a rate limiter's Key function.
 	HookKey = "Key"
 	// HookClassifier is an adaptive limiter's Classifier.

@@ -397,17 +397,6 @@ func TestAbandonedClientOutcome(t *testing.T) {
 	}
 }
 
-// Invariant: every outcome survives the trip from the response to the
-// classifier; an abandoned request must not turn into a sample there.
-func TestOutcomeSignalCarriesEveryOutcome(t *testing.T) {
-	classify := classifyWith(nil)
-	for _, o := range []resilience.LimitOutcome{resilience.LimitSampled, resilience.LimitDropped, resilience.LimitIgnored, resilience.LimitAbandoned} {
-		if got := classify(context.Background(), signalOutcome(o)); got != o {
-			t.Errorf("%v arrived as %v", o, got)
-		}
-	}
-}
-
 // Invariant, through the HTTP middleware: clients that leave before twice
 // the latency the adaptive limiter has learnt (users navigating away) do
 // not lower its limit, however many there are; clients that leave after

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
@@ -56,7 +57,9 @@ func (m *Middleware) serveTimed(ctx context.Context, c *call, custom bool, res *
 	t.tw.w = c.w
 	t.tw.owner = t
 	t.tw.h1 = r.ProtoMajor < 2
-	t.detached, _ = c.w.(*detachedWriter)
+	if !t.tw.h1 {
+		t.detached = findDetached(c.w)
+	}
 	t.ctx = ctx
 	if m.timeout > 0 {
 		now := time.Now()
@@ -128,8 +131,7 @@ func (t *timedRequest) expireLocked() bool {
 	}
 	// Counted before the 504 goes out, so whoever sees the 504 sees it.
 	t.tw.late = true
-	t.m.late.Add(1)
-	t.m.lateTotal.Add(1)
+	t.m.lateBegins()
 	t.tw.expireLocked()
 	if t.detached != nil && t.tw.state == stateTimedOut {
 		// The 504 is whole: ServeHTTP returns, and HTTP/2 ends the stream.
@@ -213,7 +215,7 @@ func (t *timedRequest) finish(completed bool, res *result) {
 			resp, _ := t.m.Render(errShuttingDown)
 			tw.state = stateDone
 			tw.status = int16(resp.Status)
-			writeResponse(tw.w, resp)
+			WriteResponse(tw.w, resp)
 		}
 	} else {
 		before = tw.finishLocked(completed, expired)
@@ -223,7 +225,7 @@ func (t *timedRequest) finish(completed bool, res *result) {
 	}
 	if tw.late {
 		tw.late = false
-		t.m.late.Add(-1)
+		t.m.lateEnds()
 	}
 	tw.mu.Unlock()
 	if t.timed {
@@ -235,4 +237,135 @@ func (t *timedRequest) finish(completed bool, res *result) {
 		// it were whole. A panic in the handler propagates as itself.
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// fnDeadline times one callback (Execute, ExecuteInPlace): its context
+// under the timeout, its place on the middleware's deadline list and,
+// under ExecuteInPlace, who answers the deadline, in one allocation (where
+// context.WithTimeoutCause alone costs four). The context behaves as that
+// one: at the timeout Err is context.DeadlineExceeded and Cause the
+// middleware's *resilience.TimeoutRejectedError; an earlier deadline of
+// the parent ends it with the parent's error and cause. It is not pooled:
+// a deadline that fired as fn returned may still run Fire afterwards,
+// which then finds the context ended, or the call returned, and leaves.
+type fnDeadline struct {
+	m      *Middleware
+	parent context.Context
+	armed  bool // the middleware's timeout is on the list (or its own timer)
+	dctx   deadline.Context
+	node   deadline.Node
+	timer  *time.Timer // when the deadline list could not take it
+
+	// onExpire is ExecuteInPlace's expired, called once the deadline has
+	// won, under mu (so that finish waits for it), on the deadline's
+	// goroutine; nil under Execute.
+	onExpire func(cause error)
+	mu       sync.Mutex
+	state    uint8 // fnRunning, fnReturned or fnExpired
+}
+
+const (
+	fnRunning uint8 = iota
+	fnReturned
+	fnExpired
+)
+
+// Fire is the timeout, on the deadline's goroutine.
+func (d *fnDeadline) Fire() {
+	d.dctx.End(context.DeadlineExceeded, d.m.timeoutErr)
+	if d.onExpire != nil && d.dctx.EndedWith(d.m.timeoutErr) {
+		d.deadlinePassed(d.m.timeoutErr)
+	}
+}
+
+// start arms the timeout for fn's context under the parent.
+func (d *fnDeadline) start() {
+	now := time.Now()
+	dl := now.Add(d.m.timeout)
+	if pd, ok := d.parent.Deadline(); ok && pd.Before(dl) {
+		dl = pd // reported as the deadline; the parent's own ends the context then
+	}
+	d.dctx.Init(d.parent, dl)
+	d.node.Owner = d
+	d.armed = true
+	if !d.m.deadlines.Add(&d.node, now, d.m.timeout) {
+		d.timer = time.AfterFunc(d.m.timeout, d.Fire)
+	}
+}
+
+// deadlinePassed answers the deadline, ended with cause, if that is a
+// timeout and fn has not returned: the call counts as late before the
+// adapter is told, so whoever sees the 504 sees the late handler.
+func (d *fnDeadline) deadlinePassed(cause error) {
+	if !isTimeout(cause) {
+		return
+	}
+	d.mu.Lock()
+	if d.state != fnRunning {
+		d.mu.Unlock()
+		return
+	}
+	d.state = fnExpired
+	d.m.lateBegins()
+	func() {
+		defer d.mu.Unlock() // a panicking expired must not keep fn's return waiting
+		d.onExpire(cause)
+	}()
+	if m := d.m; cause == error(m.timeoutErr) {
+		m.emitTimeout(d.parent)
+	}
+}
+
+// finish runs when fn returns or panics: the timeout is disarmed and the
+// context ended, as a CancelFunc does, and a call answered at its
+// deadline is late no more, once expired has returned.
+func (d *fnDeadline) finish() {
+	if d.armed {
+		if d.timer != nil {
+			d.timer.Stop()
+		} else {
+			d.m.deadlines.Remove(&d.node)
+		}
+		d.dctx.End(context.Canceled, nil)
+	}
+	if d.onExpire != nil {
+		d.mu.Lock()
+		if d.state == fnExpired {
+			d.m.lateEnds()
+		} else {
+			d.state = fnReturned
+		}
+		d.mu.Unlock()
+	}
+}
+
+// runFn runs a callback with the timeout. Under ExecuteInPlace
+// (c.expired set), the deadline is answered when it passes, not when fn
+// returns.
+func (m *Middleware) runFn(ctx context.Context, c *call) error {
+	if m.timeout == 0 && c.expired == nil {
+		return c.fn(ctx)
+	}
+	d := &fnDeadline{m: m, parent: ctx, onExpire: c.expired}
+	tctx := ctx
+	if m.timeout > 0 {
+		d.start()
+		tctx = &d.dctx
+	}
+	defer d.finish()
+	if c.expired != nil && ctx.Done() != nil {
+		// The middleware's own timeout is answered by Fire; this watches
+		// what can end ctx earlier: an upstream deadline, or a custom
+		// pipeline's timeout.
+		stop := context.AfterFunc(ctx, func() { d.deadlinePassed(context.Cause(ctx)) })
+		defer stop()
+	}
+	err := c.fn(tctx)
+	if m.timeout > 0 && context.Cause(tctx) == error(m.timeoutErr) {
+		if c.expired == nil {
+			m.emitTimeout(ctx)
+		}
+		return m.timeoutErr
+	}
+	return err
 }

@@ -4,139 +4,86 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"sync"
 	"sync/atomic"
 
 	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/event"
 )
 
-// gate is the concurrency stage: the fixed limiter, the adaptive limiter
-// or a custom pipeline. dispatch is its one user, for every entry point.
+// gate is the concurrency stage: the fixed or the adaptive limiter, whose
+// permits dispatch takes and returns itself, or a custom pipeline, which
+// runs the request through its callback.
 //
 // A request first tries for a free permit (tryAcquire): that fast path
 // needs no request view, no telemetry and no allocation. Otherwise
-// execute runs the request through core's own strategy, which queues or
-// sheds, emits the rejection event (with the time spent queued), runs the
-// exchange, and returns the permit with the exchange's outcome, also when
-// it panics.
-type gate interface {
-	tryAcquire() (permit, bool)
-	execute(ctx context.Context, x *exchange) error
-	stats() (resilience.LimiterStats, bool)
-}
-
-// permit is a permit taken on the fast path.
-type permit struct {
+// acquire queues or sheds through core's own engine, which emits the
+// rejection event (with the time spent queued). Either way dispatch runs
+// the request and returns the permit with its outcome, also when it
+// panics.
+type gate struct {
 	fixed    *resilience.ConcurrencyLimiter
-	adaptive resilience.AdaptivePermit
-	ag       *adaptiveGate
+	adaptive *resilience.AdaptiveLimiter
+	tel      resilience.Telemetry
 }
 
-func (p permit) release(o resilience.LimitOutcome) {
-	if p.fixed != nil {
-		p.fixed.Release()
+// permit is a permit of the gate's limiter: free is one TryAcquire took
+// (not counted to a flow), queued one Admit took.
+type permit struct {
+	free     bool
+	queued   resilience.ConcurrencyPermit
+	adaptive resilience.AdaptivePermit
+}
+
+func (g *gate) tryAcquire() (permit, bool) {
+	if g.fixed != nil {
+		return permit{free: true}, g.fixed.TryAcquire()
+	}
+	p, ok := g.adaptive.TryAcquire()
+	return permit{adaptive: p}, ok
+}
+
+// acquire queues for a permit, or rejects, with ctx carrying the view the
+// Priority and Flow functions read.
+func (g *gate) acquire(ctx context.Context) (permit, error) {
+	if g.fixed != nil {
+		p, err := g.fixed.Admit(ctx, g.tel)
+		return permit{queued: p}, err
+	}
+	p, err := g.adaptive.Admit(ctx, g.tel)
+	return permit{adaptive: p}, err
+}
+
+// release returns p with the request's outcome (the fixed limiter ignores
+// it).
+func (g *gate) release(ctx context.Context, p permit, o resilience.LimitOutcome) {
+	switch {
+	case p.free:
+		g.fixed.Release()
+		return
+	case g.fixed != nil:
+		p.queued.Release()
 		return
 	}
 	if err := p.adaptive.Release(o); err != nil {
 		// The limit.Algorithm panicked as this release closed its window:
 		// contained by the limiter, reported here.
-		p.ag.tel.Emit(context.Background(), event.Event{Name: event.HookPanic, Reason: event.HookLimitAlgorithm, Err: err})
+		g.tel.Emit(ctx, event.Event{Name: event.HookPanic, Reason: event.HookLimitAlgorithm, Err: err})
 	}
 }
 
-type fixedGate struct {
-	l   *resilience.ConcurrencyLimiter
-	tel resilience.Telemetry
+func (g *gate) stats() resilience.LimiterStats {
+	if g.fixed != nil {
+		return g.fixed.Stats()
+	}
+	return g.adaptive.Stats()
 }
 
-func (g *fixedGate) tryAcquire() (permit, bool) { return permit{fixed: g.l}, g.l.TryAcquire() }
-
-func (g *fixedGate) execute(ctx context.Context, x *exchange) error {
-	return g.l.Execute(ctx, g.tel, x.run)
-}
-
-func (g *fixedGate) stats() (resilience.LimiterStats, bool) { return g.l.Stats(), true }
-
-type adaptiveGate struct {
-	l   *resilience.AdaptiveLimiter
-	tel resilience.Telemetry
-}
-
-func (g *adaptiveGate) tryAcquire() (permit, bool) {
-	p, ok := g.l.TryAcquire()
-	return permit{adaptive: p, ag: g}, ok
-}
-
-func (g *adaptiveGate) execute(ctx context.Context, x *exchange) error {
-	return g.l.Execute(ctx, g.tel, x.run)
-}
-
-func (g *adaptiveGate) stats() (resilience.LimiterStats, bool) { return g.l.Stats(), true }
-
-// classify runs the classifier for a request admitted on the fast path
-// (the limiter's Execute runs it for the others), with a panic of the
-// user's Classifier reported before it fails this request.
-func (g *adaptiveGate) classify(ctx context.Context, c resilience.Classifier, err error) resilience.LimitOutcome {
+// classify runs the adaptive limiter's classifier for a callback's error,
+// with a panic of the user's Classifier reported before it fails this
+// request.
+func (g *gate) classify(ctx context.Context, c resilience.Classifier, err error) resilience.LimitOutcome {
 	defer reportHookPanic(ctx, g.tel, event.HookClassifier)
 	return c(ctx, err)
-}
-
-type pipelineGate struct {
-	p       *resilience.Pipeline[struct{}]
-	statsFn func() resilience.LimiterStats
-}
-
-func (g *pipelineGate) tryAcquire() (permit, bool) { return permit{}, false }
-
-func (g *pipelineGate) execute(ctx context.Context, x *exchange) error {
-	_, err := g.p.Execute(ctx, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, x.run(ctx)
-	})
-	return err
-}
-
-func (g *pipelineGate) stats() (resilience.LimiterStats, bool) {
-	if g.statsFn == nil {
-		return resilience.LimiterStats{}, false
-	}
-	return g.statsFn(), true
-}
-
-// outcomeSignal carries a net/http request's outcome, read from its
-// response, out of the adaptive limiter's Execute into its classifier
-// (see classifyWith). The values are shared; nothing else returns them.
-type outcomeSignal struct{ o resilience.LimitOutcome }
-
-func (*outcomeSignal) Error() string { return "inbound: request outcome" }
-
-var outcomeSignals = [...]*outcomeSignal{
-	resilience.LimitSampled:   {resilience.LimitSampled},
-	resilience.LimitDropped:   {resilience.LimitDropped},
-	resilience.LimitIgnored:   {resilience.LimitIgnored},
-	resilience.LimitAbandoned: {resilience.LimitAbandoned},
-}
-
-func signalOutcome(o resilience.LimitOutcome) error {
-	if int(o) < len(outcomeSignals) {
-		return outcomeSignals[o]
-	}
-	return outcomeSignals[resilience.LimitSampled]
-}
-
-// classifyWith wraps the adaptive limiter's classifier: an outcome read
-// from the response wins; an error from Execute's callback goes to the
-// configured classifier.
-func classifyWith(c resilience.Classifier) resilience.Classifier {
-	if c == nil {
-		c = resilience.DefaultClassify
-	}
-	return func(ctx context.Context, err error) resilience.LimitOutcome {
-		if s, ok := err.(*outcomeSignal); ok {
-			return s.o
-		}
-		return c(ctx, err)
-	}
 }
 
 // call is what an entry point hands to dispatch: the framework's objects
@@ -150,8 +97,8 @@ type call struct {
 	next http.Handler // Handler
 	cont Continue     // Serve
 	fn   func(ctx context.Context) error
-	// timed, for ExecuteTimed, answers the deadline while fn runs on.
-	timed *timedCall
+	// expired, for ExecuteInPlace, answers the deadline while fn runs on.
+	expired func(cause error)
 }
 
 func (c *call) isHTTP() bool { return c.r != nil }
@@ -165,44 +112,23 @@ func (c *call) invoke(w http.ResponseWriter, r *http.Request) {
 	c.cont(w, r, c.raw)
 }
 
-// exchange is a request that needs more than the fast path: its view
-// (embedded, so view and context are one allocation) and what core's
-// strategy calls back.
+// exchange is a request that needs its view (a rate-limit key, a
+// Priority function or a custom pipeline may read it): the view embedded
+// with its context, so view and context are one allocation, and, for a
+// custom pipeline, what its callback runs.
 type exchange struct {
-	m    *Middleware
-	c    call
-	vc   viewContext // the view and its context; vc.Context nil: no view
-	res  result
-	ran  atomic.Bool
-	pool bool // returned to exchanges after use: no view escaped
+	m   *Middleware
+	c   call
+	vc  viewContext
+	ran atomic.Bool // the pipeline's callback ran the handler
+	res result      // how a net/http request under the pipeline ended
 }
 
-// exchanges recycles the exchanges of requests without a view: nothing
-// keeps one after dispatch returns, since core's strategies only call
-// back while they run and saw the request's own context, not the
-// exchange.
-var exchanges = sync.Pool{New: func() any { return new(exchange) }}
-
-// newExchange returns an exchange for c, with the request view built when
-// withView is set.
-func (m *Middleware) newExchange(c *call, withView bool) *exchange {
-	var x *exchange
-	if withView {
-		x = &exchange{m: m, c: *c}
-		x.buildView()
-	} else {
-		x = exchanges.Get().(*exchange)
-		x.m, x.c, x.pool = m, *c, true
-	}
+// newExchange returns an exchange for c with its view built.
+func (m *Middleware) newExchange(c *call) *exchange {
+	x := &exchange{m: m, c: *c}
+	x.buildView()
 	return x
-}
-
-// done recycles x if nothing can hold it.
-func (x *exchange) done() {
-	if x.pool {
-		*x = exchange{}
-		exchanges.Put(x)
-	}
 }
 
 // buildView fills the view from the framework's request.
@@ -224,45 +150,48 @@ func (x *exchange) buildView() {
 	v.resolve(&m.opts.ClientIP)
 }
 
-// viewCtx is the context carrying the view, or the request's own.
-func (x *exchange) viewCtx() context.Context {
-	if x.vc.Context == nil {
-		return x.c.ctx
-	}
-	return &x.vc
-}
+// viewCtx is the context carrying the view.
+func (x *exchange) viewCtx() context.Context { return &x.vc }
 
 // errHandlerRan is what a second call of the callback returns: a retry or
 // hedging strategy in a custom inbound pipeline must not run the handler
 // again, since its response is already under way.
 var errHandlerRan = errors.New("inbound: the handler already ran for this request")
 
-// run is what the gate's strategy calls once the request is admitted,
-// with the strategy's context.
+// runPipeline runs the request through the custom pipeline.
+func (x *exchange) runPipeline() error {
+	_, err := x.m.pipeline.Execute(x.viewCtx(), func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, x.run(ctx)
+	})
+	switch {
+	case !x.ran.Load():
+		x.m.requests.rejected(err)
+	case x.c.isHTTP():
+		x.m.requests.ran(httpTimedOut(&x.res))
+		return nil // answered by the handler or the timed writer
+	default:
+		x.m.requests.ran(fnTimedOut(err))
+	}
+	return err
+}
+
+// run is a custom pipeline's callback, with the pipeline's context.
 func (x *exchange) run(ctx context.Context) error {
 	if !x.ran.CompareAndSwap(false, true) {
 		return errHandlerRan
 	}
 	m := x.m
-	custom := m.pipeline != nil
-	if !custom {
-		// The limiters' context is the one carrying the view; the
-		// handler gets the request's own.
-		ctx = x.c.ctx
-	}
 	if !x.c.isHTTP() {
 		return m.runFn(ctx, &x.c)
 	}
-	m.runHTTP(ctx, &x.c, &x.res, custom)
+	m.runHTTP(ctx, &x.c, &x.res, true)
 	switch {
-	case m.measure:
-		return signalOutcome(x.res.outcome())
-	case custom && ctx.Err() != nil && isTimeout(context.Cause(ctx)):
+	case ctx.Err() != nil && isTimeout(context.Cause(ctx)):
 		// A timeout strategy in the pipeline reports its deadline (and
 		// emits its event) only when the callback fails; the 504 itself
 		// was sent by the timed writer.
 		return context.Cause(ctx)
-	case custom && m.timeoutErr != nil && httpTimedOut(&x.res):
+	case m.timeoutErr != nil && httpTimedOut(&x.res):
 		// The middleware's deadline answered 504: the pipeline's
 		// strategies (an execution timer, a limiter's classifier) see
 		// the client's outcome, not the late handler's return.
@@ -271,54 +200,89 @@ func (x *exchange) run(ctx context.Context) error {
 	return nil
 }
 
-// dispatch runs c through the stages: rate limit, then the gate (or
-// straight to the handler without one). It returns a rejection that came
-// before the handler ran, for the entry point to render, or fn's error;
-// after a net/http handler ran it returns nil (the response is sent).
+// dispatch is admission, for every entry point: the rate limit, then a
+// permit of the limiter (a free one at once, or through the queue), the
+// handler, and the permit returned with the request's outcome; under a
+// custom pipeline the pipeline runs the request instead. It returns a
+// rejection that came before the handler ran, for the entry point to
+// render, or fn's error; after a net/http handler ran it returns nil (the
+// response is sent).
 func (m *Middleware) dispatch(c *call) error {
 	if m.draining.Load() {
 		m.requests.rejected(errShuttingDown)
 		return errShuttingDown
 	}
-	var x *exchange // set once the request needs more than the fast path
+	var x *exchange // set once the request needs its view
 	if m.rate != nil {
-		x = m.newExchange(c, true)
+		x = m.newExchange(c)
 		if err := m.takeRate(x); err != nil {
 			m.requests.rejected(err)
 			return err
 		}
 	}
-	if m.gate == nil {
-		if !c.isHTTP() {
-			err := m.runFn(c.ctx, c)
-			m.requests.ran(fnTimedOut(c, err))
+	switch {
+	case m.pipeline != nil:
+		if x == nil {
+			x = m.newExchange(c)
+		}
+		return x.runPipeline()
+	case m.gate == nil:
+		return m.runHeld(c.ctx, c, nil, permit{})
+	}
+	// The free-permit shortcut: no view, no telemetry, no allocation.
+	if c.ctx.Err() == nil {
+		if p, ok := m.gate.tryAcquire(); ok {
+			return m.runHeld(c.ctx, c, m.gate, p)
+		}
+	}
+	ctx := c.ctx
+	if m.queueView && x == nil {
+		x = m.newExchange(c)
+	}
+	if x != nil {
+		ctx = x.viewCtx()
+	}
+	p, err := m.gate.acquire(ctx)
+	if err != nil {
+		m.requests.rejected(err)
+		return err
+	}
+	return m.runHeld(ctx, c, m.gate, p)
+}
+
+// runHeld runs c's handler (or fn) with the request's own context, under
+// p when g is set, and returns p with the request's outcome when the
+// handler really returns or panics. ctx, the context admission ran with,
+// is for the classifier and telemetry.
+func (m *Middleware) runHeld(ctx context.Context, c *call, g *gate, p permit) (err error) {
+	if !c.isHTTP() {
+		if g == nil {
+			err = m.runFn(c.ctx, c)
+			m.requests.ran(fnTimedOut(err))
 			return err
 		}
-		var res result
+		outcome := resilience.LimitIgnored // if fn panics
+		defer func() { g.release(ctx, p, outcome) }()
+		err = m.runFn(c.ctx, c)
+		m.requests.ran(fnTimedOut(err))
+		if m.measure {
+			outcome = g.classify(ctx, m.classify, err)
+		}
+		return err
+	}
+	var res result // stays zero (ignored) if the handler panics
+	if !m.measure {
+		if g != nil {
+			defer g.release(ctx, p, resilience.LimitIgnored)
+		}
 		m.runHTTP(c.ctx, c, m.timedResult(&res), false)
 		m.requests.ran(httpTimedOut(&res))
 		return nil
 	}
-	if c.ctx.Err() == nil {
-		if p, ok := m.gate.tryAcquire(); ok {
-			return m.runHeld(c, p)
-		}
-	}
-	if x == nil {
-		x = m.newExchange(c, m.queueView)
-		defer x.done()
-	}
-	err := m.gate.execute(x.viewCtx(), x)
-	if !x.ran.Load() {
-		m.requests.rejected(err)
-		return err // a rejection: the handler did not run
-	}
-	if c.isHTTP() {
-		m.requests.ran(httpTimedOut(&x.res))
-		return nil // answered by the handler or the timed writer
-	}
-	m.requests.ran(fnTimedOut(&x.c, err))
-	return err
+	defer func() { g.release(ctx, p, res.outcome()) }()
+	m.runHTTP(c.ctx, c, &res, false)
+	m.requests.ran(httpTimedOut(&res))
+	return nil
 }
 
 // timedResult is res when a deadline can answer a net/http request (the
@@ -328,31 +292,6 @@ func (m *Middleware) timedResult(res *result) *result {
 	if m.timeout > 0 || m.pipeline != nil {
 		return res
 	}
-	return nil
-}
-
-// runHeld runs c under a permit taken on the fast path and returns the
-// permit, with the request's outcome, when the handler really returns or
-// panics.
-func (m *Middleware) runHeld(c *call, p permit) (err error) {
-	if !c.isHTTP() {
-		outcome := resilience.LimitIgnored // if fn panics
-		defer func() { p.release(outcome) }()
-		err = m.runFn(c.ctx, c)
-		m.requests.ran(fnTimedOut(c, err))
-		if m.measure {
-			outcome = p.ag.classify(c.ctx, m.classify, err)
-		}
-		return err
-	}
-	var res result // stays zero (ignored) if the handler panics
-	defer func() { p.release(res.outcome()) }()
-	if m.measure {
-		m.runHTTP(c.ctx, c, &res, false)
-	} else {
-		m.runHTTP(c.ctx, c, m.timedResult(&res), false)
-	}
-	m.requests.ran(httpTimedOut(&res))
 	return nil
 }
 
@@ -384,5 +323,76 @@ func (m *Middleware) runHTTP(ctx context.Context, c *call, res *result, custom b
 		} else {
 			res.clientGone = true
 		}
+	}
+}
+
+// result is how a net/http request under the adaptive limiter ended,
+// filled in by whichever writer it ran with.
+type result struct {
+	completed  bool        // the handler returned (false: it panicked)
+	state      writerState // the writer's state when it returned
+	status     int         // the response status; 0 if none was written
+	clientGone bool        // the request's own context ended, not by time
+}
+
+// outcome is the inbound classification: a request that hit the timeout
+// signals overload; a client that left is abandoned (the limiter counts it
+// as overload only if the client had waited longer than it expects); a
+// panic, a hijacked connection (its duration is the connection's, not the
+// service's) and a client error (4xx: the request was wrong, however fast)
+// say nothing about capacity; anything else is a latency sample, failures
+// included.
+func (r *result) outcome() resilience.LimitOutcome {
+	switch {
+	case !r.completed:
+		return resilience.LimitIgnored
+	case r.state == stateTimedOut || r.state == stateAborted:
+		return resilience.LimitDropped
+	case r.clientGone:
+		return resilience.LimitAbandoned
+	case r.state == stateHijacked, r.status >= 400 && r.status < 500:
+		return resilience.LimitIgnored
+	}
+	return resilience.LimitSampled
+}
+
+// takeRate applies the rate limit to the request in x, with core's
+// events, and records the decision on its view, and on the response's
+// header when admitted.
+func (m *Middleware) takeRate(x *exchange) error {
+	d, err := m.rate.Take(x.viewCtx(), m.rateTel) // core's decision and events
+	if !d.Allowed {
+		return err
+	}
+	if err != nil {
+		return nil // the store failed open: no numbers to report, no headers
+	}
+	v := &x.vc.req
+	v.rateLimited = true
+	v.rateDecision = d
+	if m.opts.RateLimitHeaders == RateLimitHeadersOff {
+		return nil
+	}
+	switch {
+	case x.c.w != nil:
+		m.setRateLimitFields(x.c.w.Header(), d.Limit, d.Remaining, d.Reset)
+	case m.fw.SetHeader != nil:
+		h := make(http.Header, 3)
+		m.setRateLimitFields(h, d.Limit, d.Remaining, d.Reset)
+		for k, vs := range h {
+			m.fw.SetHeader(x.c.raw, k, vs[0])
+		}
+	}
+	return nil
+}
+
+// reportHookPanic, deferred around a user's hook that runs for one request
+// alone, emits event.HookPanic for a panic passing through and lets it go
+// on, with the same value, to that request (see the core package
+// documentation, User hooks).
+func reportHookPanic(ctx context.Context, tel resilience.Telemetry, hook string) {
+	if v := recover(); v != nil {
+		tel.Emit(ctx, event.Event{Name: event.HookPanic, Reason: hook, Err: &resilience.HookPanicError{Hook: hook, Value: v}})
+		panic(v)
 	}
 }

@@ -13,12 +13,23 @@ import (
 )
 
 // fakeServe is the fake framework's adapter: it runs handler through
-// ExecuteTimed and sends exactly one response on the wire, the handler's
-// when it returned in time, Render's otherwise. Like fasthttp's, the
-// handler writes into its request object, which the adapter sends only
-// when it answers for it, so a late handler's writes never leave.
+// ExecuteInPlace on a goroutine of its own and sends exactly one response
+// on the wire, the handler's when it returned in time, Render's at the
+// deadline, returning then (as an adapter for fasthttp, whose response
+// goes out when the adapter's handler returns, would). Like fasthttp's,
+// the handler writes into its request object, which the adapter sends
+// only when it answers for it, so a late handler's writes never leave.
 func fakeServe(m *Middleware, ctx context.Context, req *fakeRequest, wire *fakeWire, handler func(ctx context.Context, req *fakeRequest) error) {
-	err := m.ExecuteTimed(ctx, req, func(ctx context.Context) error { return handler(ctx, req) })
+	returned, expired := make(chan error, 1), make(chan error, 1)
+	go func() {
+		returned <- m.ExecuteInPlace(ctx, req, func(ctx context.Context) error { return handler(ctx, req) },
+			func(cause error) { expired <- cause })
+	}()
+	var err error
+	select {
+	case err = <-returned:
+	case err = <-expired:
+	}
 	if err != nil {
 		if resp, ok := m.Render(err); ok {
 			wire.send(resp)
@@ -31,7 +42,7 @@ func fakeServe(m *Middleware, ctx context.Context, req *fakeRequest, wire *fakeW
 // Invariants 7 and 5: a handler past its deadline keeps its permit until it
 // returns, and the client gets a complete 504 at the deadline, without
 // net/http: the late handler's writes are dropped and it is counted late.
-func TestExecuteTimedAnswersAtDeadlineHandlerKeepsPermit(t *testing.T) {
+func TestExecuteInPlaceAnswersAtDeadlineHandlerKeepsPermit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var timeouts atomic.Int32
 		m, err := NewFor(fakeFramework, Options{
@@ -105,7 +116,7 @@ func TestExecuteTimedAnswersAtDeadlineHandlerKeepsPermit(t *testing.T) {
 
 // A handler that returns in time answers itself, its error is returned,
 // and its panic propagates to the adapter with the permit returned.
-func TestExecuteTimedInTimeAndPanic(t *testing.T) {
+func TestExecuteInPlaceInTimeAndPanic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, err := NewFor(fakeFramework, Options{Timeout: time.Second, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}})
 		if err != nil {
@@ -121,7 +132,7 @@ func TestExecuteTimedInTimeAndPanic(t *testing.T) {
 			t.Errorf("in time: %+v", r)
 		}
 		boom := errors.New("boom")
-		if err := m.ExecuteTimed(t.Context(), &fakeRequest{}, func(context.Context) error { return boom }); err != boom {
+		if err := m.ExecuteInPlace(t.Context(), &fakeRequest{}, func(context.Context) error { return boom }, func(error) {}); err != boom {
 			t.Errorf("fn's error: %v", err)
 		}
 		func() {
@@ -130,21 +141,21 @@ func TestExecuteTimedInTimeAndPanic(t *testing.T) {
 					t.Errorf("recovered %v", r)
 				}
 			}()
-			_ = m.ExecuteTimed(t.Context(), &fakeRequest{}, func(context.Context) error { panic("panic in handler") })
+			_ = m.ExecuteInPlace(t.Context(), &fakeRequest{}, func(context.Context) error { panic("panic in handler") }, func(error) {})
 			t.Error("no panic")
 		}()
 		synctest.Wait()
 		if s := m.Stats(); s.InFlight != 0 || s.LateTotal != 0 {
 			t.Errorf("stats %+v", s)
 		}
-		if err := m.ExecuteTimed(t.Context(), nil, nil); err != resilience.ErrNilCallback {
+		if err := m.ExecuteInPlace(t.Context(), nil, nil, func(error) {}); err != resilience.ErrNilCallback {
 			t.Errorf("nil fn: %v", err)
 		}
 	})
 }
 
 // A timeout strategy of a custom pipeline is answered at its deadline too.
-func TestExecuteTimedCustomPipelineTimeout(t *testing.T) {
+func TestExecuteInPlaceCustomPipelineTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p, err := resilience.NewBuilder[struct{}]().AddTimeout(resilience.TimeoutOptions{Timeout: time.Second}).Build()
 		if err != nil {
@@ -179,10 +190,10 @@ func TestExecuteTimedCustomPipelineTimeout(t *testing.T) {
 	})
 }
 
-// Under the adaptive limiter a handler that ExecuteTimed answered at the
+// Under the adaptive limiter a handler that ExecuteInPlace answered at the
 // deadline counts as a drop (overload) once it returns, and one that
 // returned in time as a sample.
-func TestExecuteTimedAdaptiveOutcome(t *testing.T) {
+func TestExecuteInPlaceAdaptiveOutcome(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		hold time.Duration
@@ -198,7 +209,7 @@ func TestExecuteTimedAdaptiveOutcome(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				_ = m.ExecuteTimed(t.Context(), &fakeRequest{}, func(context.Context) error {
+				fakeServe(m, t.Context(), &fakeRequest{}, newFakeWire(), func(context.Context, *fakeRequest) error {
 					time.Sleep(c.hold) // ignores its context
 					return nil
 				})

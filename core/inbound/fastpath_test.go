@@ -40,7 +40,7 @@ func serveAsHandler(m *Middleware, h http.Handler) http.Handler {
 		if !ok {
 			panic(http.ErrAbortHandler)
 		}
-		writeResponse(w, resp)
+		WriteResponse(w, resp)
 	})
 }
 

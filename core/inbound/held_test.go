@@ -108,22 +108,31 @@ func TestServerHeldResponseSentOnReturn(t *testing.T) {
 // a complete response: its stream ends cleanly (END_STREAM, no reset), so
 // a client that checks read errors sees a 504 and not a stream error. The
 // late handler keeps running and keeps its permit until it returns, and
-// the connection its other streams share goes on.
+// the connection its other streams share goes on. Under Serve the same
+// holds with the router wrapped in DetachHTTP2.
 func TestServerHTTP2TimeoutEndsStreamKeepsConnection(t *testing.T) {
-	for _, tlsOn := range []bool{true, false} {
-		name := "h2c"
-		if tlsOn {
-			name = "TLS"
+	entries := map[string]func(*Middleware, http.Handler) http.Handler{
+		"Handler": (*Middleware).Handler,
+		"Serve under DetachHTTP2": func(m *Middleware, h http.Handler) http.Handler {
+			return DetachHTTP2(serveAsHandler(m, h))
+		},
+	}
+	for entry, wrap := range entries {
+		for _, tlsOn := range []bool{true, false} {
+			name := entry + "/h2c"
+			if tlsOn {
+				name = entry + "/TLS"
+			}
+			t.Run(name, func(t *testing.T) { testHTTP2Timeout(t, tlsOn, wrap) })
 		}
-		t.Run(name, func(t *testing.T) { testHTTP2Timeout(t, tlsOn) })
 	}
 }
 
-func testHTTP2Timeout(t *testing.T, tlsOn bool) {
+func testHTTP2Timeout(t *testing.T, tlsOn bool, wrap func(*Middleware, http.Handler) http.Handler) {
 	m := mustNew(t, Options{Timeout: 100 * time.Millisecond, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}})
 	release := make(chan struct{})
 	returned := make(chan struct{})
-	srv := httptest.NewUnstartedServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(wrap(m, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			defer close(returned)
 			<-release // ignores its context

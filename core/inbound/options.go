@@ -17,8 +17,8 @@ import (
 // classifiers, Render, LimiterStats) are called concurrently by requests
 // and must be safe for that. A panic in a key, priority, classifier or
 // Render function stays in its own request and is reported as
-// event.HookPanic: the core package documentation (User hooks)
-// has the rule.
+// event.HookPanic: "User hooks and their panics" in docs/guide.md has
+// the rule.
 type Options struct {
 	// Name labels the telemetry events of the inbound stages (the
 	// pipeline name). Default "inbound".
@@ -122,4 +122,19 @@ func (o *Options) validate() error {
 	}
 	o.RateLimitHeaders = style // the canonical spelling, for the comparisons per request
 	return o.ClientIP.validate()
+}
+
+// validateAdaptive rejects the combinations that would put two limiters
+// in the concurrency stage.
+func (o *Options) validateAdaptive() error {
+	if o.Adaptive == nil {
+		return nil
+	}
+	if o.Concurrency != nil {
+		return configError("Options.Adaptive", "cannot be set together with Options.Concurrency; choose one limiter")
+	}
+	if o.Pipeline != nil {
+		return configError("Options.Adaptive", "cannot be set together with Options.Pipeline; put the adaptive limiter in the pipeline")
+	}
+	return nil
 }

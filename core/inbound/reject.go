@@ -39,6 +39,17 @@ const (
 	CodeInternal = "INTERNAL"
 )
 
+// The messages of the default rejection bodies, for an adapter whose
+// protocol has an error format of its own (connect) to say the same.
+const (
+	MessageCapacity     = "The server is at capacity; retry later."
+	MessageShuttingDown = "The server is shutting down; retry later."
+	MessageTimeout      = "The request took too long to process."
+	MessageRateLimited  = "Too many requests; retry after the time in Retry-After."
+	MessageRejected     = "The request was rejected; retry later."
+	MessageInternal     = "The request could not be processed."
+)
+
 // The bodies are constant per outcome, so they are rendered once here and
 // a rejection costs no marshalling. Hand-written JSON: every string is a
 // constant without characters that need escaping.
@@ -56,14 +67,14 @@ func jsonBody(status int, code, message, reason string) []byte {
 var (
 	jsonHeader = http.Header{"Content-Type": {"application/json"}}
 
-	respFull         = staticResponse(503, CodeBulkheadFull, "The server is at capacity; retry later.", resilience.ReasonFull)
-	respQueueTimeout = staticResponse(503, CodeBulkheadFull, "The server is at capacity; retry later.", resilience.ReasonQueueTimeout)
-	respDropped      = staticResponse(503, CodeBulkheadFull, "The server is at capacity; retry later.", resilience.ReasonDropped)
-	respShuttingDown = staticResponse(503, CodeBulkheadFull, "The server is shutting down; retry later.", resilience.ReasonShuttingDown)
-	respTimeout      = staticResponse(504, CodeTimeout, "The request took too long to process.", "")
-	respRejected     = staticResponse(503, CodeRejected, "The request was rejected; retry later.", "")
-	respInternal     = staticResponse(500, CodeInternal, "The request could not be processed.", "")
-	bodyRateLimited  = jsonBody(429, CodeRateLimited, "Too many requests; retry after the time in Retry-After.", "")
+	respFull         = staticResponse(503, CodeBulkheadFull, MessageCapacity, resilience.ReasonFull)
+	respQueueTimeout = staticResponse(503, CodeBulkheadFull, MessageCapacity, resilience.ReasonQueueTimeout)
+	respDropped      = staticResponse(503, CodeBulkheadFull, MessageCapacity, resilience.ReasonDropped)
+	respShuttingDown = staticResponse(503, CodeBulkheadFull, MessageShuttingDown, resilience.ReasonShuttingDown)
+	respTimeout      = staticResponse(504, CodeTimeout, MessageTimeout, "")
+	respRejected     = staticResponse(503, CodeRejected, MessageRejected, "")
+	respInternal     = staticResponse(500, CodeInternal, MessageInternal, "")
+	bodyRateLimited  = jsonBody(429, CodeRateLimited, MessageRateLimited, "")
 
 	// timeoutContentLengthValue is the default 504's Content-Length
 	// field, for the complete response the middleware writes at the
@@ -86,7 +97,7 @@ func (m *Middleware) renderDefault(err error) (Response, bool) {
 	case errors.As(err, &rate):
 		h := make(http.Header, 6)
 		h["Content-Type"] = jsonHeader["Content-Type"]
-		h["Retry-After"] = []string{strconv.FormatInt(ceilSeconds(rate.RetryAfter, 1), 10)}
+		h["Retry-After"] = []string{strconv.FormatInt(RetryAfter(rate.RetryAfter), 10)}
 		m.setRateLimitFields(h, rate.Limit, rate.Remaining, rate.Reset)
 		return Response{Status: http.StatusTooManyRequests, Header: h, Body: bodyRateLimited}, true
 	case errors.As(err, &bulk):
@@ -159,8 +170,10 @@ func ceilSeconds(d time.Duration, min int64) int64 {
 	return s
 }
 
-// writeResponse sends resp on w.
-func writeResponse(w http.ResponseWriter, resp Response) {
+// WriteResponse sends resp on w, with its Content-Length: what Handler
+// sends for a rejection, for an adapter on net/http to send the Response
+// Render or RenderServe returned.
+func WriteResponse(w http.ResponseWriter, resp Response) {
 	h := w.Header()
 	for k, v := range resp.Header {
 		h[k] = v
@@ -168,4 +181,65 @@ func writeResponse(w http.ResponseWriter, resp Response) {
 	h["Content-Length"] = []string{strconv.Itoa(len(resp.Body))}
 	w.WriteHeader(resp.Status)
 	w.Write(resp.Body) //nolint:errcheck // the client may be gone; nothing to do
+}
+
+// RetryAfter is the Retry-After value for d, as every rejection carries
+// it: whole seconds, rounded up, at least 1.
+func RetryAfter(d time.Duration) int64 { return ceilSeconds(d, 1) }
+
+// errShuttingDown is what a draining middleware answers every arrival
+// with: 503 BULKHEAD_FULL, reason "shutting-down".
+var errShuttingDown = &resilience.ConcurrencyLimitRejectedError{Reason: resilience.ReasonShuttingDown}
+
+// rejectHTTP answers a request that did not reach its handler. When its
+// context ended while it waited, nothing was rendered: if the client is
+// gone the connection is aborted (net/http would otherwise send an empty
+// 200 of its own); if the server ended the context (a BaseContext
+// cancelled at shutdown) the client, still there, gets the honest 503
+// shutting-down. Everything the request held is returned by then.
+func (m *Middleware) rejectHTTP(w http.ResponseWriter, r *http.Request, err error) {
+	resp, ok := m.Render(err)
+	if !ok {
+		if clientGone(w) {
+			panic(http.ErrAbortHandler)
+		}
+		resp, _ = m.Render(errShuttingDown)
+	}
+	WriteResponse(w, resp)
+}
+
+// closeWait bounds how long clientGone waits for net/http's close
+// notification: net/http cancels the request's context first and
+// notifies a moment later (for HTTP/2 from a goroutine of its own), so a
+// waiter woken by the cancellation may look before the notice is there.
+const closeWait = 20 * time.Millisecond
+
+// clientGone reports whether net/http saw the client leave (its
+// connection, or its HTTP/2 stream, closed), as opposed to the request's
+// context being ended by the server. It is only called once the context
+// has ended, off the hot path; a server's cancellation costs it closeWait.
+// A writer that cannot tell counts as gone.
+func clientGone(w http.ResponseWriter) bool {
+	if d, ok := w.(*detachedWriter); ok {
+		w = d.w
+	}
+	//lint:ignore SA1019 the only way net/http tells a closed connection from a cancelled context
+	cn, ok := w.(http.CloseNotifier)
+	if !ok {
+		return true
+	}
+	ch := cn.CloseNotify()
+	select {
+	case <-ch:
+		return true
+	default:
+	}
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
 }

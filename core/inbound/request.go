@@ -170,14 +170,16 @@ func (c *viewContext) Value(key any) any {
 
 // KeyByClientIP is a rate-limit key function: the client's address
 // (Request.ClientKey, IPv6 grouped per ClientIPOptions.IPv6Prefix), for a
-// limit per client. Requests whose address is unknown share the key "".
+// limit per client. It serves as a limiter's Flow function too, for fair
+// shares per client. Requests whose address is unknown share the key "".
 func KeyByClientIP(ctx context.Context) string {
 	r, _ := RequestFrom(ctx)
 	return r.ClientKey()
 }
 
 // KeyByHeader returns a rate-limit key function that keys on the first
-// value of the named header (an API key, a tenant ID). Requests without
+// value of the named header (an API key, a tenant ID); it serves as a
+// limiter's Flow function too, for fair shares per tenant. Requests without
 // the header share the key "", so combine it with an authentication step
 // that rejects them, or key them otherwise with your own function.
 func KeyByHeader(name string) func(ctx context.Context) string {

@@ -107,18 +107,9 @@ func concurrencyReason(err error) (resilience.RejectReason, bool) {
 }
 
 // fnTimedOut reports whether Execute's callback (c.fn), which returned
-// err, was answered by a deadline.
-func fnTimedOut(c *call, err error) bool {
-	if isTimeout(err) {
-		return true
-	}
-	if tc := c.timed; tc != nil {
-		tc.mu.Lock()
-		defer tc.mu.Unlock()
-		return tc.state == timedExpired
-	}
-	return false
-}
+// err, was answered by a deadline (runFn returns the timeout then,
+// whatever fn returned).
+func fnTimedOut(err error) bool { return isTimeout(err) }
 
 // httpTimedOut reports whether a net/http request that ended as res was
 // answered by its deadline.

@@ -139,12 +139,12 @@ func TestRequestCountsExecuteTimedOut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = m.ExecuteTimed(context.Background(), nil, func(ctx context.Context) error {
+		err = m.Execute(context.Background(), nil, func(ctx context.Context) error {
 			<-ctx.Done()
 			return nil
 		})
 		if err == nil {
-			t.Fatal("ExecuteTimed past its timeout returned nil")
+			t.Fatal("Execute past its timeout returned nil")
 		}
 		synctest.Wait()
 		if got := m.Stats().RequestCounts; got != (RequestCounts{TimedOut: 1}) {

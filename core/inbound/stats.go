@@ -11,7 +11,8 @@ import (
 // metrics exporter; the JSON names are stable.
 type Stats struct {
 	// LimiterStats is the concurrency limiter's Limit, InFlight and
-	// Queued; zero without one. InFlight counts late handlers too: they
+	// Queued, and with a Flow function its Flows and LargestFlowShare;
+	// zero without one. InFlight counts late handlers too: they
 	// still hold their permits.
 	resilience.LimiterStats
 	// Late is the number of handlers still running after their deadline
@@ -28,10 +29,11 @@ type Stats struct {
 // are read one after the other, not as one atomic snapshot.
 func (m *Middleware) Stats() Stats {
 	var s Stats
-	if m.gate != nil {
-		if ls, ok := m.gate.stats(); ok {
-			s.LimiterStats = ls
-		}
+	switch {
+	case m.gate != nil:
+		s.LimiterStats = m.gate.stats()
+	case m.pipeline != nil && m.opts.LimiterStats != nil:
+		s.LimiterStats = m.opts.LimiterStats()
 	}
 	s.Late = m.late.Load()
 	s.LateTotal = m.lateTotal.Load()
@@ -49,3 +51,14 @@ func (m *Middleware) StatsHandler() http.Handler {
 		w.Write(append(b, '\n')) //nolint:errcheck
 	})
 }
+
+// lateBegins counts a handler whose deadline was answered while it runs
+// on; lateEnds, when it returns. Every entry point counts through these
+// two, before the answer goes out, so whoever sees the 504 sees the late
+// handler in Stats.
+func (m *Middleware) lateBegins() {
+	m.late.Add(1)
+	m.lateTotal.Add(1)
+}
+
+func (m *Middleware) lateEnds() { m.late.Add(-1) }

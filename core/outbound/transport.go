@@ -11,7 +11,8 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
-	"github.com/ylcnfrht/resilience/core/internal/config"
+	"github.com/ylcnfrht/resilience/core/property"
+	"github.com/ylcnfrht/resilience/core/retryafter"
 )
 
 // Options configures a Transport. The zero Options is
@@ -77,7 +78,7 @@ const grpcAttemptsHeader = "Grpc-Previous-Rpc-Attempts"
 // Idempotency-Key header, unless Options.RetryNonIdempotent; and never a
 // request with a body but no GetBody to replay it (http.NewRequest sets
 // GetBody for in-memory bodies). Other requests run through the pipeline
-// under resilience.WithSingleAttempt, so breakers still see them.
+// under property.WithSingleAttempt, so breakers still see them.
 //
 // Every retry and hedge is marked with AttemptHeader (and
 // grpc-previous-rpc-attempts for gRPC and Connect), so that the server can
@@ -101,9 +102,19 @@ type Transport struct {
 var ErrNoResponse = errors.New("outbound: pipeline returned no response")
 
 // ErrBodyNotReplayable is returned if a strategy repeats a request whose
-// body cannot be replayed despite resilience.WithSingleAttempt (a custom
+// body cannot be replayed despite property.WithSingleAttempt (a custom
 // strategy that ignores it).
 var ErrBodyNotReplayable = errors.New("outbound: request body cannot be replayed")
+
+// holdsTimeout reports whether p holds a Timeout strategy of its own.
+func holdsTimeout(p *resilience.Pipeline[*http.Response]) bool {
+	for _, s := range p.Strategies() {
+		if _, ok := s.(*resilience.Timeout); ok {
+			return true
+		}
+	}
+	return false
+}
 
 // New returns a Transport, or a *resilience.ConfigError naming an invalid
 // option.
@@ -118,7 +129,7 @@ func New(opts Options) (*Transport, error) {
 		}
 		return nil, &resilience.ConfigError{Field: field, Problem: "configures the default pipeline only; with Options.Pipeline set RetryOptions.Budget and add the throttle to that pipeline"}
 	}
-	if opts.Pipeline != nil && config.PipelineHasTimeout(opts.Pipeline) {
+	if opts.Pipeline != nil && holdsTimeout(opts.Pipeline) {
 		return nil, &resilience.ConfigError{Field: "Options.Pipeline", Problem: "holds a Timeout strategy, whose end would also end reading the response body; bound each attempt with Options.AttemptTimeout and the whole request with its context"}
 	}
 	t := &Transport{base: opts.Base, pipeline: opts.Pipeline, anyMethodRetry: opts.RetryNonIdempotent,
@@ -146,7 +157,7 @@ func New(opts Options) (*Transport, error) {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	if !t.repeatable(req) {
-		ctx = resilience.WithSingleAttempt(ctx)
+		ctx = property.WithSingleAttempt(ctx)
 	}
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	var attempts atomic.Int32
@@ -340,15 +351,15 @@ func DelayGenerator(_ context.Context, a resilience.RetryArgs[*http.Response]) (
 func Pushback(r *http.Response) (d time.Duration, ok, stop bool) {
 	h := r.Header
 	if v := h.Get("Retry-After"); v != "" {
-		d, ok = resilience.ParseRetryAfter(v, time.Now())
+		d, ok = retryafter.Parse(v, time.Now())
 		return d, ok, false
 	}
 	if v, has := h["Grpc-Retry-Pushback-Ms"]; has && len(v) > 0 {
-		d, ok = resilience.ParseRetryPushback(v[0])
+		d, ok = retryafter.ParsePushback(v[0])
 		return d, ok, !ok
 	}
 	if v := r.Trailer.Get("Grpc-Retry-Pushback-Ms"); v != "" {
-		d, ok = resilience.ParseRetryPushback(v)
+		d, ok = retryafter.ParsePushback(v)
 		return d, ok, !ok
 	}
 	if r.StatusCode != http.StatusTooManyRequests && r.StatusCode != http.StatusServiceUnavailable {

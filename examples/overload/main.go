@@ -3,7 +3,7 @@
 // and shows what the clients got. No external service is needed.
 //
 //	go run ./examples/overload                      # overload scenario, about a minute and a half
-//	go run ./examples/overload -scenario priority   # or step, cpu, retry-storm
+//	go run ./examples/overload -scenario priority   # or step, cpu, retry-storm, fair
 //	go run ./examples/overload -modes all -rate 1000 -json out.json
 //
 // While it runs, a progress line on stderr shows the mode, the elapsed
@@ -22,12 +22,16 @@
 // the generator keeps the first (-pin=false shares them; the header line
 // says which); retry-storm, 1.6 × capacity for 20 s then 0.8 × for 20 s
 // with clients that retry up to 3 times, its modes SERVER-CLIENT (see
-// lab.StormModes). Every other flag overrides the scenario's value; -h
-// lists them.
+// lab.StormModes); fair, one tenant offering 600 req/s and nine offering
+// 44 req/s each (X-Tenant header) against the overload scenario's 500
+// req/s, with a per-tenant table (-rate scales every tenant alike). Every
+// other flag overrides the scenario's value; -h lists them.
 //
 // Modes (-modes, comma-separated, or all): none, fixed, fixed-codel,
-// fixed-droplow, adaptive, adaptive-codel, fixed-retrylast; see the lab
-// package's Ours.
+// fixed-droplow, adaptive, adaptive-codel, fixed-retrylast, and the fair
+// modes (a flow per tenant) fixed-fair, fixed-codel-fair, adaptive-fair,
+// adaptive-codel-fair with adaptive-queue, their FIFO contrast; see the
+// lab package's Ours.
 package main
 
 import (

@@ -23,6 +23,7 @@ var defaultModes = map[string][]string{
 	"cpu":      {"none", "fixed", "fixed-codel", "adaptive"},
 	lab.ScenarioRetryStorm: {"none-naive", "none-budget-throttle", "fixed-naive", "fixed-budget-throttle",
 		"fixed-retrylast-naive", "fixed-retrylast-budget", "fixed-retrylast-throttle", "fixed-retrylast-budget-throttle"},
+	"fair": {"fixed", "fixed-fair", "fixed-codel", "fixed-codel-fair", "adaptive-queue", "adaptive-fair"},
 }
 
 // options is the parsed command line: the scenario and what else to do.

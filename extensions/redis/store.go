@@ -133,7 +133,7 @@ func New(opts Options) (*Store, error) {
 		s.budget = DefaultBudget
 	}
 	if s.breaker != nil {
-		s.tel = resilience.NewTelemetry("resilienceredis", s.breaker.StrategyName(), opts.Listener)
+		s.tel = resilience.NewTelemetry("resilienceredis", resilience.StrategyName(s.breaker), opts.Listener)
 	}
 	return s, nil
 }

@@ -139,7 +139,8 @@ func (c *codel) purgeLocked(q *waitQueue, now time.Time) bool {
 	spared, spare := c.protectedPriority(q, now)
 	for w := q.oldest; w != nil && now.Sub(w.queuedAt) > c.target; {
 		next := w.newer
-		if !spare || w.priority != spared {
+		if (!spare || w.priority != spared) && !q.fairSpared(w, now, c.interval) {
+			q.fairShed(w, now)
 			q.remove(w)
 			w.state = waiterTimedOut
 			close(w.ready)

@@ -1,6 +1,7 @@
 // Package queue is the queue engine of the concurrency limiters: a permit
 // count and a limit, a priority wait queue, the overflow policies, queue
-// timeouts and the CoDel discipline, under one mutex. The fixed
+// timeouts and the CoDel discipline, and optionally fair queuing between
+// flows (package fair), under one mutex. The fixed
 // ConcurrencyLimiter and the AdaptiveLimiter of package resilience are
 // both an Engine; they differ only in who moves the limit and in what a
 // release records. The public options, errors and events stay in package
@@ -11,6 +12,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/internal/fair"
 )
 
 // Overflow says what Acquire does when it must queue and the queue is
@@ -36,6 +39,19 @@ type Options struct {
 	QueueTimeout time.Duration // 0: none; ignored without a queue
 	Overflow     Overflow
 	CoDel        *CoDel // nil: plain queue; ignored without a queue
+	// Fair orders each priority's waiters between flows (see package
+	// fair) and sheds from the flow with the most queued; callers rank
+	// with AcquireRanked. Ignored without a queue.
+	Fair bool
+}
+
+// Rank is where a caller that must queue waits: its priority (lower is
+// granted sooner) and, in a fair engine, its flow and the flow's weight
+// (used when the flow becomes active).
+type Rank struct {
+	Priority int
+	Flow     string
+	Weight   int
 }
 
 // CoDel configures the CoDel discipline (see the CoDelOptions of package
@@ -86,6 +102,9 @@ func (e *Engine) Init(o Options) {
 	if o.QueueLimit > 0 {
 		e.queueTimeout = o.QueueTimeout
 		e.codel = newCoDel(o.CoDel)
+		if o.Fair {
+			e.queue.flows = new(fair.Table[*waiter])
+		}
 	}
 }
 
@@ -113,6 +132,35 @@ func (e *Engine) Stats() (limit, inFlight, queued int) {
 	limit, inFlight, queued = e.limit, e.inFlight, e.queue.len()
 	e.mu.Unlock()
 	return limit, inFlight, queued
+}
+
+// FlowStats returns the number of active flows (with a waiter or a
+// permit counted to them) and the share of the permits in flight that the
+// flow holding the most holds; zeros in an engine that is not fair.
+func (e *Engine) FlowStats() (active int, largestShare float64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t := e.queue.flows
+	if t == nil {
+		return 0, 0
+	}
+	active = t.Active()
+	if e.inFlight > 0 {
+		largestShare = float64(t.MaxHeld()) / float64(e.inFlight)
+	}
+	return active, largestShare
+}
+
+// FlowHeldLocked returns the permits counted to flow key: 0 when it is
+// not active or the engine is not fair.
+func (e *Engine) FlowHeldLocked(key string) int {
+	if e.queue.flows == nil {
+		return 0
+	}
+	if f := e.queue.flows.Lookup(key); f != nil {
+		return f.Held()
+	}
+	return 0
 }
 
 // LimitLocked returns the limit.
@@ -166,54 +214,98 @@ func (e *Engine) Acquire(ctx context.Context, rank func(context.Context) int) (t
 	return e.AcquireSlowLocked(ctx, rank)
 }
 
+// AcquireRanked is Acquire for an engine that may be fair: rank (nil:
+// the zero Rank) places a caller that must queue, or that a full fair
+// queue would shed, and is called at most once, outside the lock. With
+// hold, a permit from the queue (or taken once rank has run) is counted to
+// the caller's flow, returned for ReleaseFlowLocked; without, or when the
+// permit was free at once, the returned flow is nil.
+func (e *Engine) AcquireRanked(ctx context.Context, rank func(context.Context) Rank, hold bool) (time.Duration, Result, *Flow) {
+	if ctx.Err() != nil {
+		return 0, Cancelled, nil
+	}
+	e.mu.Lock()
+	if e.FreeLocked() {
+		e.inFlight++
+		e.mu.Unlock()
+		return 0, Admitted, nil
+	}
+	return e.AcquireRankedSlowLocked(ctx, rank, hold)
+}
+
+// AcquireRankedSlowLocked is AcquireRanked once no permit was free, as
+// AcquireSlowLocked is for Acquire. It is called locked and unlocks.
+func (e *Engine) AcquireRankedSlowLocked(ctx context.Context, rank func(context.Context) Rank, hold bool) (time.Duration, Result, *Flow) {
+	return e.acquireSlow(ctx, nil, rank, hold)
+}
+
 // AcquireSlowLocked is Acquire once no permit was free: it sheds or
 // queues. It is called locked and unlocks. The adaptive limiter calls it
 // after its own fast path, which also decides under the same lock whether
 // to time the execution.
 func (e *Engine) AcquireSlowLocked(ctx context.Context, rank func(context.Context) int) (time.Duration, Result) {
+	waited, r, _ := e.acquireSlow(ctx, rank, nil, false)
+	return waited, r
+}
+
+// acquireSlow is the slow path of both Acquire forms: priority ranks by
+// priority alone, rank by a whole Rank (at most one is set). It is called
+// locked and unlocks.
+func (e *Engine) acquireSlow(ctx context.Context, priority func(context.Context) int, rank func(context.Context) Rank, hold bool) (time.Duration, Result, *Flow) {
 	if e.closed {
 		e.mu.Unlock()
-		return 0, ShuttingDown
+		return 0, ShuttingDown, nil
 	}
-	if e.queueLimit == 0 || (e.overflow == RejectNew && e.queue.len() >= e.queueLimit && !e.purgeFullLocked()) {
-		// Shed without ranking: under overload this is the common case and
-		// should cost as little as possible.
+	// A fair queue must know the newcomer's flow to shed fairly; any
+	// other sheds without ranking: under overload this is the common case
+	// and should cost as little as possible.
+	if e.queueLimit == 0 || (e.overflow == RejectNew && e.queue.flows == nil && e.queue.len() >= e.queueLimit && !e.purgeFullLocked()) {
 		e.mu.Unlock()
-		return 0, Full
+		return 0, Full, nil
 	}
-	if rank == nil {
-		return e.wait(ctx, 0) // wait unlocks
+	if priority == nil && rank == nil {
+		return e.wait(ctx, Rank{}, hold) // wait unlocks
 	}
 	// rank is the caller's code: run it without the lock, then look again,
 	// since a permit may have been freed meanwhile.
 	e.mu.Unlock()
-	p := rank(ctx)
+	var r Rank
+	if rank != nil {
+		r = rank(ctx)
+	} else {
+		r.Priority = priority(ctx)
+	}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		return 0, ShuttingDown
+		return 0, ShuttingDown, nil
 	}
 	if e.inFlight < e.limit {
 		e.inFlight++
+		var f *Flow
+		if hold && e.queue.flows != nil {
+			f = e.queue.flows.Hold(r.Flow, r.Weight)
+		}
 		e.mu.Unlock()
-		return 0, Admitted
+		return 0, Admitted, f
 	}
 	if ctx.Err() != nil {
 		// The caller left while it was ranked: it must not queue, let alone
 		// evict a live waiter.
 		e.mu.Unlock()
-		return 0, Cancelled
+		return 0, Cancelled, nil
 	}
-	return e.wait(ctx, p)
+	return e.wait(ctx, r, hold)
 }
 
 // wait queues the caller with priority p, applying the overflow policy if
 // the queue is full, and waits for the outcome. It is called locked and
 // unlocks.
-func (e *Engine) wait(ctx context.Context, p int) (time.Duration, Result) {
+func (e *Engine) wait(ctx context.Context, r Rank, hold bool) (time.Duration, Result, *Flow) {
+	p := r.Priority
 	start := time.Now()
 	timeoutAfter := e.queueTimeout
-	if e.codel != nil && e.codel.purgeLocked(&e.queue, start) && !e.codel.sparesNewcomer(&e.queue, p, start) {
+	if e.codel != nil && e.codel.purgeLocked(&e.queue, start) && !e.codel.sparesNewcomer(&e.queue, p, start) && !e.queue.fairSparesNewcomer(r, start, e.codel.interval) {
 		// The queue is standing: newcomers get the short target as their
 		// queue timeout, so a standing queue drains (the spared best class
 		// excepted).
@@ -221,20 +313,28 @@ func (e *Engine) wait(ctx context.Context, p int) (time.Duration, Result) {
 	}
 	if e.queue.len() >= e.queueLimit {
 		var victim *waiter
-		switch e.overflow {
-		case DropOldest:
+		switch {
+		case e.queue.flows != nil:
+			victim = e.queue.fairVictim(r, e.overflow)
+		case e.overflow == DropOldest:
 			victim = e.queue.oldestWaiter()
-		case DropLowestPriority:
+		case e.overflow == DropLowestPriority:
 			if v := e.queue.newestOfLowest(); v != nil && p < v.priority {
 				victim = v
 			}
 		}
 		if victim == nil {
 			if e.codel != nil {
+				if e.queue.flows != nil {
+					e.queue.flows.ShedKey(r.Flow, start)
+				}
 				e.codel.shedLockedPriority(&e.queue, start, true, p)
 			}
 			e.mu.Unlock()
-			return 0, Full
+			return 0, Full, nil
+		}
+		if e.codel != nil {
+			e.queue.fairShed(victim, start)
 		}
 		e.queue.remove(victim)
 		victim.state = waiterEvicted
@@ -243,7 +343,7 @@ func (e *Engine) wait(ctx context.Context, p int) (time.Duration, Result) {
 			e.codel.shedLockedPriority(&e.queue, start, true, victim.priority)
 		}
 	}
-	w := &waiter{priority: p, queuedAt: start, ready: make(chan struct{})}
+	w := &waiter{priority: p, queuedAt: start, ready: make(chan struct{}), flow: r.Flow, weight: r.Weight, hold: hold}
 	if e.codel != nil {
 		e.codel.onPushLocked(&e.queue, start)
 	}
@@ -270,10 +370,15 @@ func (e *Engine) wait(ctx context.Context, p int) (time.Duration, Result) {
 	if ended != waiterQueued {
 		e.mu.Lock()
 		if w.state == waiterQueued { // nobody granted or evicted it first
+			var now time.Time
+			if ended == waiterTimedOut && e.codel != nil {
+				now = time.Now()
+				e.queue.fairShed(w, now)
+			}
 			e.queue.remove(w)
 			w.state = ended
 			if ended == waiterTimedOut && e.codel != nil {
-				e.codel.shedLockedPriority(&e.queue, time.Now(), true, w.priority)
+				e.codel.shedLockedPriority(&e.queue, now, true, w.priority)
 			}
 		}
 		e.mu.Unlock()
@@ -288,21 +393,21 @@ func (e *Engine) wait(ctx context.Context, p int) (time.Duration, Result) {
 		// nobody waits for the result.
 		if ctx.Err() != nil {
 			e.mu.Lock()
-			e.ReleaseLocked()
+			e.ReleaseFlowLocked(w.held)
 			e.mu.Unlock()
-			return time.Since(start), Cancelled
+			return time.Since(start), Cancelled, nil
 		}
 		// At least 1 ns: a wait that took no measurable time (a fake
 		// clock) is still a wait.
-		return max(time.Since(start), 1), Admitted
+		return max(time.Since(start), 1), Admitted, w.held
 	case waiterEvicted:
-		return time.Since(start), Dropped
+		return time.Since(start), Dropped, nil
 	case waiterTimedOut:
-		return time.Since(start), QueueTimeout
+		return time.Since(start), QueueTimeout, nil
 	case waiterClosed:
-		return time.Since(start), ShuttingDown
+		return time.Since(start), ShuttingDown, nil
 	default: // waiterCancelled
-		return time.Since(start), Cancelled
+		return time.Since(start), Cancelled, nil
 	}
 }
 
@@ -335,6 +440,27 @@ func (e *Engine) ReleaseLocked() bool {
 	return true
 }
 
+// ReleaseFlowLocked is ReleaseLocked for a permit counted to flow f (nil:
+// to none), as AcquireRanked returned it: the flow gives the permit up
+// before it passes on, so the grant sees the flow's new share.
+func (e *Engine) ReleaseFlowLocked(f *Flow) bool {
+	if e.inFlight <= 0 {
+		return false
+	}
+	if f != nil {
+		e.queue.flows.Release(f)
+	}
+	return e.ReleaseLocked()
+}
+
+// ReleaseFlow is ReleaseFlowLocked under the lock.
+func (e *Engine) ReleaseFlow(f *Flow) bool {
+	e.mu.Lock()
+	ok := e.ReleaseFlowLocked(f)
+	e.mu.Unlock()
+	return ok
+}
+
 // Release is ReleaseLocked under the lock.
 func (e *Engine) Release() bool {
 	e.mu.Lock()
@@ -361,7 +487,7 @@ func (e *Engine) grantLocked() {
 		if w == nil {
 			return
 		}
-		e.queue.remove(w)
+		e.queue.grant(w)
 		w.state = waiterGranted
 		e.inFlight++
 		close(w.ready)

@@ -3,6 +3,8 @@ package queue
 import (
 	"sort"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/internal/fair"
 )
 
 // waiterState is the life of one queued Acquire. A waiter is created queued
@@ -41,12 +43,27 @@ type waiter struct {
 	// waiter itself.
 	prev, next   *waiter
 	older, newer *waiter
+
+	// In a fair queue: the waiter's place in its flow (node, instead of
+	// prev/next), the flow's key and weight, whether its permit is to be
+	// counted to the flow (hold), and the flow that holds it once granted.
+	node   fair.Node[*waiter]
+	flow   string
+	weight int
+	hold   bool
+	held   *Flow
 }
 
-// priorityList is the FIFO of waiters that share one priority.
+// Flow is a flow of a fair engine that holds a permit, for
+// ReleaseFlowLocked.
+type Flow = fair.Flow[*waiter]
+
+// priorityList is the FIFO of waiters that share one priority; in a fair
+// queue, level orders them by flow instead (head and tail are unused).
 type priorityList struct {
 	priority   int
 	head, tail *waiter
+	level      *fair.Level[*waiter]
 }
 
 // waitQueue holds the waiters of an Engine, ordered by priority
@@ -68,11 +85,16 @@ type priorityList struct {
 //
 // The zero value is an empty queue. Not safe for concurrent use: the
 // engine's mutex guards it.
+//
+// A fair queue (flows not nil) orders each priority's waiters between
+// flows instead of by arrival (see package fair): push and remove are then
+// O(log F) in the flows waiting at the priority, best O(1).
 type waitQueue struct {
 	lists  []priorityList // sorted by priority, none empty
 	oldest *waiter        // arrival order: oldest ... newest
 	newest *waiter
 	n      int
+	flows  *fair.Table[*waiter] // nil: not fair
 }
 
 // len returns the number of queued waiters.
@@ -101,15 +123,23 @@ func (q *waitQueue) push(w *waiter) {
 		q.lists = append(q.lists, priorityList{})
 		copy(q.lists[i+1:], q.lists[i:])
 		q.lists[i] = priorityList{priority: w.priority}
+		if q.flows != nil {
+			q.lists[i].level = q.flows.NewLevel()
+		}
 	}
 	l := &q.lists[i]
-	w.prev, w.next = l.tail, nil
-	if l.tail != nil {
-		l.tail.next = w
+	if l.level != nil {
+		w.node.Value = w
+		l.level.Push(&w.node, w.flow, w.weight)
 	} else {
-		l.head = w
+		w.prev, w.next = l.tail, nil
+		if l.tail != nil {
+			l.tail.next = w
+		} else {
+			l.head = w
+		}
+		l.tail = w
 	}
-	l.tail = w
 
 	w.older, w.newer = q.newest, nil
 	if q.newest != nil {
@@ -126,6 +156,9 @@ func (q *waitQueue) push(w *waiter) {
 func (q *waitQueue) best() *waiter {
 	if len(q.lists) == 0 {
 		return nil
+	}
+	if l := q.lists[0].level; l != nil {
+		return l.Best().Value
 	}
 	return q.lists[0].head
 }
@@ -145,6 +178,9 @@ func (q *waitQueue) newestOfBest() *waiter {
 	if len(q.lists) == 0 {
 		return nil
 	}
+	if l := q.lists[0].level; l != nil {
+		return l.BestNewest().Value
+	}
 	return q.lists[0].tail
 }
 
@@ -158,27 +194,51 @@ func (q *waitQueue) newestOfLowest() *waiter {
 	if len(q.lists) == 0 {
 		return nil
 	}
+	if l := q.lists[len(q.lists)-1].level; l != nil {
+		_, _, _, newest := l.Largest()
+		return newest.Value
+	}
 	return q.lists[len(q.lists)-1].tail
 }
 
 // remove unlinks w, which must be in q.
-func (q *waitQueue) remove(w *waiter) {
+func (q *waitQueue) remove(w *waiter) { q.unlink(w, false) }
+
+// grant unlinks w, which must be in q, to give it a permit: in a fair
+// queue a waiter that holds its permit (w.hold) has it counted to its
+// flow, w.held.
+func (q *waitQueue) grant(w *waiter) { q.unlink(w, w.hold) }
+
+func (q *waitQueue) unlink(w *waiter, hold bool) {
 	i, ok := q.find(w.priority)
 	if !ok {
 		panic("resilience: internal error: waiter not in its queue")
 	}
 	l := &q.lists[i]
-	if w.prev != nil {
-		w.prev.next = w.next
+	empty := false
+	if l.level != nil {
+		if hold {
+			w.held = fair.Grant(&w.node)
+		} else {
+			fair.Remove(&w.node)
+		}
+		if empty = l.level.Len() == 0; empty {
+			q.flows.FreeLevel(l.level)
+		}
 	} else {
-		l.head = w.next
+		if w.prev != nil {
+			w.prev.next = w.next
+		} else {
+			l.head = w.next
+		}
+		if w.next != nil {
+			w.next.prev = w.prev
+		} else {
+			l.tail = w.prev
+		}
+		empty = l.head == nil
 	}
-	if w.next != nil {
-		w.next.prev = w.prev
-	} else {
-		l.tail = w.prev
-	}
-	if l.head == nil {
+	if empty {
 		copy(q.lists[i:], q.lists[i+1:])
 		q.lists[len(q.lists)-1] = priorityList{} // drop pointers for the GC
 		q.lists = q.lists[:len(q.lists)-1]
@@ -196,4 +256,95 @@ func (q *waitQueue) remove(w *waiter) {
 	}
 	w.prev, w.next, w.older, w.newer = nil, nil, nil, nil
 	q.n--
+}
+
+// fairVictim is the waiter a fair queue sheds for a newcomer r when it
+// is full, under overflow, or nil to reject the newcomer: the flow with
+// the most queued (per weight) gives up a waiter to a flow with fewer.
+//
+// A flow's use is its waiters at the priority and its permits, per
+// weight (see fair.Level.Largest).
+//
+//   - RejectNew: at r's priority, the newest waiter of the flow using the
+//     most, if r's flow would still use less with the newcomer.
+//   - DropLowestPriority: the newest waiter of the flow using the most at
+//     the lowest priority if r outranks it; among equals, as RejectNew;
+//     otherwise none.
+//   - DropOldest: the oldest waiter of the flow using the most at any
+//     priority, r's own flow counted with the newcomer.
+func (q *waitQueue) fairVictim(r Rank, overflow Overflow) *waiter {
+	switch overflow {
+	case DropOldest:
+		return q.oldestOfLargest(r)
+	case DropLowestPriority:
+		low := &q.lists[len(q.lists)-1]
+		if r.Priority < low.priority {
+			_, _, _, newest := low.level.Largest()
+			return newest.Value
+		}
+		if r.Priority > low.priority {
+			return nil
+		}
+	}
+	i, ok := q.find(r.Priority)
+	if !ok {
+		return nil
+	}
+	l := q.lists[i].level
+	f, use, _, newest := l.Largest()
+	if f.Key() == r.Flow || int64(use)*q.flows.Weight(r.Flow, r.Weight) <= int64(l.Use(r.Flow))*f.Weight() {
+		return nil
+	}
+	return newest.Value
+}
+
+// oldestOfLargest is fairVictim under DropOldest.
+func (q *waitQueue) oldestOfLargest(r Rank) *waiter {
+	var (
+		big     *Flow
+		bigN    int
+		victim  *waiter
+		myLevel *fair.Level[*waiter]
+	)
+	for i := range q.lists {
+		l := q.lists[i].level
+		if q.lists[i].priority == r.Priority {
+			myLevel = l
+		}
+		if f, n, oldest, _ := l.Largest(); big == nil || int64(n)*big.Weight() > int64(bigN)*f.Weight() {
+			big, bigN, victim = f, n, oldest.Value
+		}
+	}
+	if myLevel != nil {
+		if mine := myLevel.Head(r.Flow); mine != nil {
+			n := myLevel.Use(r.Flow)
+			if w := q.flows.Weight(r.Flow, r.Weight); int64(n)*big.Weight() >= int64(bigN)*w {
+				return mine.Value
+			}
+		}
+	}
+	return victim
+}
+
+// fairSpared reports whether CoDel spares w as it spares the best
+// priority: in a fair queue, a waiter of the best priority queued whose
+// flow has had no waiter shed within the interval. A standing queue is
+// the doing of the flows whose demand exceeds what they get; CoDel drains
+// theirs, and the flows it meets in full keep their queue timeout.
+func (q *waitQueue) fairSpared(w *waiter, now time.Time, interval time.Duration) bool {
+	return q.flows != nil && w.priority == q.lists[0].priority && q.flows.Spared(w.flow, now, interval)
+}
+
+// fairSparesNewcomer is fairSpared for a newcomer r.
+func (q *waitQueue) fairSparesNewcomer(r Rank, now time.Time, interval time.Duration) bool {
+	return q.flows != nil && (len(q.lists) == 0 || r.Priority <= q.lists[0].priority) && q.flows.Spared(r.Flow, now, interval)
+}
+
+// fairShed records, in a fair queue, that w is being shed at now.
+func (q *waitQueue) fairShed(w *waiter, now time.Time) {
+	if q.flows != nil {
+		if f := w.node.Flow(); f != nil {
+			q.flows.Shed(f, now)
+		}
+	}
 }

@@ -146,6 +146,10 @@ type Config struct {
 	RetryOnce bool `json:"retryOnce"`
 	// High is the share of requests sent with HighPriority (0: one class).
 	High float64 `json:"high"`
+	// Tenants, when set, split the traffic between client populations,
+	// each at its own share of Rate, sent with TenantHeader; results then
+	// report each tenant as a class.
+	Tenants []Tenant `json:"tenants,omitempty"`
 
 	Service     string        `json:"service"`
 	Slots       int           `json:"slots"`
@@ -180,7 +184,7 @@ type Config struct {
 }
 
 // Scenarios are the preset names, in the order the lab lists them.
-var Scenarios = []string{"overload", "priority", "step", "cpu", ScenarioRetryStorm}
+var Scenarios = []string{"overload", "priority", "step", "cpu", ScenarioRetryStorm, "fair"}
 
 // Preset returns the named scenario's configuration with the default
 // knobs (limit 100, queue 100, queue timeout 500 ms, timeout = the client
@@ -207,6 +211,9 @@ func Preset(name string) (Config, error) {
 	case "step":
 		c.Rate, c.Duration, c.Window = 600, 30*time.Second, 5*time.Second
 		c.Steps = []Step{{10 * time.Second, 50}, {20 * time.Second, 100}}
+	case "fair":
+		c.Tenants, c.Duration = fairTenants(), 20*time.Second
+		c.Rate = tenantRate(c.Tenants)
 	case "cpu":
 		c.Service, c.RateFactor, c.Duration = ServiceCPU, 1.6, 20*time.Second
 		// A few CPU-bound requests saturate two cores: the fixed limit and
@@ -269,6 +276,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("limit must be greater than 0")
 	case c.Knobs.Queue < 0 || c.Knobs.QueueTimeout < 0 || c.Knobs.Timeout < 0:
 		return fmt.Errorf("queue, queue timeout and timeout must not be negative")
+	}
+	if err := validateTenants(c.Tenants); err != nil {
+		return err
+	}
+	if len(c.Tenants) > 0 && c.High > 0 {
+		return fmt.Errorf("tenants and priority classes cannot be combined")
 	}
 	if c.Service == ServiceCPU && len(c.Steps) > 0 {
 		return fmt.Errorf("capacity steps apply to the slots service only")

@@ -22,12 +22,13 @@ import (
 //   - adaptive-codel: the adaptive limiter with the knobs' queue and CoDel;
 //   - fixed-retrylast: the fixed limiter ranking requests marked as
 //     retries (inbound.RetryPriority) below first attempts, so that a
-//     full queue sheds them first.
+//     full queue sheds them first;
+//   - the fair modes and their contrast (see fairContenders).
 //
 // When the knobs are Prioritized, every limiter ranks queued requests by
 // PriorityOf.
 func Ours() []Contender {
-	return []Contender{
+	return append([]Contender{
 		PassThrough,
 		{Name: "fixed", New: func(k Knobs) (func(http.Handler) http.Handler, error) {
 			return inboundMiddleware(k, inbound.Options{Concurrency: fixedOptions(k, nil, "")})
@@ -54,7 +55,7 @@ func Ours() []Contender {
 			o.Priority = inbound.RetryPriority(o.Priority)
 			return inboundMiddleware(k, inbound.Options{Concurrency: o})
 		}},
-	}
+	}, fairContenders()...)
 }
 
 func fixedOptions(k Knobs, codel *resilience.CoDelOptions, overflow resilience.OverflowPolicy) *resilience.ConcurrencyLimiterOptions {

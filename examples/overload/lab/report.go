@@ -62,7 +62,8 @@ type Result struct {
 	Wasted  int64 `json:"wasted"`
 	Pending int64 `json:"pending"`
 	// Classes are the priority classes' shares answered in time (only
-	// when the scenario sends classes).
+	// when the scenario sends classes), or the tenants' when it has
+	// tenants (Class is then the tenant's name).
 	Classes []ClassResult  `json:"classes,omitempty"`
 	Windows []WindowResult `json:"windows,omitempty"`
 	Series  []Point        `json:"series"`
@@ -130,14 +131,16 @@ func summarise(cfg *Config, capacity float64, name string, recs []record, lags [
 		r.Sent++
 		if i%2 == 1 {
 			r.Retries++
-		} else {
+		} else if int(rec.class) < len(classSent) {
 			classSent[rec.class]++
 		}
 		switch rec.kind {
 		case kindOK:
 			r.OK++
 			okLat = append(okLat, rec.lat)
-			classOK[rec.class]++
+			if int(rec.class) < len(classOK) {
+				classOK[rec.class]++
+			}
 			if rec.end >= from10 && rec.end < from10+span10 {
 				last10++
 			}
@@ -175,6 +178,9 @@ func summarise(cfg *Config, capacity float64, name string, recs []record, lags [
 			}
 			r.Classes = append(r.Classes, cr)
 		}
+	}
+	if len(cfg.Tenants) > 0 {
+		r.Classes = tenantResults(cfg, recs)
 	}
 	for b, lat := range buckets {
 		sortDurations(lat)
@@ -243,6 +249,11 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(tw, "%s\t%.1f %%\t%.1f %%\t\n", r.Contender, 100*hi.Share, 100*lo.Share)
 		}
 		tw.Flush()
+	}
+	if len(c.Tenants) > 0 {
+		if err := rep.writeTenantTable(w); err != nil {
+			return err
+		}
 	}
 	if c.Window > 0 && len(rep.Results) > 0 {
 		fmt.Fprintf(w, "\ngoodput/s and p99 ms per %v window (capacity in brackets):\n", c.Window)
@@ -350,6 +361,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 			}
 			fmt.Fprintf(w, "| %s | %.1f %% | %.1f %% |\n", r.Contender, 100*share[0], 100*share[1])
 		}
+	}
+	if len(c.Tenants) > 0 {
+		rep.writeTenantMarkdown(w)
 	}
 	if c.Window > 0 && len(rep.Results) > 0 {
 		fmt.Fprintf(w, "\nGoodput/s / p99 ms per window (capacity):\n\n| contender |")

@@ -171,6 +171,9 @@ func classes(cfg *Config, n int) []uint8 {
 func runOne(ctx context.Context, cfg *Config, capacity float64, name string, t *target, progress io.Writer) (*Result, error) {
 	arr := arrivals(cfg)
 	cls := classes(cfg, len(arr))
+	if len(cfg.Tenants) > 0 {
+		arr, cls = tenantArrivals(cfg)
+	}
 	recs := make([]record, 2*len(arr)) // attempt 0 and the retry
 	lags := make([]time.Duration, len(arr))
 
@@ -195,6 +198,9 @@ func runOne(ctx context.Context, cfg *Config, capacity float64, name string, t *
 				p = HighPriority
 			}
 			req.Header.Set(PriorityHeader, fmt.Sprint(p))
+		}
+		if len(cfg.Tenants) > 0 {
+			req.Header.Set(TenantHeader, cfg.Tenants[cls[i]].Name)
 		}
 		sent.Add(1)
 		t0 := time.Now()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -77,8 +78,7 @@ func TestCPUGateAfterAReading(t *testing.T) {
 		{gateScale / 2, b * 3 / 4, gateScale/2 + gateRecover/4},
 		{gateScale - 1, 0, gateScale},
 	} {
-		a := &AdaptiveLimiter{admit: c.admit}
-		if got := a.gateAfter(c.wait, b); got != c.want {
+		if got := nextShare(c.admit, c.wait, b); got != c.want {
 			t.Errorf("share %d after a wait of %v (bound %v) = %d, want %d", c.admit, c.wait, b, got, c.want)
 		}
 	}
@@ -102,7 +102,7 @@ func TestAdaptiveCPUGateShedsBelowTheLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 		cpu := &fakeCPU{}
-		lim.cpu = cpu
+		lim.gate.cpu = cpu
 		// One execution at a time, 2 ms each, one every 3 ms: in flight
 		// never exceeds 1 of the limit of 50.
 		phase := func(d time.Duration) (admitted, refused int) {
@@ -213,4 +213,66 @@ func mustGradient2(t *testing.T) *limit.Gradient2 {
 		t.Fatal(err)
 	}
 	return g
+}
+
+// The gate admits its share of the executions that find a permit free,
+// spread evenly: at a quarter, every fourth one.
+func TestCPUGateAdmitsItsShareEvenly(t *testing.T) {
+	g := cpuGate{admit: gateScale / 4}
+	var got []bool
+	for range 12 {
+		got = append(got, g.admitLocked())
+	}
+	want := []bool{false, false, false, true, false, false, false, true, false, false, false, true}
+	if !slices.Equal(got, want) {
+		t.Fatalf("admissions at a quarter = %v, want %v", got, want)
+	}
+	open := cpuGate{admit: gateScale}
+	for range 100 {
+		if !open.admitLocked() {
+			t.Fatal("an open gate refused an execution")
+		}
+	}
+}
+
+// A reading is due at most every cpuReadEvery, and never with the gate
+// off; a reading sets the share from the wait against the bound and
+// keeps the wait for the next window's sample.
+func TestCPUGateReadsAtMostEveryInterval(t *testing.T) {
+	cpu := &fakeCPU{}
+	g := cpuGate{cpu: cpu, admit: gateScale}
+	every := cpuReadEvery
+	for _, c := range []struct {
+		now  int64
+		want bool
+	}{{every, true}, {every + 1, false}, {2*every - 1, false}, {2 * every, true}, {2 * every, false}} {
+		if got := g.dueLocked(c.now); got != c.want {
+			t.Errorf("due at %d = %v, want %v", c.now, got, c.want)
+		}
+	}
+	off := newCPUGate(true)
+	if off.dueLocked(10*every) || off.admit != gateScale {
+		t.Fatal("a gate that is off reads the CPU or does not admit everything")
+	}
+
+	var mu sync.Mutex
+	cpu.wait.Store(int64(10 * time.Millisecond))
+	if w := g.read(&mu, time.Millisecond); w != 10*time.Millisecond || g.wait != w || g.admit != gateScale/2 {
+		t.Fatalf("after a wait of 10 bounds: reading %v, kept %v, share %d; want 10ms, 10ms, %d", w, g.wait, g.admit, gateScale/2)
+	}
+	cpu.wait.Store(0)
+	g.read(&mu, time.Millisecond)
+	if g.wait != 0 || g.admit != gateScale/2+gateRecover {
+		t.Fatalf("after no wait: kept %v, share %d; want 0, %d", g.wait, g.admit, gateScale/2+gateRecover)
+	}
+}
+
+// The bound is the limiter's normal latency, never below minCPUWait.
+func TestCPUBound(t *testing.T) {
+	if b := cpuBound(0); b != minCPUWait {
+		t.Errorf("bound without a baseline = %v, want %v", b, minCPUWait)
+	}
+	if b := cpuBound(int64(5 * time.Millisecond)); b != 5*time.Millisecond {
+		t.Errorf("bound for a 5 ms baseline = %v", b)
+	}
 }

@@ -1,4 +1,8 @@
-package resilience
+// Package property carries per-execution properties in a
+// context.Context: typed keys of your own (Key, made by NewKey), and
+// WithSingleAttempt, the mark the retry and hedging strategies of package
+// resilience read to make one attempt only.
+package property
 
 import "context"
 
@@ -48,4 +52,20 @@ func (k Key[T]) Value(ctx context.Context) (T, bool) {
 }
 
 // String returns the key's name, for diagnostics.
-func (k *keyID) String() string { return "resilience.Key(" + k.name + ")" }
+func (k *keyID) String() string { return "property.Key(" + k.name + ")" }
+
+type singleAttemptKey struct{}
+
+// WithSingleAttempt returns a copy of ctx under which the retry and
+// hedging strategies make exactly one attempt, for operations that must
+// not be repeated (a non-idempotent request, one whose body cannot be
+// replayed). Other strategies are unaffected.
+func WithSingleAttempt(ctx context.Context) context.Context {
+	return context.WithValue(ctx, singleAttemptKey{}, true)
+}
+
+// SingleAttempt reports whether ctx was marked by WithSingleAttempt.
+func SingleAttempt(ctx context.Context) bool {
+	v, _ := ctx.Value(singleAttemptKey{}).(bool)
+	return v
+}
