@@ -391,6 +391,7 @@ func TestClusterMasterKilledMidRun(t *testing.T) {
 	type tally struct {
 		mu      sync.Mutex
 		acked   [keys][]int64
+		failedK [keys]int // store failures per key
 		decided [2]int64
 		failed  [2]int64
 		denied  int64 // fail-closed refusals
@@ -429,6 +430,7 @@ func TestClusterMasterKilledMidRun(t *testing.T) {
 					tl.decided[i]++
 				case errors.As(err, &se):
 					tl.failed[i]++
+					tl.failedK[k]++
 					tl.lastErr[i] = time.Now()
 					if d.Allowed == (i == 1) {
 						tl.bad = append(tl.bad, fmt.Sprintf("limiter %d (fail-closed %v) answered allowed=%v on a store failure", i, i == 1, d.Allowed))
@@ -517,8 +519,10 @@ func TestClusterMasterKilledMidRun(t *testing.T) {
 		stored := p.Limit - d.Remaining - 1 // the final take counted itself
 		acked := len(tl.acked[k])
 		total += acked
-		if stored > acked {
-			t.Errorf("%s: the cluster counted %d takes, more than the %d acknowledged", key, stored, acked)
+		if stored > acked+tl.failedK[k] {
+			// A take that failed at its budget may have run in Redis all
+			// the same (its reply came too late): at most those.
+			t.Errorf("%s: the cluster counted %d takes, more than the %d acknowledged and %d failed", key, stored, acked, tl.failedK[k])
 		}
 		if missing := acked - stored; missing > 0 {
 			if !onVictim[key] {

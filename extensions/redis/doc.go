@@ -38,8 +38,9 @@
 //
 // Redis replicates asynchronously: the takes a master acknowledged in its
 // last moments and had not yet sent to its replica are lost with it, and
-// their keys admit that many more in the current window. No other
-// decision is lost or repeated.
+// their keys admit that many more in the current window. A take that
+// failed at its budget may still have been counted, its reply having come
+// too late; no other decision is lost or counted twice.
 //
 // Concurrency limits stay per instance by design: they protect the
 // process they run in.

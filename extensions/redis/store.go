@@ -83,7 +83,8 @@ type Options struct {
 // Safe for concurrent use. A Take waits at most Budget: a slow or
 // unreachable Redis costs each request the budget (one fast failure with a
 // Breaker once it opens), decisions resume by themselves when Redis is
-// back, and a failed Take changes nothing. Make it with New; the zero value
+// back, and a failed Take changes nothing (except one whose reply came
+// after the budget: Redis may have counted it). Make it with New; the zero value
 // is not usable.
 type Store struct {
 	client   redis.Scripter
