@@ -13,10 +13,12 @@ require (
 	github.com/ylcnfrht/resilience/adapters/echo v0.1.0
 	github.com/ylcnfrht/resilience/adapters/fiber v0.1.0
 	github.com/ylcnfrht/resilience/adapters/gin v0.1.0
+	github.com/ylcnfrht/resilience/adapters/grpc v0.1.0
 	github.com/ylcnfrht/resilience/core v0.1.0
 	github.com/ylcnfrht/resilience/examples v0.1.0
 	golang.org/x/sync v0.23.0
 	golang.org/x/time v0.15.0
+	google.golang.org/grpc v1.85.0
 )
 
 require (
@@ -60,7 +62,8 @@ require (
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
-	google.golang.org/protobuf v1.36.11 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 replace (
@@ -68,6 +71,7 @@ replace (
 	github.com/ylcnfrht/resilience/adapters/echo => ../adapters/echo
 	github.com/ylcnfrht/resilience/adapters/fiber => ../adapters/fiber
 	github.com/ylcnfrht/resilience/adapters/gin => ../adapters/gin
+	github.com/ylcnfrht/resilience/adapters/grpc => ../adapters/grpc
 	github.com/ylcnfrht/resilience/conformance => ../conformance
 	github.com/ylcnfrht/resilience/core => ../core
 	github.com/ylcnfrht/resilience/examples => ../examples

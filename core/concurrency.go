@@ -28,7 +28,9 @@ const (
 	// old requests are likely abandoned by their clients anyway. With a
 	// Flow function it evicts the oldest waiter of the flow that uses the
 	// most (as for reject-new, at any priority; the newcomer's own flow
-	// counted with the newcomer).
+	// counted with the newcomer, its own oldest going on a tie), or
+	// rejects the newcomer with ReasonFull when its flow uses the most
+	// through permits alone, with no waiter at its priority.
 	OverflowDropOldest OverflowPolicy = "drop-oldest"
 	// OverflowDropLowestPriority evicts the newest waiter of the lowest
 	// priority (the largest Priority number) with ReasonDropped if the

@@ -53,7 +53,8 @@ func fxFlow(ctx context.Context) string { return ctx.Value(fxFlowKey{}).(string)
 //     passed over only by flows holding at most its share;
 //   - a full queue sheds from a flow that uses at least as much (waiters
 //     and permits from the queue) as the newcomer's, the newcomer
-//     counted.
+//     counted, and rejects the newcomer only when no other flow uses
+//     more (under drop-oldest, as much).
 func TestFairLimiterStateMachine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rapid.Check(inBubble{t}, func(t *rapid.T) {
@@ -210,6 +211,18 @@ func TestFairLimiterStateMachine(t *testing.T) {
 						return
 					}
 					settle(t)
+					var full *ConcurrencyLimitRejectedError
+					if e.state == fxFinished && errors.As(e.err, &full) && full.Reason == ReasonFull {
+						// Rejected: no other flow used more (under drop-oldest,
+						// as much: a tie queues the newcomer). The queue is as
+						// the limiter saw it: a rejection changes nothing.
+						eu := len(queuedOf(e.flow)) + heldQ(e.flow) + 1
+						for f := range waitingFlows() {
+							if ou := len(queuedOf(f)) + heldQ(f); f != e.flow && (ou > eu || ou == eu && opts.Overflow == OverflowDropOldest) {
+								t.Fatalf("a newcomer of flow %s (using %d with it) was rejected while flow %s used %d", e.flow, eu, f, ou)
+							}
+						}
+					}
 					for _, o := range all {
 						var br *ConcurrencyLimitRejectedError
 						if o != e && o.state == fxFinished && errors.As(o.err, &br) && br.Reason == ReasonDropped && o.done != nil {

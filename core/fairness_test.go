@@ -3,8 +3,10 @@ package resilience
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/ylcnfrht/resilience/core/event"
 )
@@ -148,5 +150,112 @@ func TestFlowHookPanicIsReported(t *testing.T) {
 				t.Fatalf("stats %+v, want the held permit alone", s)
 			}
 		})
+	}
+}
+
+// fairRun starts one execution of flow through Execute, holding its
+// permit until release is closed, and waits until it has entered, queued
+// or returned; its error arrives on the channel returned.
+func fairRun(l *ConcurrencyLimiter, release chan struct{}, flow string) chan error {
+	done := make(chan error, 1)
+	ctx := context.WithValue(context.Background(), fxFlowKey{}, flow)
+	go func() {
+		done <- l.Execute(ctx, Telemetry{}, func(context.Context) error {
+			<-release
+			return nil
+		})
+	}()
+	synctest.Wait()
+	return done
+}
+
+// A full queue sheds from the flow that uses the most, its permits from
+// the queue counted with its waiters, under every overflow policy and
+// with CoDel: a newcomer of a flow that holds a permit and has no waiter
+// does not evict a quieter flow's waiter. Under drop-oldest it once did:
+// the newcomer's flow was weighed only when it had a waiter at the
+// newcomer's priority (the property test's seed 7288191071753587798). On
+// a tie, drop-oldest queues the newcomer and the other policies reject
+// it.
+func TestFairShedCountsTheNewcomersPermits(t *testing.T) {
+	for _, overflow := range []OverflowPolicy{OverflowRejectNew, OverflowDropOldest, OverflowDropLowestPriority} {
+		for _, codel := range []bool{false, true} {
+			for _, tie := range []bool{false, true} {
+				name := fmt.Sprintf("%s/codel=%t/tie=%t", overflow, codel, tie)
+				t.Run(name, func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						testFairShedCountsPermits(t, overflow, codel, tie)
+					})
+				})
+			}
+		}
+	}
+}
+
+func testFairShedCountsPermits(t *testing.T, overflow OverflowPolicy, codel, tie bool) {
+	opts := ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 2, Overflow: overflow, Flow: fxFlow}
+	if codel {
+		opts.CoDel = &CoDelOptions{Interval: time.Second, Target: 500 * time.Millisecond}
+	}
+	l := newTestLimiter(t, opts)
+	first, rest := make(chan struct{}), make(chan struct{})
+	fairRun(l, first, "x") // the free permit: not counted to a flow
+	fairRun(l, rest, "noisy")
+	close(first) // noisy's waiter takes the permit from the queue
+	synctest.Wait()
+	// The queue fills: two quiet flows using 1 each, or, for the tie, one
+	// using 2 as noisy will with its newcomer.
+	quiet := []string{"quiet-1", "quiet-2"}
+	if tie {
+		quiet = []string{"quiet-1", "quiet-1"}
+	}
+	var waiting []chan error
+	for _, f := range quiet {
+		waiting = append(waiting, fairRun(l, rest, f))
+	}
+	if s := l.Stats(); s.InFlight != 1 || s.Queued != 2 {
+		t.Fatalf("before the newcomer: %+v, want noisy running and two waiters", s)
+	}
+	newcomer := fairRun(l, rest, "noisy")
+
+	var rej *ConcurrencyLimitRejectedError
+	if tie && overflow == OverflowDropOldest {
+		// quiet-1's oldest waiter goes; the newcomer queues behind the other.
+		select {
+		case err := <-waiting[0]:
+			if !errors.As(err, &rej) || rej.Reason != ReasonDropped {
+				t.Fatalf("quiet-1's oldest waiter: %v, want dropped", err)
+			}
+		default:
+			t.Fatal("quiet-1's oldest waiter kept: drop-oldest on a tie queues the newcomer")
+		}
+		select {
+		case err := <-newcomer:
+			t.Fatalf("the newcomer returned %v, want it queued", err)
+		case err := <-waiting[1]:
+			t.Fatalf("quiet-1's newest waiter returned %v, want it queued", err)
+		default:
+		}
+	} else {
+		select {
+		case err := <-newcomer:
+			if !errors.As(err, &rej) || rej.Reason != ReasonFull {
+				t.Fatalf("noisy's newcomer: %v, want rejected as full", err)
+			}
+		default:
+			t.Fatal("noisy's newcomer queued: its flow uses the most")
+		}
+		for i, w := range waiting {
+			select {
+			case err := <-w:
+				t.Fatalf("waiter %d of %s shed (%v) for a newcomer of noisy, which uses more", i, quiet[i], err)
+			default:
+			}
+		}
+	}
+	close(rest)
+	synctest.Wait()
+	if s := l.Stats(); s.InFlight != 0 || s.Queued != 0 || s.Flows != 0 {
+		t.Fatalf("after everything returned: %+v", s)
 	}
 }

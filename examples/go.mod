@@ -7,15 +7,22 @@ require (
 	github.com/gin-gonic/gin v1.12.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/gofiber/fiber/v2 v2.52.15
+	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
 	github.com/labstack/echo/v4 v4.16.5
 	github.com/ylcnfrht/resilience/adapters/chi v0.1.0
 	github.com/ylcnfrht/resilience/adapters/connect v0.1.0
 	github.com/ylcnfrht/resilience/adapters/echo v0.1.0
 	github.com/ylcnfrht/resilience/adapters/fiber v0.1.0
 	github.com/ylcnfrht/resilience/adapters/gin v0.1.0
+	github.com/ylcnfrht/resilience/adapters/grpc v0.1.0
 	github.com/ylcnfrht/resilience/core v0.1.0
+	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.72.0
+	go.opentelemetry.io/otel v1.47.0
+	go.opentelemetry.io/otel/sdk v1.47.0
 	go.uber.org/goleak v1.3.0
-	google.golang.org/protobuf v1.36.11
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -23,9 +30,12 @@ require (
 	github.com/bytedance/gopkg v0.1.3 // indirect
 	github.com/bytedance/sonic v1.15.0 // indirect
 	github.com/bytedance/sonic/loader v0.5.0 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cloudwego/base64x v0.1.6 // indirect
 	github.com/gabriel-vasile/mimetype v1.4.12 // indirect
 	github.com/gin-contrib/sse v1.1.0 // indirect
+	github.com/go-logr/logr v1.4.4 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-playground/locales v0.14.1 // indirect
 	github.com/go-playground/universal-translator v0.18.1 // indirect
 	github.com/go-playground/validator/v10 v10.30.1 // indirect
@@ -53,6 +63,10 @@ require (
 	github.com/valyala/fasttemplate v1.2.2 // indirect
 	github.com/valyala/tcplisten v1.0.0 // indirect
 	go.mongodb.org/mongo-driver/v2 v2.5.0 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/otel/log v1.47.0 // indirect
+	go.opentelemetry.io/otel/metric v1.47.0 // indirect
+	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	golang.org/x/arch v0.22.0 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
@@ -67,6 +81,7 @@ replace (
 	github.com/ylcnfrht/resilience/adapters/echo => ../adapters/echo
 	github.com/ylcnfrht/resilience/adapters/fiber => ../adapters/fiber
 	github.com/ylcnfrht/resilience/adapters/gin => ../adapters/gin
+	github.com/ylcnfrht/resilience/adapters/grpc => ../adapters/grpc
 	github.com/ylcnfrht/resilience/conformance => ../conformance
 	github.com/ylcnfrht/resilience/core => ../core
 )

@@ -124,6 +124,7 @@ type call struct {
 	// handler runs: connect's handler changes the request's header map.
 	contentType, protocolVersion string
 	panicked                     bool // the handler panicked before its deadline
+	answerPanic                  bool // ... and Options.AnswerPanics answers it (c.err)
 	panicVal                     any
 
 	runFn func(ctx context.Context) error // runHandler, bound once per call value
@@ -230,11 +231,13 @@ func (c *call) serveTimed(ctx context.Context) bool {
 		// The client left and the handler wrote nothing: no empty 200.
 		panic(http.ErrAbortHandler)
 	}
-	if !c.ran {
-		// The rate limit's fields for an admitted decision went to the
-		// handler's private header; a capacity rejection sends them too,
-		// as the HTTP adapters' 503s do.
-		copyHeader(c.w.Header(), c.tw.h)
+	if !c.ran || c.answerPanic {
+		if !c.ran {
+			// The rate limit's fields for an admitted decision went to
+			// the handler's private header; a capacity rejection sends
+			// them too, as the HTTP adapters' 503s do.
+			copyHeader(c.w.Header(), c.tw.h)
+		}
 		c.m.reject(c.w, c.r, c.err)
 	}
 	return true
@@ -291,6 +294,16 @@ func (c *call) run(ctx context.Context) {
 		}
 	}()
 	c.err = c.m.in.Execute(ctx, &c.info, c.runFn)
+	var pe *inbound.PanicError
+	if c.ran && errors.As(c.err, &pe) { // Options.AnswerPanics
+		switch {
+		case !c.tw.finishPanic(): // past the deadline: answered DeadlineExceeded
+		case c.tw.committed:
+			c.panicked, c.panicVal = true, pe.Value // too late for an error
+		default:
+			c.answerPanic = true
+		}
+	}
 }
 
 // runHandler is Execute's callback on a timed call.

@@ -183,9 +183,15 @@ func (m *Middleware) Handler(c *fiber.Ctx) error {
 		}()
 		err = m.in.Execute(x.parent, c, x.run)
 	}
+	var pe *inbound.PanicError
 	switch {
 	case err == nil:
 		return x.err
+	case errors.As(err, &pe):
+		// Options.AnswerPanics: fasthttp has sent nothing yet, so what the
+		// handler set before its panic gives way to the 500.
+		c.Response().Reset()
+		return m.reject(c, err)
 	case !x.ran:
 		return m.reject(c, err) // 429, 503, or the context ended while queued
 	case !errors.Is(err, resilience.ErrTimeoutRejected) && !errors.Is(err, context.DeadlineExceeded):

@@ -125,6 +125,7 @@ type exchange struct {
 	c   call
 	vc  viewContext
 	ran atomic.Bool // the pipeline's callback ran the handler
+	res result      // how a net/http request under the pipeline ended
 }
 
 // newExchange returns an exchange for c with its view built.
@@ -166,8 +167,14 @@ func (x *exchange) runPipeline() error {
 	_, err := x.m.pipeline.Execute(x.viewCtx(), func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, x.run(ctx)
 	})
-	if x.ran.Load() && x.c.isHTTP() {
+	switch {
+	case !x.ran.Load():
+		x.m.requests.rejected(err)
+	case x.c.isHTTP():
+		x.m.requests.ran(httpTimedOut(&x.res))
 		return nil // answered by the handler or the timed writer
+	default:
+		x.m.requests.ran(fnTimedOut(err))
 	}
 	return err
 }
@@ -181,14 +188,18 @@ func (x *exchange) run(ctx context.Context) error {
 	if !x.c.isHTTP() {
 		return m.runFn(ctx, &x.c)
 	}
-	m.runHTTP(ctx, &x.c, nil, true)
-	if ctx.Err() != nil {
+	m.runHTTP(ctx, &x.c, &x.res, true)
+	switch {
+	case ctx.Err() != nil && isTimeout(context.Cause(ctx)):
 		// A timeout strategy in the pipeline reports its deadline (and
 		// emits its event) only when the callback fails; the 504 itself
 		// was sent by the timed writer.
-		if cause := context.Cause(ctx); isTimeout(cause) {
-			return cause
-		}
+		return context.Cause(ctx)
+	case m.timeoutErr != nil && httpTimedOut(&x.res):
+		// The middleware's deadline answered 504: the pipeline's
+		// strategies (an execution timer, a limiter's classifier) see
+		// the client's outcome, not the late handler's return.
+		return m.timeoutErr
 	}
 	return nil
 }
@@ -200,14 +211,19 @@ func (x *exchange) run(ctx context.Context) error {
 // rejection that came before the handler ran, for the entry point to
 // render, or fn's error; after a net/http handler ran it returns nil (the
 // response is sent).
-func (m *Middleware) dispatch(c *call) error {
+func (m *Middleware) dispatch(c *call) (err error) {
+	if m.opts.AnswerPanics {
+		defer answerPanic(c, c.watchPanics(), &err) // see panics.go
+	}
 	if m.draining.Load() {
+		m.requests.rejected(errShuttingDown)
 		return errShuttingDown
 	}
 	var x *exchange // set once the request needs its view
 	if m.rate != nil {
 		x = m.newExchange(c)
 		if err := m.takeRate(x); err != nil {
+			m.requests.rejected(err)
 			return err
 		}
 	}
@@ -236,6 +252,7 @@ func (m *Middleware) dispatch(c *call) error {
 	c.arrival = m.arrivalDeadline()
 	p, err := m.gate.acquire(ctx)
 	if err != nil {
+		m.requests.rejected(err)
 		return err
 	}
 	return m.runHeld(ctx, c, m.gate, p)
@@ -248,26 +265,41 @@ func (m *Middleware) dispatch(c *call) error {
 func (m *Middleware) runHeld(ctx context.Context, c *call, g *gate, p permit) (err error) {
 	if !c.isHTTP() {
 		if g == nil {
-			return m.runFn(c.ctx, c)
+			err = m.runFn(c.ctx, c)
+			m.requests.ran(fnTimedOut(err))
+			return err
 		}
 		outcome := resilience.LimitIgnored // if fn panics
 		defer func() { g.release(ctx, p, outcome) }()
 		err = m.runFn(c.ctx, c)
+		m.requests.ran(fnTimedOut(err))
 		if m.measure {
 			outcome = g.classify(ctx, m.classify, err)
 		}
 		return err
 	}
+	var res result // stays zero (ignored) if the handler panics
 	if !m.measure {
 		if g != nil {
 			defer g.release(ctx, p, resilience.LimitIgnored)
 		}
-		m.runHTTP(c.ctx, c, nil, false)
+		m.runHTTP(c.ctx, c, m.timedResult(&res), false)
+		m.requests.ran(httpTimedOut(&res))
 		return nil
 	}
-	var res result // stays zero (ignored) if the handler panics
 	defer func() { g.release(ctx, p, res.outcome()) }()
 	m.runHTTP(c.ctx, c, &res, false)
+	m.requests.ran(httpTimedOut(&res))
+	return nil
+}
+
+// timedResult is res when a deadline can answer a net/http request (the
+// timed writer fills it at no cost), nil otherwise (an untimed request
+// cannot time out, and recording its status would cost a writer).
+func (m *Middleware) timedResult(res *result) *result {
+	if m.timeout > 0 || m.pipeline != nil {
+		return res
+	}
 	return nil
 }
 

@@ -55,6 +55,8 @@ type Middleware struct {
 	lateTotal atomic.Uint64
 
 	draining atomic.Bool // Drain was called: every arrival is refused
+
+	requests requestCounters // Stats.RequestCounts
 }
 
 // New validates opts and returns the middleware for plain net/http (or a

@@ -112,6 +112,23 @@ type Options struct {
 	// nothing is sent (the client went away). A Render that panics gives
 	// the default response and an event.HookPanic.
 	Render func(err error, def Response) Response
+
+	// AnswerPanics, when set, answers a handler's panic with the 500
+	// INTERNAL of the rejections' format (through Render, which gets a
+	// *PanicError), once the panic has unwound through the limiter and the
+	// permit is back, and logs it with its stack to the server's ErrorLog
+	// as net/http does. A panic after the response started, and
+	// http.ErrAbortHandler, go on unanswered, as without it. Serve,
+	// Execute and ExecuteInPlace return the *PanicError for the adapter to
+	// render. Off by default: a framework's recoverer (chi's Recoverer,
+	// gin's Recovery, echo's Recover, fiber's recover, connect's
+	// WithRecover) already answers, logs and counts panics the way the
+	// rest of the service does, and under this option it never sees them;
+	// set it where there is no recoverer, or for one JSON body for every
+	// error the middleware answers. It costs a writer per request on the
+	// net/http entry points. docs/guide.md (Panics) says where the
+	// recoverers go.
+	AnswerPanics bool
 }
 
 // maxTimeout mirrors core's bound: far enough never to matter, near enough

@@ -20,6 +20,9 @@ type Stats struct {
 	Late int64 `json:"late"`
 	// LateTotal counts every handler that ever ran past its deadline.
 	LateTotal uint64 `json:"lateTotal"`
+	// RequestCounts counts every request by how it ended; its fields
+	// add up to all requests seen (Requests()).
+	RequestCounts
 }
 
 // Stats returns the current numbers. Safe for concurrent use; the fields
@@ -34,6 +37,7 @@ func (m *Middleware) Stats() Stats {
 	}
 	s.Late = m.late.Load()
 	s.LateTotal = m.lateTotal.Load()
+	s.RequestCounts = m.requests.load()
 	return s
 }
 

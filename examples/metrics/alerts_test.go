@@ -35,7 +35,7 @@ func parseRules(t *testing.T) *rulefmt.RuleGroups {
 
 // TestAlertRulesParse protects alerts.yml as a rules file Prometheus would
 // load: valid YAML with no unknown fields, valid PromQL and templates, and
-// the three documented alerts.
+// the four documented alerts.
 func TestAlertRulesParse(t *testing.T) {
 	groups := parseRules(t)
 	var names []string
@@ -44,7 +44,7 @@ func TestAlertRulesParse(t *testing.T) {
 			names = append(names, r.Alert)
 		}
 	}
-	want := []string{"ResilienceHighShedRate", "ResilienceLateHandlers", "ResilienceLimitAtFloor"}
+	want := []string{"ResilienceHighShedRate", "ResilienceHighTimeoutRate", "ResilienceLateHandlers", "ResilienceLimitAtFloor"}
 	if len(names) != len(want) {
 		t.Fatalf("alerts %v, want %v", names, want)
 	}
@@ -55,35 +55,36 @@ func TestAlertRulesParse(t *testing.T) {
 	}
 }
 
-// TestLimitAtFloorMatchesMinLimit protects the floor alert from drifting
-// away from the service: its threshold is the adaptive limiter's MinLimit
-// and it watches the middleware's limiter.
-func TestLimitAtFloorMatchesMinLimit(t *testing.T) {
+// TestAlertRulesAreGeneric protects the rules from being tied to one
+// service: no selector picks a limiter or pipeline by name, and no rule
+// compares a limit with a number (the floor comes from
+// resilience_limiter_min_limit).
+func TestAlertRulesAreGeneric(t *testing.T) {
 	for _, g := range parseRules(t).Groups {
 		for _, r := range g.Rules {
-			if r.Alert != "ResilienceLimitAtFloor" {
-				continue
-			}
 			expr, err := parser.NewParser(parser.Options{}).ParseExpr(r.Expr)
 			if err != nil {
 				t.Fatal(err)
 			}
-			be, ok := expr.(*parser.BinaryExpr)
-			if !ok {
-				t.Fatalf("expr %q: want a comparison", r.Expr)
-			}
-			num, ok := be.RHS.(*parser.NumberLiteral)
-			if !ok || num.Val != minLimit {
-				t.Fatalf("expr %q: threshold %s, want MinLimit %d", r.Expr, be.RHS, minLimit)
-			}
-			vs, ok := be.LHS.(*parser.VectorSelector)
-			if !ok || !strings.Contains(vs.String(), `resilience_limiter_name="`+pipelineName+`"`) {
-				t.Fatalf("expr %q: want the limit of the %q limiter", r.Expr, pipelineName)
-			}
-			return
+			parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+				switch n := n.(type) {
+				case *parser.VectorSelector:
+					for _, m := range n.LabelMatchers {
+						if m.Name == "resilience_limiter_name" || m.Name == "resilience_pipeline_name" {
+							t.Errorf("%s: %s picks one %s", r.Alert, n, m.Name)
+						}
+					}
+				case *parser.BinaryExpr:
+					if strings.Contains(n.LHS.String(), "resilience_limiter_limit") {
+						if _, ok := n.RHS.(*parser.NumberLiteral); ok {
+							t.Errorf("%s: compares the limit with the number %s", r.Alert, n.RHS)
+						}
+					}
+				}
+				return nil
+			})
 		}
 	}
-	t.Fatal("no ResilienceLimitAtFloor rule")
 }
 
 // TestAlertRulesSelectExportedSeries protects the rules from drifting away
@@ -92,6 +93,18 @@ func TestLimitAtFloorMatchesMinLimit(t *testing.T) {
 // every label the rules group by exists on those series. A renamed
 // instrument, attribute or value breaks it.
 func TestAlertRulesSelectExportedSeries(t *testing.T) {
+	families := scrapeUnderLoad(t)
+	for _, g := range parseRules(t).Groups {
+		for _, r := range g.Rules {
+			checkExpr(t, r.Alert, r.Expr, families)
+		}
+	}
+}
+
+// scrapeUnderLoad runs the service in-process, makes it shed and run late
+// handlers, and returns its /metrics.
+func scrapeUnderLoad(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
 	svc, err := newService(500*time.Millisecond, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -146,34 +159,42 @@ func TestAlertRulesSelectExportedSeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return families
+}
 
-	for _, g := range parseRules(t).Groups {
-		for _, r := range g.Rules {
-			expr, err := parser.NewParser(parser.Options{}).ParseExpr(r.Expr)
-			if err != nil {
-				t.Fatal(err)
+// checkExpr parses a PromQL expression and checks it against scraped
+// families: every selector selects at least one series, and every label
+// an aggregation groups by is on those series (job and instance, the
+// scraper's target labels, aside).
+func checkExpr(t *testing.T, what, src string, families map[string]*dto.MetricFamily) {
+	t.Helper()
+	expr, err := parser.NewParser(parser.Options{}).ParseExpr(src)
+	if err != nil {
+		t.Errorf("%s: %v", what, err)
+		return
+	}
+	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+		switch n := n.(type) {
+		case *parser.VectorSelector:
+			if len(selectSeries(families, n)) == 0 {
+				t.Errorf("%s: %s selects no series of /metrics", what, n)
 			}
-			parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
-				switch n := n.(type) {
-				case *parser.VectorSelector:
-					if len(selectSeries(families, n)) == 0 {
-						t.Errorf("%s: %s selects no series of /metrics", r.Alert, n)
-					}
-				case *parser.AggregateExpr:
-					for _, vs := range selectors(n.Expr) {
-						for _, s := range selectSeries(families, vs) {
-							for _, l := range n.Grouping {
-								if _, ok := s[l]; !ok {
-									t.Errorf("%s: groups by %s, absent from %s", r.Alert, l, vs)
-								}
-							}
+		case *parser.AggregateExpr:
+			for _, vs := range selectors(n.Expr) {
+				for _, s := range selectSeries(families, vs) {
+					for _, l := range n.Grouping {
+						if l == "job" || l == "instance" {
+							continue // the scraper's target labels
+						}
+						if _, ok := s[l]; !ok {
+							t.Errorf("%s: groups by %s, absent from %s", what, l, vs)
 						}
 					}
 				}
-				return nil
-			})
+			}
 		}
-	}
+		return nil
+	})
 }
 
 func selectors(e parser.Expr) []*parser.VectorSelector {
@@ -189,7 +210,7 @@ func selectors(e parser.Expr) []*parser.VectorSelector {
 
 // selectSeries returns the label sets (with __name__) of the scraped
 // series vs selects. A histogram family contributes its _count, _sum and
-// _bucket series.
+// _bucket series (with an le label).
 func selectSeries(families map[string]*dto.MetricFamily, vs *parser.VectorSelector) []map[string]string {
 	var out []map[string]string
 	for name, f := range families {
@@ -200,6 +221,9 @@ func selectSeries(families map[string]*dto.MetricFamily, vs *parser.VectorSelect
 		for _, series := range names {
 			for _, m := range f.GetMetric() {
 				ls := map[string]string{"__name__": series}
+				if strings.HasSuffix(series, "_bucket") {
+					ls["le"] = "+Inf" // each bucket is a series of its own
+				}
 				for _, lp := range m.GetLabel() {
 					ls[lp.GetName()] = lp.GetValue()
 				}

@@ -1,8 +1,12 @@
 // Command metrics is a service whose resilience telemetry is exported as
 // OpenTelemetry metrics and served to Prometheus on /metrics, with example
-// alerting rules (alerts.yml) for the three signals worth paging on: a
-// high shed rate, handlers running past their deadline, and an adaptive
-// limit stuck at its floor.
+// alerting rules (alerts.yml, unit-tested by alerts_test.yml with
+// promtool test rules) for the signals worth paging on: a high share of
+// requests shed or timed out, handlers running past their deadline, and
+// an adaptive limit stuck at its floor; and a Grafana dashboard
+// (dashboard.json: goodput, shed by reason, queue wait, limit against in
+// flight, late handlers, rate limited). The rules and the dashboard name
+// no limiter and no threshold of this service.
 //
 //	go run ./examples/metrics
 //

@@ -9,22 +9,31 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/otlptranslator"
+	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
 
 	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/inbound"
 	resilienceotel "github.com/ylcnfrht/resilience/extensions/otel"
 )
 
-// Settings the alerting rules in alerts.yml refer to.
+// Settings of the service. The alerting rules in alerts.yml and the
+// dashboard name none of them: they hold for any name and floor.
 const (
 	// pipelineName labels every series of the service
 	// (resilience_pipeline_name, resilience_limiter_name).
 	pipelineName = "api"
-	// minLimit is the adaptive limiter's floor; the LimitAtFloor rule
-	// compares the limit with it.
+	// serviceName is the OpenTelemetry resource's service.name (the
+	// exporter's target_info series).
+	serviceName = "resilience-metrics-example"
+	// minLimit is the adaptive limiter's floor, exported as
+	// resilience_limiter_min_limit.
 	minLimit = 4
+	// queueTimeout is the adaptive limiter's; the queue-wait histogram's
+	// buckets are laid around it.
+	queueTimeout = 100 * time.Millisecond
 )
 
 // service is the program's HTTP side and what must be released after it.
@@ -48,15 +57,25 @@ func newService(timeout, work time.Duration) (*service, error) {
 	if err != nil {
 		return nil, err
 	}
-	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
-	metrics, err := resilienceotel.New(resilienceotel.Options{MeterProvider: provider})
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter),
+		sdkmetric.WithResource(resource.NewSchemaless(attribute.String("service.name", serviceName))))
+	metrics, err := resilienceotel.New(resilienceotel.Options{
+		MeterProvider:    provider,
+		QueueWaitBuckets: resilienceotel.QueueWaitBuckets(queueTimeout),
+	})
 	if err != nil {
 		return nil, err
 	}
 
+	// The algorithm, observed: the limiter's bounds and round-trip times
+	// become gauges under the middleware's name.
+	algorithm, stopAlgorithm, err := metrics.ObserveAlgorithm(pipelineName, nil)
+	if err != nil {
+		return nil, err
+	}
 	limiter, err := resilience.NewAdaptiveLimiter(resilience.AdaptiveLimiterOptions{
 		Name: "adaptive", InitialLimit: 20, MinLimit: minLimit, MaxLimit: 200,
-		QueueLimit: 20, QueueTimeout: 100 * time.Millisecond,
+		QueueLimit: 20, QueueTimeout: queueTimeout, Algorithm: algorithm,
 	})
 	if err != nil {
 		return nil, err
@@ -108,6 +127,7 @@ func newService(timeout, work time.Duration) (*service, error) {
 		handler: mux,
 		close: func(ctx context.Context) error {
 			stopGauges()
+			stopAlgorithm()
 			metrics.Close()
 			return provider.Shutdown(ctx)
 		},

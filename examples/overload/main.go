@@ -5,6 +5,7 @@
 //	go run ./examples/overload                      # overload scenario, about a minute and a half
 //	go run ./examples/overload -scenario priority   # or step, cpu, retry-storm, fair
 //	go run ./examples/overload -modes all -rate 1000 -json out.json
+//	go run ./examples/overload -scenario soak       # 10 minutes of abuse; see package soak
 //
 // While it runs, a progress line on stderr shows the mode, the elapsed
 // time and the requests sent, answered in time, shed and timed out. At the
@@ -27,6 +28,10 @@
 // req/s, with a per-tenant table (-rate scales every tenant alike). Every
 // other flag overrides the scenario's value; -h lists them.
 //
+// -protocol grpc drives the overload scenario over gRPC instead: the slot
+// service on grpc-go behind the gRPC adapter, in this process, loaded by
+// grpc-go clients (grpc.go).
+//
 // Modes (-modes, comma-separated, or all): none, fixed, fixed-codel,
 // fixed-droplow, adaptive, adaptive-codel, fixed-retrylast, and the fair
 // modes (a flow per tenant) fixed-fair, fixed-codel-fair, adaptive-fair,
@@ -41,12 +46,18 @@ import (
 	"syscall"
 
 	"github.com/ylcnfrht/resilience/examples/overload/lab"
+	"github.com/ylcnfrht/resilience/examples/overload/soak"
 )
 
 func main() {
 	lab.ServeChildIfAsked(lab.Ours()) // the cpu scenario's service is this binary again
+	soak.ServeChildIfAsked()          // and so is the soak's server
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	program := run
+	if soak.Asked(os.Args[1:]) {
+		program = soak.Run // its own flags: minutes long, one server
+	}
+	code := program(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

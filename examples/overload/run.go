@@ -33,6 +33,7 @@ type options struct {
 	jsonPath string
 	svgPath  string
 	quiet    bool
+	protocol string // "http" or "grpc" (grpc.go)
 }
 
 // parse reads the flags over the chosen scenario's preset. A flag changes
@@ -68,8 +69,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&o.svgPath, "svg", "", "where to write the chart (default: overload-SCENARIO.svg in the temporary directory)")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress line")
+	fs.StringVar(&o.protocol, "protocol", "http", "http, or grpc: the service on grpc-go behind the gRPC adapter, loaded by grpc-go clients (slot scenarios only)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.protocol != "http" && o.protocol != "grpc" {
+		return o, fmt.Errorf("-protocol: %q; want http or grpc", o.protocol)
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q: this program takes flags only", fs.Arg(0))
@@ -193,6 +198,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var progress io.Writer
 	if !o.quiet {
 		progress = stderr
+	}
+	if o.protocol == "grpc" {
+		if err := runGRPC(ctx, o, stdout, progress); err != nil {
+			fmt.Fprintln(stderr, "overload:", err)
+			return 1
+		}
+		return 0
 	}
 	est := time.Duration(len(o.modes)) * (o.cfg.Duration + o.cfg.ClientTimeout + time.Second)
 	fmt.Fprintf(stderr, "scenario %s, %d modes, about %v\n", o.cfg.Scenario, len(o.modes), est.Round(time.Second))

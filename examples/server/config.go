@@ -31,6 +31,7 @@ type config struct {
 	rateLimit    int           // 0: no rate limit
 	rateWindow   time.Duration // used only when rateLimit > 0
 	rateKey      rateKey
+	readyDelay   time.Duration // at shutdown, between /readyz failing and Drain
 }
 
 // rateKey says how requests are partitioned for the rate limit: by client IP
@@ -83,6 +84,7 @@ func parseConfig(args []string, usage io.Writer) (config, error) {
 	fs.IntVar(&cfg.rateLimit, "rate-limit", 0, "requests per -rate-window per key (0: no rate limit)")
 	fs.DurationVar(&cfg.rateWindow, "rate-window", time.Second, "rate-limit window")
 	fs.StringVar(&rateKeyIn, "rate-key", "ip", "rate-limit key: ip, or header:NAME")
+	fs.DurationVar(&cfg.readyDelay, "ready-delay", 0, "at shutdown, how long /readyz fails while requests are still served, before draining (Kubernetes: longer than the readiness probe's period)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err // the flag package's message names the flag
 	}
@@ -113,6 +115,9 @@ func parseConfig(args []string, usage io.Writer) (config, error) {
 		return config{}, &flagError{"overflow", fmt.Sprintf("unknown policy %q; want reject-new, drop-oldest or drop-lowest-priority", overflow)}
 	}
 	cfg.overflow = p
+	if cfg.readyDelay < 0 {
+		return config{}, &flagError{"ready-delay", fmt.Sprintf("must not be negative, got %v", cfg.readyDelay)}
+	}
 	if cfg.rateLimit < 0 {
 		return config{}, &flagError{"rate-limit", fmt.Sprintf("must not be negative, got %d", cfg.rateLimit)}
 	}

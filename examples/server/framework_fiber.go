@@ -32,6 +32,14 @@ func fiberServer(cfg config, _ io.Writer) (server, *inbound.Middleware, error) {
 		// an idle keep-alive connection, cannot hold a connection.
 		ReadTimeout: 30 * time.Second,
 		IdleTimeout: 60 * time.Second,
+		// fasthttp's read buffer is its limit on the request line and
+		// header: 256 KB takes the large headers and queries the net/http
+		// servers take (fiber's 4 KB default answers them 431), released
+		// while a connection is idle. Not net/http's 1 MB: the buffer is
+		// allocated whole for each connection with a request under way
+		// (adapters/fiber/README.md has the figures).
+		ReadBufferSize:    256 << 10,
+		ReduceMemoryUsage: true,
 	})
 	app.Use(recover.New())
 	// GET only, as chi's r.Get (fiber's app.Get would add HEAD).

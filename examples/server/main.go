@@ -8,16 +8,24 @@
 // -addr 127.0.0.1:0 picks a free port); then a summary of the configuration
 // and curl lines to try. An invalid flag value exits with status 2 and a
 // message naming the flag (an -addr it cannot listen on, with status 1).
-// SIGINT or SIGTERM shuts it down cleanly: the middleware is drained
-// (queued requests and new arrivals get 503 BULKHEAD_FULL, reason
-// shutting-down, at once), and running requests get up to 5 s to finish.
+// SIGINT or SIGTERM shuts it down cleanly, in the order a load balancer
+// needs: /readyz (an inbound.Readiness, outside the middleware, on the
+// frameworks served by net/http) fails at once while requests are still
+// served for -ready-delay (0; in Kubernetes, longer than the readiness
+// probe's period, so the endpoints drop the pod first); then the
+// middleware is drained (queued requests and new arrivals get 503
+// BULKHEAD_FULL, reason shutting-down, at once), and running requests get
+// up to 5 s to finish.
 //
-// Flags: -framework chi, echo, fiber or gin (each adapter registers itself in
-// framework_NAME.go); -addr; -timeout (5s); -permit-limit (200);
+// Flags: -framework chi, echo, fiber, gin, connect or grpc (each adapter
+// registers itself in framework_NAME.go; grpc serves the work as gRPC
+// methods on grpc-go's own server, with the health service outside the
+// middleware, instead of HTTP routes); -addr; -timeout (5s); -permit-limit (200);
 // -queue-limit (100); -queue-timeout (500ms);
 // -overflow reject-new|drop-oldest|drop-lowest-priority; -adaptive (the
 // adaptive limiter, -permit-limit its initial limit); -codel; -rate-limit N
-// (0, none) with -rate-window (1s) and -rate-key ip|header:NAME.
+// (0, none) with -rate-window (1s) and -rate-key ip|header:NAME;
+// -ready-delay (0).
 //
 // Routes: /healthz and /debug/limits are outside the middleware, so they
 // answer while the server is saturated; /debug/limits is the middleware's

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 // shutdownGrace bounds how long a shutdown (Drain, then Server.Shutdown)
@@ -45,6 +47,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "server:", err)
 		return 2
 	}
+	ready := inbound.NewReadiness(mw)
+	if hs, ok := srv.(*http.Server); ok {
+		hs.Handler = withReadiness(hs.Handler, ready)
+	}
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "server: -addr: cannot listen: %v\n", err)
@@ -65,14 +71,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	case <-ctx.Done():
 	}
-	fmt.Fprintln(stdout, "shutting down")
+	// The shutdown order a load balancer needs: /readyz fails first while
+	// requests are still served, so the balancer (Kubernetes: the
+	// endpoints) stops sending during -ready-delay; then Drain answers
+	// the stragglers and the queue 503 shutting-down at once, instead of
+	// admitting them during the grace or cutting them off at its end;
+	// then Shutdown closes the idle connections and waits for the rest.
+	ready.Fail()
+	fmt.Fprintf(stdout, "shutting down: /readyz fails; draining in %v\n", cfg.readyDelay)
+	if cfg.readyDelay > 0 {
+		time.Sleep(cfg.readyDelay)
+	}
+	fmt.Fprintln(stdout, "draining")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	code := 0
-	// Drain first: queued requests and new arrivals are answered 503
-	// shutting-down at once, instead of being admitted during the grace
-	// or cut off at its end; then Shutdown closes the idle connections
-	// and waits for the rest.
 	if err := mw.Drain(sctx); err != nil {
 		fmt.Fprintln(stderr, "server: drain:", err)
 	}
@@ -126,4 +139,16 @@ func httpServer(handler http.Handler, stderr io.Writer) *http.Server {
 		IdleTimeout: 60 * time.Second,
 		ErrorLog:    log.New(stderr, "server: http: ", 0),
 	}
+}
+
+// withReadiness serves ready at /readyz ahead of the framework's routes,
+// outside the middleware, so it answers while the server is saturated.
+func withReadiness(next http.Handler, ready *inbound.Readiness) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" {
+			ready.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -112,10 +112,14 @@ func asFlagError(err error) error {
 // routeSummary describes the routes for the startup banner, with curl
 // lines for this configuration.
 func routeSummary(cfg config, base string) string {
+	if cfg.framework == "grpc" {
+		return grpcRouteSummary(base)
+	}
 	var b strings.Builder
 	for _, l := range []string{
 		"routes:",
 		"  GET /healthz                outside the middleware: never shed",
+		"  GET /readyz                 readiness: 503 from the first shutdown signal on (net/http frameworks)",
 		"  GET /debug/limits           outside the middleware: live limit, inflight, queued, late (JSON)",
 		"  GET /work?ms=N              sleeps N ms ignoring its context (like a dependency that keeps going)",
 		"  GET /cooperative?ms=N       sleeps N ms but stops when its context is done",

@@ -12,7 +12,6 @@ import (
 
 	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/event"
-	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 // ScopeName is the instrumentation scope of the meter.
@@ -28,6 +27,12 @@ const (
 	MetricLimiterInFlight   = "resilience.limiter.in_flight"
 	MetricLimiterQueued     = "resilience.limiter.queued"
 	MetricLimiterLate       = "resilience.limiter.late"
+	MetricLimiterMinLimit   = "resilience.limiter.min_limit"
+	MetricLimiterMaxLimit   = "resilience.limiter.max_limit"
+	MetricLimiterRTT        = "resilience.limiter.rtt"
+	MetricLimiterMinRTT     = "resilience.limiter.min_rtt"
+	MetricRequests          = "resilience.requests"
+	MetricCircuitState      = "resilience.circuit.state"
 )
 
 // Attribute keys.
@@ -39,6 +44,13 @@ const (
 	AttrOutcome        = attribute.Key("resilience.outcome")
 	AttrAttemptHandled = attribute.Key("resilience.attempt.handled")
 	AttrLimiter        = attribute.Key("resilience.limiter.name")
+	AttrResult         = attribute.Key("resilience.request.result")
+	AttrCircuit        = attribute.Key("resilience.circuit.name")
+	AttrCircuitState   = attribute.Key("resilience.circuit.state")
+	// AttrErrorType is OpenTelemetry's error.type (a semantic
+	// convention): on the duration histograms, the outcome of an
+	// execution or attempt that did not succeed; absent when it did.
+	AttrErrorType = attribute.Key("error.type")
 )
 
 // Values of AttrOutcome: the class of an event's or execution's error.
@@ -95,6 +107,11 @@ type Options struct {
 	// MeterProvider supplies the meter. Nil means the global provider
 	// (otel.GetMeterProvider()).
 	MeterProvider metric.MeterProvider
+	// QueueWaitBuckets are the bucket bounds of resilience.queue.wait, in
+	// seconds, ascending. Nil means DefaultQueueWaitBuckets; a service
+	// with one queue timeout gets sharper quantiles from
+	// QueueWaitBuckets(timeout).
+	QueueWaitBuckets []float64
 }
 
 // Metrics turns resilience telemetry into OpenTelemetry metrics: it is a
@@ -115,13 +132,21 @@ type Metrics struct {
 	inFlight metric.Int64ObservableUpDownCounter
 	queued   metric.Int64ObservableUpDownCounter
 	late     metric.Int64ObservableUpDownCounter
+	requests metric.Int64ObservableCounter
+	minLimit metric.Int64ObservableGauge
+	maxLimit metric.Int64ObservableGauge
+	rtt      metric.Float64ObservableGauge
+	minRTT   metric.Float64ObservableGauge
+	circuit  metric.Int64ObservableGauge
 	reg      metric.Registration
 
 	setsMu sync.RWMutex
 	sets   map[setKey]*attrOpts
 
-	limMu    sync.Mutex
-	limiters map[string]*observed
+	limMu      sync.Mutex
+	limiters   map[string]*observed
+	algorithms map[string]*observedAlgorithm
+	circuits   map[string]*observedCircuit
 }
 
 // attrOpts is one attribute set as ready-made option slices: passing a
@@ -132,12 +157,6 @@ type attrOpts struct {
 	rec []metric.RecordOption
 }
 
-// observed is one limiter the gauges report.
-type observed struct {
-	attrs metric.MeasurementOption
-	stats func() (limit, inFlight, queued, late int64, hasLate bool)
-}
-
 // New creates the instruments on the provider's meter, or returns the
 // provider's error.
 func New(opts Options) (*Metrics, error) {
@@ -146,8 +165,13 @@ func New(opts Options) (*Metrics, error) {
 		mp = otel.GetMeterProvider()
 	}
 	meter := mp.Meter(ScopeName)
-	m := &Metrics{sets: make(map[setKey]*attrOpts), limiters: make(map[string]*observed)}
-	var errs [9]error
+	qb := opts.QueueWaitBuckets
+	if qb == nil {
+		qb = DefaultQueueWaitBuckets
+	}
+	m := &Metrics{sets: make(map[setKey]*attrOpts), limiters: make(map[string]*observed),
+		algorithms: make(map[string]*observedAlgorithm), circuits: make(map[string]*observedCircuit)}
+	var errs [15]error
 	m.events, errs[0] = meter.Int64Counter(MetricEvents, metric.WithUnit("{event}"),
 		metric.WithDescription("Telemetry events emitted by resilience strategies."))
 	m.exec, errs[1] = meter.Float64Histogram(MetricExecutionDuration, metric.WithUnit("s"),
@@ -158,7 +182,7 @@ func New(opts Options) (*Metrics, error) {
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
 	m.queue, errs[3] = meter.Float64Histogram(MetricQueueWait, metric.WithUnit("s"),
 		metric.WithDescription("Time executions spent queued for a limiter's permit, by how the wait ended."),
-		metric.WithExplicitBucketBoundaries(durationBuckets...))
+		metric.WithExplicitBucketBoundaries(qb...))
 	m.limit, errs[4] = meter.Int64ObservableGauge(MetricLimiterLimit, metric.WithUnit("{permit}"),
 		metric.WithDescription("Current concurrency limit of a limiter."))
 	m.inFlight, errs[5] = meter.Int64ObservableUpDownCounter(MetricLimiterInFlight, metric.WithUnit("{execution}"),
@@ -167,12 +191,25 @@ func New(opts Options) (*Metrics, error) {
 		metric.WithDescription("Executions waiting for a permit of a limiter."))
 	m.late, errs[7] = meter.Int64ObservableUpDownCounter(MetricLimiterLate, metric.WithUnit("{execution}"),
 		metric.WithDescription("Handlers still running after their deadline was answered."))
-	if err := errors.Join(errs[:8]...); err != nil {
+	m.requests, errs[8] = meter.Int64ObservableCounter(MetricRequests, metric.WithUnit("{request}"),
+		metric.WithDescription("Requests through an inbound middleware, by how each ended; the results add up to all requests."))
+	m.minLimit, errs[9] = meter.Int64ObservableGauge(MetricLimiterMinLimit, metric.WithUnit("{permit}"),
+		metric.WithDescription("Configured lowest limit of an adaptive limiter."))
+	m.maxLimit, errs[10] = meter.Int64ObservableGauge(MetricLimiterMaxLimit, metric.WithUnit("{permit}"),
+		metric.WithDescription("Configured highest limit of an adaptive limiter."))
+	m.rtt, errs[11] = meter.Float64ObservableGauge(MetricLimiterRTT, metric.WithUnit("s"),
+		metric.WithDescription("Mean round-trip time of an adaptive limiter's last sampling window, queue wait excluded."))
+	m.minRTT, errs[12] = meter.Float64ObservableGauge(MetricLimiterMinRTT, metric.WithUnit("s"),
+		metric.WithDescription("Shortest round-trip time of an adaptive limiter's last sampling window."))
+	m.circuit, errs[13] = meter.Int64ObservableGauge(MetricCircuitState,
+		metric.WithDescription("State of a circuit breaker: 1 for the current state, 0 for the others."))
+	if err := errors.Join(errs[:14]...); err != nil {
 		return nil, err
 	}
-	m.reg, errs[8] = meter.RegisterCallback(m.observe, m.limit, m.inFlight, m.queued, m.late)
-	if errs[8] != nil {
-		return nil, errs[8]
+	m.reg, errs[14] = meter.RegisterCallback(m.observe, m.limit, m.inFlight, m.queued, m.late,
+		m.requests, m.minLimit, m.maxLimit, m.rtt, m.minRTT, m.circuit)
+	if errs[14] != nil {
+		return nil, errs[14]
 	}
 	return m, nil
 }
@@ -248,11 +285,12 @@ func attrsOf(k setKey) attribute.Set {
 	p, s := AttrPipeline.String(k.pipeline), AttrStrategy.String(k.strategy)
 	switch k.event {
 	case "attempt":
-		return attribute.NewSet(p, s, AttrAttemptHandled.Bool(k.reason == event.ReasonHandled), AttrOutcome.String(k.outcome))
+		kv := []attribute.KeyValue{p, s, AttrAttemptHandled.Bool(k.reason == event.ReasonHandled), AttrOutcome.String(k.outcome)}
+		return attribute.NewSet(withErrorType(kv, k.outcome)...)
 	case "queue":
 		return attribute.NewSet(p, s, AttrReason.String(k.reason))
 	case "exec":
-		return attribute.NewSet(p, AttrOutcome.String(k.outcome))
+		return attribute.NewSet(withErrorType([]attribute.KeyValue{p, AttrOutcome.String(k.outcome)}, k.outcome)...)
 	}
 	kv := []attribute.KeyValue{AttrEvent.String(k.event), p, s, AttrOutcome.String(k.outcome)}
 	if k.reason != "" {
@@ -277,6 +315,15 @@ func Outcome(err error) string {
 		return OutcomeCanceled
 	}
 	return OutcomeError
+}
+
+// withErrorType adds error.type for an outcome other than ok, as
+// OpenTelemetry's conventions have it for operation durations.
+func withErrorType(kv []attribute.KeyValue, outcome string) []attribute.KeyValue {
+	if outcome == OutcomeOK {
+		return kv
+	}
+	return append(kv, AttrErrorType.String(outcome))
 }
 
 func clip(s string) string {
@@ -324,60 +371,4 @@ func (t *execTimer) Execute(ctx context.Context, _ resilience.Telemetry, next re
 	}
 	t.m.exec.Record(context.Background(), d.Seconds(), t.opts[i]...)
 	return err
-}
-
-// ObserveLimiter reports a limiter's limit, in-flight and queued numbers
-// under name (resilience.limiter.name) at each collection, until stop is
-// called. stats is typically the Stats method of a ConcurrencyLimiter or
-// AdaptiveLimiter; it is called from the collecting goroutine and must be
-// safe for that. A second limiter under the same name replaces the first.
-func (m *Metrics) ObserveLimiter(name string, stats func() resilience.LimiterStats) (stop func()) {
-	return m.observeFunc(name, func() (int64, int64, int64, int64, bool) {
-		s := stats()
-		return int64(s.Limit), int64(s.InFlight), int64(s.Queued), 0, false
-	})
-}
-
-// ObserveMiddleware is ObserveLimiter for an inbound middleware, whose
-// late handlers (resilience.limiter.late) are reported too.
-func (m *Metrics) ObserveMiddleware(name string, mw *inbound.Middleware) (stop func()) {
-	return m.observeFunc(name, func() (int64, int64, int64, int64, bool) {
-		s := mw.Stats()
-		return int64(s.Limit), int64(s.InFlight), int64(s.Queued), s.Late, true
-	})
-}
-
-func (m *Metrics) observeFunc(name string, f func() (int64, int64, int64, int64, bool)) func() {
-	name = clip(name)
-	o := &observed{attrs: metric.WithAttributeSet(attribute.NewSet(AttrLimiter.String(name))), stats: f}
-	m.limMu.Lock()
-	m.limiters[name] = o
-	m.limMu.Unlock()
-	return func() {
-		m.limMu.Lock()
-		if m.limiters[name] == o {
-			delete(m.limiters, name)
-		}
-		m.limMu.Unlock()
-	}
-}
-
-// observe is the gauges' callback.
-func (m *Metrics) observe(_ context.Context, obs metric.Observer) error {
-	m.limMu.Lock()
-	list := make([]*observed, 0, len(m.limiters))
-	for _, o := range m.limiters {
-		list = append(list, o)
-	}
-	m.limMu.Unlock()
-	for _, o := range list {
-		limit, inFlight, queued, late, hasLate := o.stats()
-		obs.ObserveInt64(m.limit, limit, o.attrs)
-		obs.ObserveInt64(m.inFlight, inFlight, o.attrs)
-		obs.ObserveInt64(m.queued, queued, o.attrs)
-		if hasLate {
-			obs.ObserveInt64(m.late, late, o.attrs)
-		}
-	}
-	return nil
 }

@@ -27,6 +27,7 @@ import (
 	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/inbound"
+	"github.com/ylcnfrht/resilience/core/limit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -165,7 +166,7 @@ func TestEachEventKind(t *testing.T) {
 			"resilience.event.name=OnHedging,resilience.outcome=ok,resilience.pipeline.name=p,resilience.strategy.name=s", "", ""},
 		{event.Event{Name: event.ExecutionAttempt, Reason: event.ReasonHandled, Duration: 1500 * time.Millisecond, Err: context.DeadlineExceeded},
 			"resilience.event.name=OnExecutionAttempt,resilience.outcome=timeout,resilience.pipeline.name=p,resilience.reason=handled,resilience.strategy.name=s",
-			MetricAttemptDuration, "resilience.attempt.handled=true,resilience.outcome=timeout,resilience.pipeline.name=p,resilience.strategy.name=s"},
+			MetricAttemptDuration, "error.type=timeout,resilience.attempt.handled=true,resilience.outcome=timeout,resilience.pipeline.name=p,resilience.strategy.name=s"},
 		{event.Event{Name: event.ConcurrencyLimiterRejected, Reason: "shutting-down", Err: &resilience.ConcurrencyLimitRejectedError{Reason: resilience.ReasonShuttingDown}},
 			"resilience.event.name=OnConcurrencyLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=shutting-down,resilience.strategy.name=s", "", ""},
 		{event.Event{Name: event.HookPanic, Reason: event.HookLimitAlgorithm, Err: &resilience.HookPanicError{Hook: event.HookLimitAlgorithm, Value: "boom"}},
@@ -247,7 +248,7 @@ func TestPipelineEventsAndExecutionTime(t *testing.T) {
 	}
 	exec := histogram(t, ms, MetricExecutionDuration)
 	if exec["resilience.outcome=ok,resilience.pipeline.name=orders"][0] != 1 ||
-		exec["resilience.outcome=timeout,resilience.pipeline.name=orders"][0] != 1 || len(exec) != 2 {
+		exec["error.type=timeout,resilience.outcome=timeout,resilience.pipeline.name=orders"][0] != 1 || len(exec) != 2 {
 		t.Errorf("execution durations: %v", exec)
 	}
 }
@@ -500,10 +501,18 @@ func TestDocTableMatchesInstruments(t *testing.T) {
 		}
 		var keys []string
 		for _, k := range strings.Split(paren.ReplaceAllString(strings.Join(f[3:], " "), ""), ",") {
-			keys = append(keys, "resilience."+strings.TrimSpace(k))
+			k = strings.TrimSpace(k)
+			if !strings.HasPrefix(k, "error.") { // OpenTelemetry's own keys are written in full
+				k = "resilience." + k
+			}
+			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		table["resilience."+f[0]] = row{f[1], f[2], strings.Join(keys, ",")}
+		unit := f[2]
+		if unit == "-" {
+			unit = ""
+		}
+		table["resilience."+f[0]] = row{f[1], unit, strings.Join(keys, ",")}
 	}
 
 	h := newHarness(t)
@@ -511,8 +520,17 @@ func TestDocTableMatchesInstruments(t *testing.T) {
 	ctx := context.Background()
 	tel.Emit(ctx, event.Event{Name: event.RateLimiterRejected, Reason: event.ReasonRateLimited, Err: &resilience.RateLimitRejectedError{}})
 	tel.Emit(ctx, event.Event{Name: event.ExecutionAttempt, Reason: event.ReasonHandled, Duration: time.Millisecond})
+	tel.Emit(ctx, event.Event{Name: event.ExecutionAttempt, Reason: event.ReasonHandled, Duration: time.Millisecond, Err: errors.New("failed")})
 	tel.Emit(ctx, event.Event{Name: event.QueueAdmitted, Duration: time.Millisecond})
 	_ = h.m.ExecutionTimer("p").Execute(ctx, tel, func(context.Context) error { return nil })
+	_ = h.m.ExecutionTimer("p").Execute(ctx, tel, func(context.Context) error { return context.DeadlineExceeded })
+	alg, stopAlg, err := h.m.ObserveAlgorithm("api", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopAlg()
+	alg.Update(limit.Sample{Limit: 10, MinLimit: 2, MaxLimit: 50, RTT: time.Millisecond, MinRTT: time.Millisecond, Samples: 10})
+	defer h.m.ObserveCircuit("dep", func() resilience.CircuitState { return resilience.CircuitOpen })()
 	mw, err := inbound.New(inbound.Options{Name: "api", Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 2}})
 	if err != nil {
 		t.Fatal(err)
@@ -550,6 +568,11 @@ func TestDocTableMatchesInstruments(t *testing.T) {
 			for _, dp := range d.DataPoints {
 				addKeys(dp.Attributes)
 			}
+		case metricdata.Gauge[float64]:
+			kind = "ObservableGauge"
+			for _, dp := range d.DataPoints {
+				addKeys(dp.Attributes)
+			}
 		case metricdata.Histogram[float64]:
 			kind = "Histogram"
 			for _, dp := range d.DataPoints {
@@ -559,6 +582,9 @@ func TestDocTableMatchesInstruments(t *testing.T) {
 			t.Fatalf("%s: data %T", name, m.Data)
 		}
 		got := slices.Sorted(maps.Keys(keys))
+		if kind == "Counter" && r.kind == "ObservableCounter" {
+			kind = r.kind // the data cannot tell the two apart
+		}
 		if kind != r.kind || m.Unit != r.unit || strings.Join(got, ",") != r.attrs {
 			t.Errorf("%s: %s, unit %s, attributes %v; the table says %s, %s, %s", name, kind, m.Unit, got, r.kind, r.unit, r.attrs)
 		}

@@ -83,7 +83,8 @@ type Options struct {
 // Safe for concurrent use. A Take waits at most Budget: a slow or
 // unreachable Redis costs each request the budget (one fast failure with a
 // Breaker once it opens), decisions resume by themselves when Redis is
-// back, and a failed Take changes nothing. Make it with New; the zero value
+// back, and a failed Take changes nothing (except one whose reply came
+// after the budget: Redis may have counted it). Make it with New; the zero value
 // is not usable.
 type Store struct {
 	client   redis.Scripter
@@ -94,8 +95,9 @@ type Store struct {
 	fixed    *redis.Script
 	sliding  *redis.Script
 	bucket   *redis.Script
-	inline   bool          // the client bounds its waits by the context's deadline
-	clockArg func() string // tests only: the time argument of the scripts
+	inline   bool                 // the client bounds its waits by the context's deadline
+	cluster  *redis.ClusterClient // to refresh its topology after a failure
+	clockArg func() string        // tests only: the time argument of the scripts
 }
 
 // New returns a Store, or a *resilience.ConfigError naming the first
@@ -121,6 +123,7 @@ func New(opts Options) (*Store, error) {
 		s.inline = c.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:
 		s.inline = c.Options().ContextTimeoutEnabled
+		s.cluster = c
 	case *redis.Ring:
 		s.inline = c.Options().ContextTimeoutEnabled
 	}
@@ -175,11 +178,25 @@ func (s *Store) Take(ctx context.Context, key string, policy ratelimit.Policy) (
 		return ratelimit.Decision{}, err
 	}
 	if s.breaker == nil {
-		return s.take(ctx, key, policy)
+		return s.takeOnce(ctx, key, policy)
 	}
 	return s.breaker.ExecuteResult(ctx, s.tel, func(ctx context.Context) (ratelimit.Decision, error) {
-		return s.take(ctx, key, policy)
+		return s.takeOnce(ctx, key, policy)
 	})
+}
+
+// takeOnce is take, and after a failure that was not the caller's, a
+// refresh of a cluster client's slot map: go-redis reloads it on a
+// redirect or once a minute, not when a master stops answering, so
+// without this the takes of a failed master's slots would go on failing
+// after its replica took over. The reload is the client's lazy one:
+// asynchronous, and coalesced however many takes fail.
+func (s *Store) takeOnce(ctx context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
+	d, err := s.take(ctx, key, p)
+	if err != nil && s.cluster != nil && ctx.Err() == nil {
+		s.cluster.ReloadState(ctx)
+	}
+	return d, err
 }
 
 type evalResult struct {

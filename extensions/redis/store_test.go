@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/ratelimit"
 	"pgregory.net/rapid"
@@ -82,7 +83,18 @@ func sequence(seed uint64, p ratelimit.Policy, keys, n int) []step {
 // same instants through the test clock argument.
 func TestSameNumbersAsMemoryStore(t *testing.T) {
 	srv := startRedis(t)
-	client := srv.Client()
+	checkSameNumbers(t, srv.Client())
+}
+
+// TestClusterSameNumbersAsMemoryStore is TestSameNumbersAsMemoryStore on a
+// Redis Cluster: each key's script runs on its slot's master, with the
+// same numbers.
+func TestClusterSameNumbersAsMemoryStore(t *testing.T) {
+	checkSameNumbers(t, startCluster(t).Client())
+}
+
+// checkSameNumbers runs the side-by-side sequences through client.
+func checkSameNumbers(t *testing.T, client redis.Scripter) {
 	// Windows of 10 s and more: the keys' TTLs run on Redis's real clock
 	// and must not expire during a case while the pinned clock stands still.
 	shapes := []struct {

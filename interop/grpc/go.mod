@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	connectrpc.com/connect v1.21.1
 	github.com/ylcnfrht/resilience/adapters/connect v0.1.0
+	github.com/ylcnfrht/resilience/adapters/grpc v0.1.0
 	github.com/ylcnfrht/resilience/core v0.1.0
 	golang.org/x/net v0.60.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1
@@ -19,6 +20,7 @@ require (
 
 replace (
 	github.com/ylcnfrht/resilience/adapters/connect => ../../adapters/connect
+	github.com/ylcnfrht/resilience/adapters/grpc => ../../adapters/grpc
 	github.com/ylcnfrht/resilience/conformance => ../../conformance
 	github.com/ylcnfrht/resilience/core => ../../core
 )

@@ -33,6 +33,11 @@ type target struct {
 	// limited, the RateLimit-* fields (connect sends its metadata in every
 	// protocol).
 	httpFields bool
+	// callerDeadline, when set, says why the caller's own deadline is not
+	// the adapter's to answer (grpc-go's transport resets the stream at
+	// its grpc-timeout and answers a call that arrives expired itself):
+	// the two caller-deadline cases then pin what the transport does.
+	callerDeadline string
 }
 
 // server is a target serving.

@@ -271,7 +271,8 @@ func (q *waitQueue) unlink(w *waiter, hold bool) {
 //     the lowest priority if r outranks it; among equals, as RejectNew;
 //     otherwise none.
 //   - DropOldest: the oldest waiter of the flow using the most at any
-//     priority, r's own flow counted with the newcomer.
+//     priority, r's own flow counted with the newcomer; none if that is
+//     r's flow and it has no waiter at r's priority.
 func (q *waitQueue) fairVictim(r Rank, overflow Overflow) *waiter {
 	switch overflow {
 	case DropOldest:
@@ -298,7 +299,18 @@ func (q *waitQueue) fairVictim(r Rank, overflow Overflow) *waiter {
 	return newest.Value
 }
 
-// oldestOfLargest is fairVictim under DropOldest.
+// oldestOfLargest is fairVictim under DropOldest: the oldest waiter of
+// the flow using the most at any priority, r's own flow counted with the
+// newcomer (its waiters at r's priority, its permits, and one), or nil to
+// reject the newcomer.
+//
+// When r's flow uses the most and has a waiter at r's priority, that
+// waiter goes (ties included): the flow gives up its oldest. When it uses
+// strictly the most through its permits alone, with no waiter at r's
+// priority, the newcomer is that flow's oldest request waiting and is
+// rejected: evicting a lighter flow's waiter for it would let a flow's
+// permits displace the waiters of a flow holding fewer. On a tie the
+// newcomer is queued, as drop-oldest favours newcomers.
 func (q *waitQueue) oldestOfLargest(r Rank) *waiter {
 	var (
 		big     *Flow
@@ -315,13 +327,22 @@ func (q *waitQueue) oldestOfLargest(r Rank) *waiter {
 			big, bigN, victim = f, n, oldest.Value
 		}
 	}
+	var (
+		mine *fair.Node[*waiter]
+		n    = 1 // r's flow's use, the newcomer counted
+	)
 	if myLevel != nil {
-		if mine := myLevel.Head(r.Flow); mine != nil {
-			n := myLevel.Use(r.Flow)
-			if w := q.flows.Weight(r.Flow, r.Weight); int64(n)*big.Weight() >= int64(bigN)*w {
-				return mine.Value
-			}
-		}
+		mine, n = myLevel.Head(r.Flow), myLevel.Use(r.Flow)
+	} else if f := q.flows.Lookup(r.Flow); f != nil {
+		n += f.Held()
+	}
+	// Per weight, cross-multiplied.
+	own, most := int64(n)*big.Weight(), int64(bigN)*q.flows.Weight(r.Flow, r.Weight)
+	switch {
+	case mine != nil && own >= most:
+		return mine.Value
+	case mine == nil && own > most:
+		return nil
 	}
 	return victim
 }

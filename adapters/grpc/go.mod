@@ -1,0 +1,23 @@
+module github.com/ylcnfrht/resilience/adapters/grpc
+
+go 1.26.0
+
+require (
+	github.com/ylcnfrht/resilience/conformance v0.1.0
+	github.com/ylcnfrht/resilience/core v0.1.0
+	go.uber.org/goleak v1.3.0
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+)
+
+replace (
+	github.com/ylcnfrht/resilience/conformance => ../../conformance
+	github.com/ylcnfrht/resilience/core => ../../core
+)

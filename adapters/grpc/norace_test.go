@@ -1,0 +1,5 @@
+//go:build !race
+
+package resiliencegrpc_test
+
+const raceEnabled = false

@@ -1,0 +1,180 @@
+package resiliencegrpc
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/inbound"
+)
+
+// ErrorDomain is the domain of the google.rpc.ErrorInfo detail on every
+// rejection; its reason is the inbound code (BULKHEAD_FULL, TIMEOUT,
+// RATE_LIMITED, …) and its metadata["reason"] the limiter's reason (full,
+// queue-timeout, dropped, shutting-down) when there is one.
+const ErrorDomain = "resilience"
+
+// CapacityRetryAfter is the retry advice sent with a capacity rejection
+// (UNAVAILABLE, reason full, queue-timeout or dropped): a
+// google.rpc.RetryInfo of one second and grpc-retry-pushback-ms: 1000. A
+// queue is short by design, so a second is long enough for it to drain and
+// short enough not to idle the server.
+const CapacityRetryAfter = time.Second
+
+// PushbackTrailer is the trailer through which a rejection tells a gRPC
+// client's retry policy how long to wait before its next attempt, in
+// milliseconds; a negative value tells it not to retry.
+const PushbackTrailer = "grpc-retry-pushback-ms"
+
+// Messages sent to clients: constant, never internal error text.
+const (
+	msgCapacity     = "The server is at capacity; retry later."
+	msgShuttingDown = "The server is shutting down; retry elsewhere."
+	msgTimeout      = "The request took too long to process."
+	msgRate         = "Too many requests; retry after the time in RetryInfo."
+	msgRejected     = "The request was rejected; retry later."
+	msgInternal     = "The request could not be processed."
+)
+
+// rejection is a rendered rejection whose content never changes: the
+// status (details encoded once) and the trailers that go with it.
+type rejection struct {
+	st      *status.Status
+	trailer metadata.MD // nil: none
+}
+
+// rejections holds the constant rejections, built once per middleware and
+// only read afterwards.
+type rejections struct {
+	full, queueTimeout, dropped, shuttingDown, timeout, callerTimeout, rejected, internal rejection
+}
+
+func newRejections() rejections {
+	capacity := func(reason resilience.RejectReason) rejection {
+		return newRejection(codes.Unavailable, msgCapacity, inbound.CodeBulkheadFull, string(reason), CapacityRetryAfter)
+	}
+	return rejections{
+		full:         capacity(resilience.ReasonFull),
+		queueTimeout: capacity(resilience.ReasonQueueTimeout),
+		dropped:      capacity(resilience.ReasonDropped),
+		// A draining server will not take the call however long the
+		// client waits: a negative pushback stops the retry policy on
+		// this server, and the client's load balancer moves on once
+		// GracefulStop's GOAWAY arrives.
+		shuttingDown: newRejection(codes.Unavailable, msgShuttingDown, inbound.CodeBulkheadFull, string(resilience.ReasonShuttingDown), -1),
+		timeout:      newRejection(codes.DeadlineExceeded, msgTimeout, inbound.CodeTimeout, "", 0),
+		// The caller's own budget is spent: a retry cannot help.
+		callerTimeout: newRejection(codes.DeadlineExceeded, msgTimeout, inbound.CodeTimeout, "", -1),
+		rejected:      newRejection(codes.Unavailable, msgRejected, inbound.CodeRejected, "", CapacityRetryAfter),
+		internal:      newRejection(codes.Internal, msgInternal, inbound.CodeInternal, "", 0),
+	}
+}
+
+// newRejection builds a status with an ErrorInfo detail and, when
+// retryAfter > 0, a RetryInfo detail and the pushback trailer; a negative
+// retryAfter sends a pushback of -1 (do not retry) and no RetryInfo.
+func newRejection(code codes.Code, msg, infoReason, reason string, retryAfter time.Duration) rejection {
+	info := &errdetails.ErrorInfo{Reason: infoReason, Domain: ErrorDomain}
+	if reason != "" {
+		info.Metadata = map[string]string{"reason": reason}
+	}
+	st := status.New(code, msg)
+	var r rejection
+	switch {
+	case retryAfter > 0:
+		st = withDetails(st, info, &errdetails.RetryInfo{RetryDelay: durationpb.New(retryAfter)})
+		r.trailer = metadata.Pairs(PushbackTrailer, strconv.FormatInt(retryAfter.Milliseconds(), 10))
+	case retryAfter < 0:
+		st = withDetails(st, info)
+		r.trailer = metadata.Pairs(PushbackTrailer, "-1")
+	default:
+		st = withDetails(st, info)
+	}
+	r.st = st
+	return r
+}
+
+// withDetails attaches details to st. Every detail is a well-formed
+// message of a registered type and st is not OK, so this cannot fail.
+func withDetails(st *status.Status, details ...protoadapt.MessageV1) *status.Status {
+	s, err := st.WithDetails(details...)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// rejectionFor maps an error from inbound's Execute, for a call that never
+// reached its handler, to what to send; ok is false when nothing must be
+// sent (the client went away).
+func (rs *rejections) rejectionFor(ctx context.Context, in *inbound.Middleware, err error) (rejection, bool) {
+	var bulk *resilience.ConcurrencyLimitRejectedError
+	var rate *resilience.RateLimitRejectedError
+	switch {
+	case err == nil:
+		return rejection{}, false
+	case errors.As(err, &rate):
+		return rateRejection(ctx, in, err, rate), true
+	case errors.As(err, &bulk):
+		switch bulk.Reason {
+		case resilience.ReasonQueueTimeout:
+			return rs.queueTimeout, true
+		case resilience.ReasonDropped:
+			return rs.dropped, true
+		case resilience.ReasonShuttingDown:
+			return rs.shuttingDown, true
+		}
+		return rs.full, true
+	case errors.Is(err, resilience.ErrTimeoutRejected):
+		return rs.timeout, true
+	case errors.Is(err, context.DeadlineExceeded):
+		return rs.callerTimeout, true
+	case errors.Is(err, context.Canceled):
+		return rejection{}, false
+	case errors.Is(err, resilience.ErrRejected), errors.Is(err, resilience.ErrRateLimitStore):
+		return rs.rejected, true
+	}
+	return rs.internal, true
+}
+
+// rateRejection is the RESOURCE_EXHAUSTED of a rate-limited call: its
+// RetryInfo and pushback are the limiter's wait, and the RateLimit fields
+// inbound renders go out as trailers. A wait that outlasts the caller's
+// deadline gets a pushback of -1: a retry could only end in
+// DEADLINE_EXCEEDED, so the client is better told at once.
+func rateRejection(ctx context.Context, in *inbound.Middleware, err error, rate *resilience.RateLimitRejectedError) rejection {
+	wait := max(rate.RetryAfter, time.Millisecond)
+	r := newRejection(codes.ResourceExhausted, msgRate, inbound.CodeRateLimited, "", wait)
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+		r.trailer[PushbackTrailer] = []string{"-1"}
+	}
+	if resp, ok := in.Render(err); ok {
+		for k, v := range resp.Header {
+			if k == "Content-Type" {
+				continue
+			}
+			r.trailer[strings.ToLower(k)] = v
+		}
+	}
+	return r
+}
+
+// send sets r's trailers on the call and returns its status as the error
+// to return from the handler.
+func (r rejection) send(ctx context.Context) error {
+	if r.trailer != nil {
+		_ = grpc.SetTrailer(ctx, r.trailer) // no stream in ctx: nothing to set
+	}
+	return r.st.Err()
+}

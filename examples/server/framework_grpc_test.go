@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// Invariant: -framework grpc serves the work methods on grpc-go behind the
+// gRPC adapter: in time a call succeeds, past -timeout it is
+// DEADLINE_EXCEEDED though Work ignores its context, over capacity it is
+// UNAVAILABLE with ErrorInfo reason full, the health service is never
+// shed, and the program shuts down cleanly.
+func TestFrameworkGRPC(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"-framework", "grpc", "-permit-limit", "1", "-queue-limit", "0", "-timeout", "300ms"}, &stdout, &stderr)
+	}()
+	m := listeningLine.FindStringSubmatch(firstLine(t, &stdout, exited))
+	if m == nil {
+		t.Fatalf("first line does not match %v:\n%s", listeningLine, stdout.String())
+	}
+	conn, err := grpc.NewClient(strings.TrimPrefix(m[1], "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	call := func(method string, ms int64) error {
+		return conn.Invoke(ctx, method, wrapperspb.Int64(ms), new(wrapperspb.StringValue))
+	}
+	if err := call(cooperativeProcedure, 1); err != nil {
+		t.Fatalf("Cooperative: %v", err)
+	}
+	if err := call(workProcedure, 2000); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("Work past -timeout: %v, want DEADLINE_EXCEEDED", err)
+	}
+	// The late Work holds the only permit until it returns.
+	err = call(cooperativeProcedure, 1)
+	st, _ := status.FromError(err)
+	var reason string
+	for _, d := range st.Details() {
+		if v, ok := d.(*errdetails.ErrorInfo); ok {
+			reason = v.Metadata["reason"]
+		}
+	}
+	if st.Code() != codes.Unavailable || reason != "full" {
+		t.Fatalf("call beside the late Work: %v, want UNAVAILABLE reason full", err)
+	}
+	if h, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health while saturated: %v %v", h, err)
+	}
+	cancel()
+	select {
+	case code := <-exited:
+		if code != 0 {
+			t.Fatalf("exit code %d, want 0; stderr:\n%s", code, stderr.String())
+		}
+	case <-time.After(waitBound):
+		t.Fatal("run did not return after its context was cancelled")
+	}
+}
