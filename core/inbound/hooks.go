@@ -13,6 +13,10 @@ import (
 // limits more, never less.
 const PanickedKey = "inbound: key function panicked"
 
+// PanickedFlow is the flow of a request whose Flow function panicked:
+// such requests share one flow, and so one fair share.
+const PanickedFlow = "inbound: flow function panicked"
+
 // containHooks wraps the hooks of opts that run for one request (the
 // limiter's Priority, the rate limit's Key, the adaptive limiter's
 // Classify) so that a panic in one gives that request an ordinary answer
@@ -21,6 +25,7 @@ const PanickedKey = "inbound: key function panicked"
 //   - Priority: the request ranks last (math.MaxInt), so it is served if
 //     there is room and shed first if not;
 //   - Key: the request counts against PanickedKey;
+//   - Flow: the request joins the flow PanickedFlow; FlowWeight: weight 1;
 //   - Classify: the request's outcome is ignored by the adaptive limit.
 //
 // Each panic is reported as event.HookPanic (Reason the hook's name, Err a
@@ -29,9 +34,12 @@ const PanickedKey = "inbound: key function panicked"
 // core's rule: reported, then propagated.
 func containHooks(opts *Options, name string) {
 	tel := func(hook string) resilience.Telemetry { return resilience.NewTelemetry(name, hook, opts.Listener) }
-	if c := opts.Concurrency; c != nil && c.Priority != nil {
+	if c := opts.Concurrency; c != nil {
 		cc := *c
-		cc.Priority = containPriority(cc.Priority, tel(event.HookPriority))
+		if cc.Priority != nil {
+			cc.Priority = containPriority(cc.Priority, tel(event.HookPriority))
+		}
+		cc.Flow, cc.FlowWeight = containFlow(cc.Flow, cc.FlowWeight, tel)
 		opts.Concurrency = &cc
 	}
 	if a := opts.Adaptive; a != nil {
@@ -39,6 +47,7 @@ func containHooks(opts *Options, name string) {
 		if aa.Priority != nil {
 			aa.Priority = containPriority(aa.Priority, tel(event.HookPriority))
 		}
+		aa.Flow, aa.FlowWeight = containFlow(aa.Flow, aa.FlowWeight, tel)
 		if aa.Classify != nil {
 			aa.Classify = containClassify(aa.Classify, tel(event.HookClassifier))
 		}
@@ -49,6 +58,36 @@ func containHooks(opts *Options, name string) {
 		rr.Key = containKey(rr.Key, tel(event.HookKey))
 		opts.RateLimit = &rr
 	}
+}
+
+// containFlow wraps a limiter's Flow and FlowWeight functions (nil stays
+// nil).
+func containFlow(flow func(context.Context) string, weight func(context.Context) int, tel func(string) resilience.Telemetry) (func(context.Context) string, func(context.Context) int) {
+	if flow != nil {
+		f, t := flow, tel(event.HookFlow)
+		flow = func(ctx context.Context) (key string) {
+			defer func() {
+				if v := recover(); v != nil {
+					reportContained(ctx, t, event.HookFlow, v)
+					key = PanickedFlow
+				}
+			}()
+			return f(ctx)
+		}
+	}
+	if weight != nil {
+		w, t := weight, tel(event.HookFlowWeight)
+		weight = func(ctx context.Context) (n int) {
+			defer func() {
+				if v := recover(); v != nil {
+					reportContained(ctx, t, event.HookFlowWeight, v)
+					n = 1
+				}
+			}()
+			return w(ctx)
+		}
+	}
+	return flow, weight
 }
 
 func reportContained(ctx context.Context, tel resilience.Telemetry, hook string, v any) {

@@ -7,6 +7,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,7 +47,7 @@ func (h *hookEvents) expect(t *testing.T, hook string, value any) {
 // badRequest marks the requests whose hooks panic.
 const badRequest = "X-Bad"
 
-// A user's Priority or Key function that panics gives its request an
+// A user's Priority, Flow, FlowWeight or Key function that panics gives its request an
 // ordinary answer, the same on every adapter: a panicking Priority ranks
 // the request last (it queues behind the healthy waiter and is served
 // after it), a panicking Key counts it against PanickedKey (served within
@@ -72,6 +73,15 @@ func TestRequestHookPanicStaysInItsRequest(t *testing.T) {
 			return Options{Listener: lis, Adaptive: &resilience.AdaptiveLimiterOptions{InitialLimit: 1, MinLimit: 1, MaxLimit: 1, QueueLimit: 2,
 				Priority: func(ctx context.Context) int { panicky(ctx, event.HookPriority); return 0 }}}
 		}},
+		{event.HookFlow, true, func(lis event.Listener) Options {
+			return Options{Listener: lis, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 2,
+				Flow: func(ctx context.Context) string { panicky(ctx, event.HookFlow); return "tenant" }}}
+		}},
+		{event.HookFlowWeight, true, func(lis event.Listener) Options {
+			return Options{Listener: lis, Adaptive: &resilience.AdaptiveLimiterOptions{InitialLimit: 1, MinLimit: 1, MaxLimit: 1, QueueLimit: 2,
+				Flow:       func(context.Context) string { return "tenant" },
+				FlowWeight: func(ctx context.Context) int { panicky(ctx, event.HookFlowWeight); return 2 }}}
+		}},
 		{event.HookKey, false, func(lis event.Listener) Options {
 			return Options{Listener: lis, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 2},
 				RateLimit: &resilience.RateLimiterOptions{PermitLimit: 100, Window: time.Hour,
@@ -81,8 +91,8 @@ func TestRequestHookPanicStaysInItsRequest(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.hook, func(t *testing.T) {
 			hook := c.hook
-			if c.queue {
-				hook = event.HookPriority
+			if strings.HasPrefix(hook, event.HookPriority) {
+				hook = event.HookPriority // the adaptive variant's name
 			}
 			var ev hookEvents
 			m := mustNew(t, c.opts(ev.listener()))
