@@ -102,7 +102,8 @@
 // A call's deadline is the earlier of the caller's (Connect-Timeout-Ms,
 // grpc-timeout, parsed as connect parses them; a malformed value is
 // refused with InvalidArgument, as connect's handler would) and
-// Options.Timeout, counted from admission. A deadline that has already
+// Options.Timeout, counted from arrival unless Options.TimeoutFrom says
+// admission. A deadline that has already
 // passed (a zero timeout) is answered DeadlineExceeded at once, without
 // queueing; a queued call waits no longer than its caller's deadline.
 //

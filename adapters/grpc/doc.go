@@ -66,7 +66,7 @@
 // call's context, so a queued call waits no longer than it and leaves the
 // queue then, and a call whose deadline has already passed is never
 // queued. The effective deadline is the earlier of it and Options.Timeout,
-// counted from admission. The caller's own deadline belongs to grpc-go's
+// counted from arrival unless Options.TimeoutFrom says admission. The caller's own deadline belongs to grpc-go's
 // transport too: at it the transport resets the stream (RST_STREAM
 // CANCEL), racing the adapter's DEADLINE_EXCEEDED (ErrorInfo TIMEOUT,
 // pushback -1) for a call still queued, and it answers a call that

@@ -26,8 +26,8 @@ type Options struct {
 	// pipeline name). Default "inbound".
 	Name string
 
-	// Timeout is the time a handler may run once admitted; 0 means no
-	// timeout. At the deadline the request's context is cancelled and, if
+	// Timeout is the request's time budget; 0 means no timeout. At the
+	// deadline the request's context is cancelled and, if
 	// the handler has not started its response, a complete 504 is sent at
 	// once, whether or not the handler watches its context.
 	// By default it is the request's whole budget, counted from arrival

@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", "127.0.0.1:0", "listen address")
 	permits := fs.Int("permit-limit", 20, "calls running at once")
 	queue := fs.Int("queue-limit", 20, "calls waiting for a permit")
-	timeout := fs.Duration("timeout", 2*time.Second, "time a call may run once admitted")
+	timeout := fs.Duration("timeout", 2*time.Second, "the call's time budget, queue wait included")
 	rate := fs.Int("rate", 50, "calls a second per tenant (x-tenant metadata)")
 	if err := fs.Parse(args); err != nil {
 		return 2

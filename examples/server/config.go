@@ -74,7 +74,7 @@ func parseConfig(args []string, usage io.Writer) (config, error) {
 	)
 	fs.StringVar(&cfg.framework, "framework", "chi", "HTTP framework: "+strings.Join(frameworks, ", "))
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:0", "listen address (port 0 picks a free port)")
-	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Second, "time a handler may run once admitted; past it the client gets a 504")
+	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Second, "the request's time budget, queue wait included; past it the client gets a 504")
 	fs.IntVar(&cfg.permitLimit, "permit-limit", 200, "requests that may run at once (with -adaptive: the initial limit)")
 	fs.IntVar(&cfg.queueLimit, "queue-limit", 100, "requests that may wait for a permit (0: no queue)")
 	fs.DurationVar(&cfg.queueTimeout, "queue-timeout", 500*time.Millisecond, "longest wait in the queue (0: no limit; wait for a permit or until the client leaves)")
