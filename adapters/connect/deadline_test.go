@@ -56,6 +56,11 @@ func TestDeadlineAnsweredWhileHandlerRuns(t *testing.T) {
 		if s := ts.mw.Stats(); s.LateTotal != 1 {
 			t.Errorf("LateTotal %d, want 1", s.LateTotal)
 		}
+		// The caller got DeadlineExceeded: the request counts as timed
+		// out, not admitted, as the HTTP adapters count their 504s.
+		if c := ts.mw.Inbound().Stats().RequestCounts; c.TimedOut != 1 || c.Admitted != 0 {
+			t.Errorf("request counts %+v, want TimedOut 1 and Admitted 0", c)
+		}
 	}
 	for _, p := range protocols {
 		t.Run("unary/"+p.name, func(t *testing.T) {

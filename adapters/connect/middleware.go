@@ -313,7 +313,13 @@ func (c *call) runHandler(ctx context.Context) error {
 	c.tw.ctx = ctx
 	c.events <- struct{}{}
 	c.next.ServeHTTP(&c.tw, c.r.WithContext(ctx))
-	c.tw.finish()
+	if c.tw.finish() {
+		// Answered DeadlineExceeded while the handler ran on: the
+		// client's outcome is a timeout, and so is the middleware's
+		// count of this request and its telemetry (the response is
+		// already out; nothing reads this error to answer again).
+		return context.Cause(ctx)
+	}
 	return nil
 }
 

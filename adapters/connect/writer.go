@@ -174,17 +174,20 @@ func (tw *timedWriter) Unwrap() http.ResponseWriter { return tw.w }
 // finish runs on the handler's goroutine when it returns: before the
 // deadline, the header map, trailers included, goes to the real writer;
 // after it, ServeHTTP answers, and a handler counted late is late no more.
-func (tw *timedWriter) finish() {
+// It reports whether the call was answered at its deadline while the
+// handler ran on.
+func (tw *timedWriter) finish() (late bool) {
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
 	tw.returned = true
 	if tw.refusing() {
 		tw.endLate()
-		return
+		return tw.late
 	}
 	tw.finished = true
 	tw.gone = !tw.committed && errors.Is(tw.ctx.Err(), context.Canceled)
 	copyHeader(tw.w.Header(), tw.h)
+	return false
 }
 
 // markLate counts the handler late, unless it has returned: it is being
