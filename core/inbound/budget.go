@@ -61,7 +61,9 @@ func (o *Options) validateBudget() error {
 		return nil
 	}
 	fit := func(qt *time.Duration) {
-		if *qt == 0 || *qt > o.Timeout {
+		// An out-of-range value is left for the limiter's own check to
+		// refuse with a *ConfigError.
+		if *qt == 0 || (*qt > o.Timeout && *qt <= maxTimeout) {
 			*qt = o.Timeout
 		}
 	}

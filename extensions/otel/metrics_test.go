@@ -310,6 +310,7 @@ func TestMiddlewareGauges(t *testing.T) {
 	mw, err := inbound.New(inbound.Options{
 		Name:        "api",
 		Timeout:     50 * time.Millisecond,
+		TimeoutFrom: inbound.TimeoutFromAdmission, // the queued request waits past the 50 ms
 		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 2, QueueLimit: 4, QueueTimeout: 10 * time.Second},
 		Listener:    h.m,
 	})
