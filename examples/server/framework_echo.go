@@ -29,5 +29,8 @@ func echoRoutes(mw *resilienceecho.Middleware) http.Handler {
 	g := e.Group("", mw.Handler)
 	g.GET("/work", echo.WrapHandler(http.HandlerFunc(workHandler)))
 	g.GET("/cooperative", echo.WrapHandler(http.HandlerFunc(cooperativeHandler)))
-	return e
+	// Over HTTP/2 (h2c here) the 504 ends its stream cleanly only when
+	// the router runs detached: echo recycles its context when ServeHTTP
+	// returns, so the stream cannot end before a late handler does.
+	return inbound.DetachHTTP2(e)
 }

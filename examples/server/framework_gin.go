@@ -29,5 +29,8 @@ func ginRoutes(mw *resiliencegin.Middleware) http.Handler {
 	g := r.Group("/", mw.Handler)
 	g.GET("/work", gin.WrapF(workHandler))
 	g.GET("/cooperative", gin.WrapF(cooperativeHandler))
-	return r
+	// Over HTTP/2 (h2c here) the 504 ends its stream cleanly only when
+	// the router runs detached: gin recycles its context when ServeHTTP
+	// returns, so the stream cannot end before a late handler does.
+	return inbound.DetachHTTP2(r)
 }
