@@ -13,7 +13,7 @@
 // (default 10) or when its context ends, so /orders/1?ms=6000 gets a 504
 // at 5 s. A request's X-Priority header (0 first … 9 last; 5 without it)
 // decides who waits least when requests queue: the priority function
-// reads it from the *gin.Context.
+// reads it from the *gin.Context (anything else ranks 5).
 package main
 
 import (
@@ -116,7 +116,9 @@ func newService() (http.Handler, *inbound.Middleware, error) {
 	r.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok") }) // before Use: never shed
 	r.Use(mw.Handler)
 	r.GET("/orders/:id", order)
-	return r, mw.Inbound(), nil
+	// Detached, an HTTP/2 request's 504 ends its stream cleanly while a
+	// late handler runs on (HTTP/1 passes through unchanged).
+	return inbound.DetachHTTP2(r), mw.Inbound(), nil
 }
 
 // priority ranks a request that must queue by its X-Priority header.
@@ -126,8 +128,8 @@ func priority(ctx context.Context) int {
 		return 5
 	}
 	p, err := strconv.Atoi(c.GetHeader("X-Priority"))
-	if err != nil {
-		return 5
+	if err != nil || p < 0 || p > 9 {
+		return 5 // missing, malformed or out of range: a client cannot jump the queue
 	}
 	return p
 }
