@@ -49,14 +49,6 @@ func NewMiddleware(opts inbound.Options) (func(http.Handler) http.Handler, error
 	return m.Handler, nil
 }
 
-// Inbound returns the underlying inbound middleware: its Limiter to
-// change the limit at run time, and Drain, to call before the
-// server's Shutdown (inbound.Middleware.Drain says what it does).
-func (m *Middleware) Inbound() *inbound.Middleware { return m.in }
-
-// Stats returns the middleware's current load (see inbound.Stats).
-func (m *Middleware) Stats() inbound.Stats { return m.in.Stats() }
-
 // Handler wraps next in the inbound pipeline, for chi's Use.
 func (m *Middleware) Handler(next http.Handler) http.Handler { return m.in.Handler(next) }
 

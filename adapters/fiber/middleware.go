@@ -83,14 +83,6 @@ func NewMiddleware(opts inbound.Options) (fiber.Handler, error) {
 // Deprecated: use NewMiddleware, the name every adapter uses.
 func NewHandler(opts inbound.Options) (fiber.Handler, error) { return NewMiddleware(opts) }
 
-// Inbound returns the underlying inbound middleware: its Limiter to
-// change the limit at run time, and Drain, to call before the
-// server's Shutdown (inbound.Middleware.Drain says what it does).
-func (m *Middleware) Inbound() *inbound.Middleware { return m.in }
-
-// Stats returns the middleware's current load (see inbound.Stats).
-func (m *Middleware) Stats() inbound.Stats { return m.in.Stats() }
-
 // call is one request through Handler. Its methods are bound once per
 // pooled value, so a request allocates no closure.
 type call struct {

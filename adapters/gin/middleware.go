@@ -42,14 +42,6 @@ func NewMiddleware(opts inbound.Options) (gin.HandlerFunc, error) {
 	return m.Handler, nil
 }
 
-// Inbound returns the underlying inbound middleware: its Limiter to
-// change the limit at run time, and Drain, to call before the
-// server's Shutdown (inbound.Middleware.Drain says what it does).
-func (m *Middleware) Inbound() *inbound.Middleware { return m.in }
-
-// Stats returns the middleware's current load (see inbound.Stats).
-func (m *Middleware) Stats() inbound.Stats { return m.in.Stats() }
-
 // route is the inbound RouteFunc: gin has routed before its middleware
 // runs, so the pattern is c.FullPath(), in the route format chi gives.
 func route(raw any) string {
