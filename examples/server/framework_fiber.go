@@ -56,6 +56,12 @@ type fiberApp struct{ app *fiber.App }
 
 func (f fiberApp) Serve(ln net.Listener) error { return f.app.Listener(ln) }
 
+// routeReadiness serves ready at /readyz, outside the middleware, as the
+// net/http frameworks' servers do.
+func (f fiberApp) routeReadiness(ready *inbound.Readiness) {
+	f.app.Add(http.MethodGet, "/readyz", resiliencefiber.HTTPHandler(ready))
+}
+
 func (f fiberApp) Shutdown(ctx context.Context) error { return f.app.ShutdownWithContext(ctx) }
 
 // Close gives up waiting for running requests: fasthttp cannot cut them

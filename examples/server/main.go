@@ -9,8 +9,8 @@
 // and curl lines to try. An invalid flag value exits with status 2 and a
 // message naming the flag (an -addr it cannot listen on, with status 1).
 // SIGINT or SIGTERM shuts it down cleanly, in the order a load balancer
-// needs: /readyz (an inbound.Readiness, outside the middleware, on the
-// frameworks served by net/http) fails at once while requests are still
+// needs: /readyz (an inbound.Readiness, outside the middleware, on every
+// framework but grpc, which has its health service) fails at once while requests are still
 // served for -ready-delay (0; in Kubernetes, longer than the readiness
 // probe's period, so the endpoints drop the pod first); then the
 // middleware is drained (queued requests and new arrivals get 503

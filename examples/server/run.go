@@ -48,8 +48,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	ready := inbound.NewReadiness(mw)
-	if hs, ok := srv.(*http.Server); ok {
-		hs.Handler = withReadiness(hs.Handler, ready)
+	switch s := srv.(type) {
+	case *http.Server:
+		s.Handler = withReadiness(s.Handler, ready)
+	case readinessRouter:
+		s.routeReadiness(ready)
 	}
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -139,6 +142,12 @@ func httpServer(handler http.Handler, stderr io.Writer) *http.Server {
 		IdleTimeout: 60 * time.Second,
 		ErrorLog:    log.New(stderr, "server: http: ", 0),
 	}
+}
+
+// readinessRouter is a server of its own (fiber's) that routes /readyz
+// to ready itself, outside the middleware.
+type readinessRouter interface {
+	routeReadiness(ready *inbound.Readiness)
 }
 
 // withReadiness serves ready at /readyz ahead of the framework's routes,

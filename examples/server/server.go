@@ -119,7 +119,7 @@ func routeSummary(cfg config, base string) string {
 	for _, l := range []string{
 		"routes:",
 		"  GET /healthz                outside the middleware: never shed",
-		"  GET /readyz                 readiness: 503 from the first shutdown signal on (net/http frameworks)",
+		"  GET /readyz                 readiness: 503 from the first shutdown signal on (not grpc: its health service)",
 		"  GET /debug/limits           outside the middleware: live limit, inflight, queued, late (JSON)",
 		"  GET /work?ms=N              sleeps N ms ignoring its context (like a dependency that keeps going)",
 		"  GET /cooperative?ms=N       sleeps N ms but stops when its context is done",

@@ -18,6 +18,7 @@ import (
 // while requests are still served (for -ready-delay), then the
 // middleware drains (a new request gets 503 shutting-down while a running
 // one finishes), then the process exits 0.
+// On chi (net/http's server) and fiber (its own).
 func TestSIGTERMShutdownOrder(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -27,7 +28,13 @@ func TestSIGTERMShutdownOrder(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "-ready-delay", "1s", "-timeout", "10s")
+	for _, fw := range []string{"chi", "fiber"} {
+		t.Run(fw, func(t *testing.T) { testShutdownOrder(t, bin, fw) })
+	}
+}
+
+func testShutdownOrder(t *testing.T, bin, framework string) {
+	cmd := exec.Command(bin, "-framework", framework, "-ready-delay", "1s", "-timeout", "10s")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
