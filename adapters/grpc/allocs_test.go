@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	resiliencegrpc "github.com/ylcnfrht/resilience/adapters/grpc"
 	resilience "github.com/ylcnfrht/resilience/core"
@@ -63,3 +64,45 @@ type fakeStream struct {
 }
 
 func (s fakeStream) Context() context.Context { return s.ctx }
+
+// keepStream is a ServerTransportStream that keeps what it is given
+// without copying (grpc-go's own joins the metadata), so an allocation
+// count is the adapter's alone.
+type keepStream struct{ header, trailer metadata.MD }
+
+func (*keepStream) Method() string                    { return "/s/M" }
+func (s *keepStream) SetHeader(md metadata.MD) error  { s.header = md; return nil }
+func (s *keepStream) SendHeader(md metadata.MD) error { s.header = md; return nil }
+func (s *keepStream) SetTrailer(md metadata.MD) error { s.trailer = md; return nil }
+
+// TestCapacityRejectionAllocatesNothing: a call refused with the limiter
+// full costs the adapter no allocation: status, error and trailers
+// (retry-after and the pushback included) are rendered once per
+// middleware.
+func TestCapacityRejectionAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not exact under the race detector")
+	}
+	mw, err := resiliencegrpc.New(inbound.Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ks keepStream
+	ctx := grpc.NewContextWithServerTransportStream(context.Background(), &ks)
+	unary := mw.UnaryInterceptor()
+	info := &grpc.UnaryServerInfo{FullMethod: "/s/M"}
+	release, entered, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = unary(ctx, nil, info, func(context.Context, any) (any, error) { close(entered); <-release; return nil, nil })
+	}()
+	<-entered
+	defer func() { close(release); <-done }()
+	refused := func(context.Context, any) (any, error) { t.Error("a refused call ran"); return nil, nil }
+	if n := testing.AllocsPerRun(500, func() { _, _ = unary(ctx, nil, info, refused) }); n != 0 {
+		t.Errorf("a capacity rejection allocates %v, want 0", n)
+	}
+	if got := ks.trailer.Get("retry-after"); len(got) != 1 || got[0] != "1" {
+		t.Errorf("trailer %v, want retry-after 1", ks.trailer)
+	}
+}

@@ -57,12 +57,8 @@ func grpcHarness() conformance.Harness {
 				"(grpc-retry-pushback-ms -1, as connect does), and a retry-after field would contradict that",
 		},
 		KnownFailing: map[string]string{
-			"request-view":           "the view's Path and Route are the gRPC method (/conformance.HTTP/Serve for every request the harness carries), not the HTTP path, and Route is not \"\" as the pinned variant wants for an adapter without route patterns",
-			"render-every-rejection": "New refuses Options.Render: gRPC rejections are statuses, not HTTP responses",
-			"retry-after-503s": "UNAVAILABLE for a full limiter or a queue timeout carries RetryInfo and grpc-retry-pushback-ms (1000 ms), " +
-				"but not yet the retry-after field the HTTP adapters and connect send, nor its Options.RetryAfter value",
-			"rate-limit-headers-on-503": "the RateLimit fields go out as trailers only on RESOURCE_EXHAUSTED; an UNAVAILABLE on a rate-limited " +
-				"method does not carry the call's decision yet",
+			"request-view":                "the view's Path and Route are the gRPC method (/conformance.HTTP/Serve for every request the harness carries), not the HTTP path, and Route is not \"\" as the pinned variant wants for an adapter without route patterns",
+			"render-every-rejection":      "New refuses Options.Render: gRPC rejections are statuses, not HTTP responses",
 			"disconnect-unread-post-body": "the case pins net/http's gap (a disconnect unseen until the body is read); over gRPC a disconnect resets the stream and cancels the call whatever the handler read, so the full variant sees the cancellation",
 		},
 		DecodeRejection: decodeGRPCRejection,

@@ -38,23 +38,34 @@
 //
 // Every rejection carries a google.rpc.ErrorInfo detail (domain
 // "resilience", reason the inbound code, metadata "reason" the limiter's
-// reason) and, when a retry is sensible, a google.rpc.RetryInfo detail and
-// the grpc-retry-pushback-ms trailer, so a grpc-go client's retry policy
-// waits what the server asks. Messages are constant and never carry
-// internal error text.
+// reason) and, when a retry is sensible, a google.rpc.RetryInfo detail,
+// the grpc-retry-pushback-ms trailer (a grpc-go client's retry policy
+// waits what it says) and the retry-after trailer of inbound's 503s and
+// 429s. Options.RetryAfter sets the capacity advice as for the
+// HTTP adapters (0 is a second; a negative value sends none of the
+// three). Messages are constant and never carry internal error text.
 //
-//	situation                            code                ErrorInfo reason / reason       RetryInfo, pushback
-//	queue full                           UNAVAILABLE         BULKHEAD_FULL / full            1 s, 1000
-//	waited QueueTimeout                  UNAVAILABLE         BULKHEAD_FULL / queue-timeout   1 s, 1000
-//	evicted by the overflow policy       UNAVAILABLE         BULKHEAD_FULL / dropped         1 s, 1000
-//	draining (GracefulStop, Drain)       UNAVAILABLE         BULKHEAD_FULL / shutting-down   none, -1 (do not retry here)
-//	rate limit exceeded                  RESOURCE_EXHAUSTED  RATE_LIMITED                    the limiter's wait (pushback -1 past the caller's deadline), + RateLimit-* trailers
+//	situation                            code                ErrorInfo reason / reason       RetryInfo, pushback, retry-after
+//	queue full                           UNAVAILABLE         BULKHEAD_FULL / full            1 s, 1000, 1 (Options.RetryAfter)
+//	waited QueueTimeout                  UNAVAILABLE         BULKHEAD_FULL / queue-timeout   1 s, 1000, 1 (Options.RetryAfter)
+//	evicted by the overflow policy       UNAVAILABLE         BULKHEAD_FULL / dropped         1 s, 1000, 1 (Options.RetryAfter)
+//	draining (GracefulStop, Drain)       UNAVAILABLE         BULKHEAD_FULL / shutting-down   none, -1 (do not retry here), none
+//	rate limit exceeded                  RESOURCE_EXHAUSTED  RATE_LIMITED                    the limiter's wait in all three (pushback -1 past the caller's deadline)
 //	handler past the deadline            DEADLINE_EXCEEDED   TIMEOUT                         none
 //	caller's deadline passed (queued)    DEADLINE_EXCEEDED   TIMEOUT                         none, -1 (when it beats grpc-go's reset; see Deadlines)
 //	deadline already expired on arrival  grpc-go answers DEADLINE_EXCEEDED itself (see Deadlines)
-//	other custom-pipeline rejection      UNAVAILABLE         REJECTED                        1 s, 1000
+//	other custom-pipeline rejection      UNAVAILABLE         REJECTED                        1 s, 1000, 1 (Options.RetryAfter)
 //	custom-pipeline error                INTERNAL            INTERNAL                        none
 //	client cancelled while queued        CANCELLED (nobody reads it)
+//
+// On a rate-limited method the RateLimit fields of the call's decision
+// (Options.RateLimitHeaders) go out with its answer: as response headers,
+// set before the handler runs, when the call is admitted; as trailers
+// when it is refused, over its rate limit (RESOURCE_EXHAUSTED) or after
+// it (by the limiter, say). The rejection of a call whose handler never
+// ran is trailers-only, one HEADERS frame ending the stream: header
+// metadata would make grpc-go send a HEADERS frame of its own first, and
+// a client's retry policy retries no other kind of answer.
 //
 // Read the details with status.FromError(err) and its Details method
 // (*errdetails.ErrorInfo, *errdetails.RetryInfo). Options.Render is

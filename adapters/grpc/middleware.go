@@ -40,7 +40,7 @@ func New(opts inbound.Options) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Middleware{in: in, rej: newRejections(), timed: in.Timed()}
+	m := &Middleware{in: in, rej: newRejections(in, opts.RetryAfter), timed: in.Timed()}
 	m.pool.New = func() any {
 		u := &untimedCall{}
 		u.run = u.call
@@ -158,6 +158,7 @@ func (m *Middleware) stream(srv any, ss grpc.ServerStream, handler grpc.StreamHa
 // nothing. One of handler, method and stream is set.
 type untimedCall struct {
 	m   *Middleware
+	rpc rpc                             // the call's Request.Raw
 	run func(ctx context.Context) error // u.call, bound once
 	ran bool
 
@@ -191,11 +192,12 @@ func (u *untimedCall) serve(ctx context.Context) (any, error) {
 	var err error
 	if err = ctx.Err(); err != nil {
 		// Expired (or cancelled) on arrival: answered at once, never queued.
-		err = m.reject(ctx, err)
+		err = m.reject(ctx, err, nil)
 	} else {
-		err = m.in.Execute(ctx, ctx, u.run)
+		u.rpc.ctx = ctx
+		err = m.in.Execute(ctx, &u.rpc, u.run)
 		if !u.ran {
-			err = m.reject(ctx, err)
+			err = m.reject(ctx, err, &u.rpc)
 		}
 		reply = u.reply
 	}
@@ -210,6 +212,7 @@ func (u *untimedCall) serve(ctx context.Context) (any, error) {
 // call is Execute's callback.
 func (u *untimedCall) call(ctx context.Context) error {
 	u.ran = true
+	u.rpc.admit(ctx)
 	var err error
 	switch {
 	case u.handler != nil:
@@ -233,16 +236,18 @@ func (u *untimedCall) call(ctx context.Context) error {
 // watches its context; t guards what fn may still send afterwards.
 func (m *Middleware) serveTimed(ctx context.Context, fn func(hctx context.Context, t *timedCall) error) (any, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, m.reject(ctx, err) // expired on arrival
+		return nil, m.reject(ctx, err, nil) // expired on arrival
 	}
-	t := &timedCall{sts: grpc.ServerTransportStreamFromContext(ctx), out: make(chan timedOutcome, 2)}
+	t := &timedCall{rpc: rpc{ctx: ctx}, sts: grpc.ServerTransportStreamFromContext(ctx), out: make(chan timedOutcome, 2)}
 	go t.run(m, ctx, fn)
 	res := <-t.out
 	if res.expired {
 		if t.state.CompareAndSwap(timedRunning, timedAnswered) {
 			// The deadline passed while fn runs on: fn keeps its permit
-			// until it returns, and what it sends is dropped.
-			return nil, m.reject(ctx, res.err)
+			// until it returns, and what it sends is dropped. The
+			// RateLimit fields went out as its headers (or, should the
+			// deadline come first, are its goroutine's still): none here.
+			return nil, m.reject(ctx, res.err, nil)
 		}
 		res = <-t.out // fn returned as the deadline passed: its result decides
 	}
@@ -250,10 +255,10 @@ func (m *Middleware) serveTimed(ctx context.Context, fn func(hctx context.Contex
 		panic(res.val) // on the call's goroutine, as without the middleware
 	}
 	if t.state.CompareAndSwap(timedRunning, timedAnswered) {
-		return nil, m.reject(ctx, res.err) // not admitted
+		return nil, m.reject(ctx, res.err, &t.rpc) // not admitted
 	}
 	if isTimeout(res.err) {
-		return nil, m.reject(ctx, res.err) // fn returned after the middleware's timeout
+		return nil, m.reject(ctx, res.err, &t.rpc) // fn returned after the middleware's timeout
 	}
 	if res.err != nil {
 		return nil, res.err
@@ -284,9 +289,11 @@ func (t *timedCall) run(m *Middleware, ctx context.Context, fn func(hctx context
 		}
 		t.out <- res // buffered: never blocks, read or not
 	}()
-	err = m.in.ExecuteInPlace(ctx, ctx, func(hctx context.Context) error {
+	err = m.in.ExecuteInPlace(ctx, &t.rpc, func(hctx context.Context) error {
 		t.hctx = hctx
-		err := fn(grpc.NewContextWithServerTransportStream(hctx, t), t)
+		sctx := grpc.NewContextWithServerTransportStream(hctx, t)
+		t.rpc.admit(sctx)
+		err := fn(sctx, t)
 		if t.state.CompareAndSwap(timedRunning, timedReturned) {
 			return err
 		}
@@ -303,14 +310,16 @@ func isTimeout(err error) bool {
 }
 
 // reject sends the rejection for err, an error from inbound for a call
-// that did not run to its end, and returns its status.
-func (m *Middleware) reject(ctx context.Context, err error) error {
+// that did not run to its end, with the RateLimit fields held for it in
+// held (nil: none, or not this goroutine's to read), and returns its
+// status.
+func (m *Middleware) reject(ctx context.Context, err error, held *rpc) error {
 	r, ok := m.rej.rejectionFor(ctx, m.in, err)
 	if !ok {
 		// The client went away: nobody reads the status.
 		return status.FromContextError(err).Err()
 	}
-	return r.send(ctx)
+	return r.send(ctx, held)
 }
 
 // GracefulStop drains the middleware and stops s gracefully: from the
@@ -363,6 +372,7 @@ const (
 // from the handler's context: grpc-go's stream until the call is
 // answered.
 type timedCall struct {
+	rpc   rpc // the call's Request.Raw; its fields are the timed goroutine's until it reports
 	state atomic.Uint32
 	hctx  context.Context            // the handler's, set before it runs
 	sts   grpc.ServerTransportStream // grpc-go's; nil outside a grpc-go server (tests)

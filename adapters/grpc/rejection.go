@@ -25,12 +25,26 @@ import (
 // queue-timeout, dropped, shutting-down) when there is one.
 const ErrorDomain = "resilience"
 
-// CapacityRetryAfter is the retry advice sent with a capacity rejection
-// (UNAVAILABLE, reason full, queue-timeout or dropped): a
-// google.rpc.RetryInfo of one second and grpc-retry-pushback-ms: 1000. A
-// queue is short by design, so a second is long enough for it to drain and
-// short enough not to idle the server.
-const CapacityRetryAfter = time.Second
+// CapacityRetryAfter is the default retry advice of a capacity rejection
+// (UNAVAILABLE, reason full, queue-timeout or dropped) and of a custom
+// pipeline's rejection: a google.rpc.RetryInfo of one second,
+// grpc-retry-pushback-ms: 1000 and retry-after: 1, inbound.DefaultRetryAfter
+// as the HTTP adapters' 503s. A queue is short by design, so a second is
+// long enough for it to drain and short enough not to idle the server.
+// inbound.Options.RetryAfter changes it; a negative value sends no advice.
+const CapacityRetryAfter = inbound.DefaultRetryAfter
+
+// retryAdvice resolves inbound.Options.RetryAfter: 0 is
+// CapacityRetryAfter, negative none (0 here).
+func retryAdvice(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return CapacityRetryAfter
+	case d < 0:
+		return 0
+	}
+	return d
+}
 
 // PushbackTrailer is the trailer through which a rejection tells a gRPC
 // client's retry policy how long to wait before its next attempt, in
@@ -48,9 +62,11 @@ const (
 )
 
 // rejection is a rendered rejection whose content never changes: the
-// status (details encoded once) and the trailers that go with it.
+// status (details encoded once), its error and the trailers that go with
+// it. Shared between calls: read only.
 type rejection struct {
 	st      *status.Status
+	err     error       // st.Err(), made once: a status error is immutable
 	trailer metadata.MD // nil: none
 }
 
@@ -60,9 +76,14 @@ type rejections struct {
 	full, queueTimeout, dropped, shuttingDown, timeout, callerTimeout, rejected, internal rejection
 }
 
-func newRejections() rejections {
+// newRejections renders the constant rejections of in, whose
+// Options.RetryAfter is retryAfter. The retry-after field of the capacity
+// rejections is the one in's own 503s carry.
+func newRejections(in *inbound.Middleware, retryAfter time.Duration) rejections {
+	advice := retryAdvice(retryAfter)
 	capacity := func(reason resilience.RejectReason) rejection {
-		return newRejection(codes.Unavailable, msgCapacity, inbound.CodeBulkheadFull, string(reason), CapacityRetryAfter)
+		r := newRejection(codes.Unavailable, msgCapacity, inbound.CodeBulkheadFull, string(reason), advice)
+		return r.withFields(in, &resilience.ConcurrencyLimitRejectedError{Reason: reason})
 	}
 	return rejections{
 		full:         capacity(resilience.ReasonFull),
@@ -71,12 +92,13 @@ func newRejections() rejections {
 		// A draining server will not take the call however long the
 		// client waits: a negative pushback stops the retry policy on
 		// this server, and the client's load balancer moves on once
-		// GracefulStop's GOAWAY arrives.
+		// GracefulStop's GOAWAY arrives. No retry-after, which would say
+		// the opposite.
 		shuttingDown: newRejection(codes.Unavailable, msgShuttingDown, inbound.CodeBulkheadFull, string(resilience.ReasonShuttingDown), -1),
 		timeout:      newRejection(codes.DeadlineExceeded, msgTimeout, inbound.CodeTimeout, "", 0),
 		// The caller's own budget is spent: a retry cannot help.
 		callerTimeout: newRejection(codes.DeadlineExceeded, msgTimeout, inbound.CodeTimeout, "", -1),
-		rejected:      newRejection(codes.Unavailable, msgRejected, inbound.CodeRejected, "", CapacityRetryAfter),
+		rejected:      newRejection(codes.Unavailable, msgRejected, inbound.CodeRejected, "", advice).withFields(in, resilience.ErrRejected),
 		internal:      newRejection(codes.Internal, msgInternal, inbound.CodeInternal, "", 0),
 	}
 }
@@ -94,15 +116,57 @@ func newRejection(code codes.Code, msg, infoReason, reason string, retryAfter ti
 	switch {
 	case retryAfter > 0:
 		st = withDetails(st, info, &errdetails.RetryInfo{RetryDelay: durationpb.New(retryAfter)})
-		r.trailer = metadata.Pairs(PushbackTrailer, strconv.FormatInt(retryAfter.Milliseconds(), 10))
+		// Rounded up: a retry at the pushback must not come before the
+		// wait is over.
+		r.trailer = metadata.Pairs(PushbackTrailer, strconv.FormatInt(int64((retryAfter+time.Millisecond-1)/time.Millisecond), 10))
 	case retryAfter < 0:
 		st = withDetails(st, info)
 		r.trailer = metadata.Pairs(PushbackTrailer, "-1")
 	default:
 		st = withDetails(st, info)
 	}
-	r.st = st
+	r.st, r.err = st, st.Err()
 	return r
+}
+
+// withFields adds the header fields of in's response for err (Retry-After,
+// RateLimit-*; not its Content-Type) to r's trailers, as metadata keys in
+// lower case.
+func (r rejection) withFields(in *inbound.Middleware, err error) rejection {
+	resp, ok := in.Render(err)
+	if !ok {
+		return r
+	}
+	for k, v := range resp.Header {
+		if k == "Content-Type" {
+			continue
+		}
+		if r.trailer == nil {
+			r.trailer = metadata.MD{}
+		}
+		r.trailer[mdKey(k)] = v
+	}
+	return r
+}
+
+// mdKey is the metadata key of a header field inbound sets, without
+// allocating for the ones it sets per call.
+func mdKey(name string) string {
+	switch name {
+	case "Retry-After":
+		return "retry-after"
+	case "Ratelimit-Limit":
+		return "ratelimit-limit"
+	case "Ratelimit-Remaining":
+		return "ratelimit-remaining"
+	case "Ratelimit-Reset":
+		return "ratelimit-reset"
+	case "Ratelimit-Policy":
+		return "ratelimit-policy"
+	case "Ratelimit":
+		return "ratelimit"
+	}
+	return strings.ToLower(name)
 }
 
 // withDetails attaches details to st. Every detail is a well-formed
@@ -119,14 +183,13 @@ func withDetails(st *status.Status, details ...protoadapt.MessageV1) *status.Sta
 // reached its handler, to what to send; ok is false when nothing must be
 // sent (the client went away).
 func (rs *rejections) rejectionFor(ctx context.Context, in *inbound.Middleware, err error) (rejection, bool) {
-	var bulk *resilience.ConcurrencyLimitRejectedError
-	var rate *resilience.RateLimitRejectedError
-	switch {
-	case err == nil:
+	if err == nil {
 		return rejection{}, false
-	case errors.As(err, &rate):
+	}
+	if rate, ok := errors.AsType[*resilience.RateLimitRejectedError](err); ok {
 		return rateRejection(ctx, in, err, rate), true
-	case errors.As(err, &bulk):
+	}
+	if bulk, ok := errors.AsType[*resilience.ConcurrencyLimitRejectedError](err); ok {
 		switch bulk.Reason {
 		case resilience.ReasonQueueTimeout:
 			return rs.queueTimeout, true
@@ -136,6 +199,8 @@ func (rs *rejections) rejectionFor(ctx context.Context, in *inbound.Middleware, 
 			return rs.shuttingDown, true
 		}
 		return rs.full, true
+	}
+	switch {
 	case errors.Is(err, resilience.ErrTimeoutRejected):
 		return rs.timeout, true
 	case errors.Is(err, context.DeadlineExceeded):
@@ -149,32 +214,30 @@ func (rs *rejections) rejectionFor(ctx context.Context, in *inbound.Middleware, 
 }
 
 // rateRejection is the RESOURCE_EXHAUSTED of a rate-limited call: its
-// RetryInfo and pushback are the limiter's wait, and the RateLimit fields
-// inbound renders go out as trailers. A wait that outlasts the caller's
-// deadline gets a pushback of -1: a retry could only end in
-// DEADLINE_EXCEEDED, so the client is better told at once.
+// RetryInfo and pushback are the limiter's wait, and the fields inbound
+// renders for it (Retry-After, RateLimit-*) go out as trailers. A wait
+// that outlasts the caller's deadline gets a pushback of -1: a retry could
+// only end in DEADLINE_EXCEEDED, so the client is better told at once.
 func rateRejection(ctx context.Context, in *inbound.Middleware, err error, rate *resilience.RateLimitRejectedError) rejection {
 	wait := max(rate.RetryAfter, time.Millisecond)
 	r := newRejection(codes.ResourceExhausted, msgRate, inbound.CodeRateLimited, "", wait)
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 		r.trailer[PushbackTrailer] = []string{"-1"}
 	}
-	if resp, ok := in.Render(err); ok {
-		for k, v := range resp.Header {
-			if k == "Content-Type" {
-				continue
-			}
-			r.trailer[strings.ToLower(k)] = v
-		}
-	}
-	return r
+	return r.withFields(in, err)
 }
 
-// send sets r's trailers on the call and returns its status as the error
-// to return from the handler.
-func (r rejection) send(ctx context.Context) error {
-	if r.trailer != nil {
-		_ = grpc.SetTrailer(ctx, r.trailer) // no stream in ctx: nothing to set
+// send sets r's trailers, and the RateLimit fields held for the call when
+// held is not nil, on the call and returns r's status error, for the
+// handler to return. Nothing was sent on the call before, so grpc-go sends
+// it all as one trailers-only response.
+func (r rejection) send(ctx context.Context, held *rpc) error {
+	trailer := r.trailer
+	if held != nil {
+		trailer = held.take(trailer)
 	}
-	return r.st.Err()
+	if trailer != nil {
+		_ = grpc.SetTrailer(ctx, trailer) // no stream in ctx: nothing to set
+	}
+	return r.err
 }

@@ -79,6 +79,66 @@ func TestCapacityRejections(t *testing.T) {
 	}
 }
 
+// TestCapacityRetryAfter: Options.RetryAfter is the capacity rejection's
+// advice, as for the HTTP adapters' 503s: retry-after in whole seconds
+// (rounded up), RetryInfo and a pushback in milliseconds; 0 is a second,
+// and a negative value sends none of the three.
+func TestCapacityRetryAfter(t *testing.T) {
+	for _, c := range []struct {
+		retryAfter time.Duration
+		retry      time.Duration
+		pushback   string
+		field      string
+	}{
+		{0, time.Second, "1000", "1"},
+		{2500 * time.Millisecond, 2500 * time.Millisecond, "2500", "3"},
+		{-1, 0, "", ""},
+	} {
+		g := make(gate)
+		svc, entered := holdOne(g)
+		s := start(t, inbound.Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}, RetryAfter: c.retryAfter}, svc, viaRegistrar)
+		held := s.callUnary(context.Background())
+		receive(t, "held call in its handler", entered)
+		r := receive(t, "rejected call", s.callUnary(context.Background()))
+		checkRejection(t, r, codes.Unavailable, inbound.CodeBulkheadFull, string(resilience.ReasonFull), c.retry, c.pushback)
+		if got := r.trailer.Get("retry-after"); c.field == "" && len(got) != 0 || c.field != "" && (len(got) != 1 || got[0] != c.field) {
+			t.Errorf("RetryAfter %v: retry-after %q, want %q", c.retryAfter, got, c.field)
+		}
+		g.open()
+		receive(t, "held call", held)
+	}
+}
+
+// TestCapacityRejectionOnRateLimitedRoute: a call within its rate limit
+// refused by a full limiter carries its decision's RateLimit fields
+// beside retry-after, in the trailers of its trailers-only answer (never
+// as response headers: grpc-go would send those in a HEADERS frame of
+// their own, and a client's retry policy would no longer retry the call),
+// for a timed call too.
+func TestCapacityRejectionOnRateLimitedRoute(t *testing.T) {
+	for _, timeout := range []time.Duration{0, time.Minute} {
+		g := make(gate)
+		svc, entered := holdOne(g)
+		s := start(t, inbound.Options{Timeout: timeout, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1},
+			RateLimit: &resilience.RateLimiterOptions{PermitLimit: 5, Window: time.Minute}}, svc, viaRegistrar)
+		held := s.callUnary(context.Background())
+		receive(t, "held call in its handler", entered)
+		var h metadataHeader
+		r := receive(t, "rejected call", s.callUnary(context.Background(), h.option()))
+		checkRejection(t, r, codes.Unavailable, inbound.CodeBulkheadFull, string(resilience.ReasonFull), time.Second, "1000")
+		for k, want := range map[string]string{"retry-after": "1", "ratelimit-limit": "5", "ratelimit-remaining": "3"} {
+			if got := r.trailer.Get(k); len(got) != 1 || got[0] != want {
+				t.Errorf("timeout %v: trailer %s %q, want %q (trailers %v)", timeout, k, got, want, r.trailer)
+			}
+		}
+		if got := h.md.Get("ratelimit-limit"); len(got) != 0 {
+			t.Errorf("timeout %v: ratelimit-limit in the response headers %q: not a trailers-only answer", timeout, got)
+		}
+		g.open()
+		receive(t, "held call", held)
+	}
+}
+
 // TestQueueFullRejectsAtOnce: without a queue place the call is refused
 // UNAVAILABLE reason full.
 func TestQueueFullRejectsAtOnce(t *testing.T) {

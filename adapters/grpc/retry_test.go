@@ -93,3 +93,35 @@ func TestRetryPolicyStopsOnShutdown(t *testing.T) {
 		t.Errorf("%d attempts, want 1", n)
 	}
 }
+
+// TestRetryPolicyRetriesOnRateLimitedRoute: a capacity rejection on a
+// rate-limited method is still trailers-only, RateLimit fields and all, so
+// the client's retry policy retries it after the pushback, here
+// Options.RetryAfter's 200 ms.
+func TestRetryPolicyRetriesOnRateLimitedRoute(t *testing.T) {
+	var arr arrivals
+	g := make(gate)
+	svc, entered := holdOne(g)
+	s := startWith(t, inbound.Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}, RetryAfter: 200 * time.Millisecond,
+		RateLimit: &resilience.RateLimiterOptions{PermitLimit: 100, Window: time.Minute}}, svc, viaRegistrar,
+		[]grpc.ServerOption{grpc.InTapHandle(arr.tap)}, grpc.WithDefaultServiceConfig(retryConfig))
+	defer g.open()
+	held := s.callUnary(context.Background())
+	receive(t, "held call in its handler", entered)
+	retried := s.callUnary(metadata.AppendToOutgoingContext(context.Background(), "x-call", "retried"))
+	for len(arr.times()) < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	g.open()
+	receive(t, "held call", held)
+	if r := receive(t, "retried call", retried); r.err != nil {
+		t.Fatalf("retried call: %v, want success on a later attempt", r.err)
+	}
+	at := arr.times()
+	if len(at) < 2 {
+		t.Fatalf("%d attempts, want a retry", len(at))
+	}
+	if gap := at[1].Sub(at[0]); gap < 180*time.Millisecond {
+		t.Errorf("second attempt %v after the first, want about the 200 ms pushback", gap)
+	}
+}

@@ -173,6 +173,19 @@ func TestRejectionsAreTrailersOnly(t *testing.T) {
 				t.Errorf("retry-after %q, want 1", f["retry-after"])
 			}
 		})
+		t.Run("full-on-rate-limited-route", func(t *testing.T) {
+			// The call's rate-limit decision was made before the limiter
+			// refused it: its RateLimit fields come in the one frame too.
+			g := newGate()
+			srv := tg.serve(t, inbound.Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1},
+				RateLimit: &resilience.RateLimiterOptions{PermitLimit: 5, Window: time.Hour}}, g.handle)
+			cc, _ := dial(t, srv.addr, "")
+			defer hold(t, cc, g)()
+			f := checkTrailersOnly(t, rawCall(t, srv.addr), "14", "BULKHEAD_FULL/full", "1000")
+			if tg.httpFields && (f["retry-after"] != "1" || f["ratelimit-limit"] != "5" || f["ratelimit-remaining"] != "3") {
+				t.Errorf("retry-after %q ratelimit-limit %q ratelimit-remaining %q, want 1, 5, 3", f["retry-after"], f["ratelimit-limit"], f["ratelimit-remaining"])
+			}
+		})
 		t.Run("queue-timeout", func(t *testing.T) {
 			g := newGate()
 			srv := tg.serve(t, inbound.Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, QueueTimeout: 20 * time.Millisecond}}, g.handle)

@@ -14,9 +14,10 @@ import (
 )
 
 // The grpc-go adapter as a target: it answers a handler's deadline with a
-// trailers-only response (one HEADERS frame) and sends no Retry-After.
+// trailers-only response (one HEADERS frame), and its rejections carry
+// retry-after and the RateLimit fields as connect's do.
 func init() {
-	targets = append(targets, target{name: "grpc", serve: serveGRPC, deadlineFrames: 1,
+	targets = append(targets, target{name: "grpc", serve: serveGRPC, deadlineFrames: 1, httpFields: true,
 		callerDeadline: "grpc-go's transport owns the caller's grpc-timeout: it resets the stream at that deadline and answers a call that arrives expired itself"})
 }
 

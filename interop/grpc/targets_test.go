@@ -31,7 +31,7 @@ type target struct {
 	deadlineFrames int
 	// httpFields: the rejections also carry Retry-After and, when rate
 	// limited, the RateLimit-* fields (connect sends its metadata in every
-	// protocol).
+	// protocol; the grpc adapter sends inbound's fields as trailers).
 	httpFields bool
 	// callerDeadline, when set, says why the caller's own deadline is not
 	// the adapter's to answer (grpc-go's transport resets the stream at
