@@ -49,7 +49,7 @@
 // which the still-running handler, fiber's Ctx and the permit keep until
 // the handler returns; what it writes later goes nowhere. The handler
 // counts as late in Stats meanwhile. The cost is a goroutine per request
-// (see the benchmarks in the repository's README). A request whose body
+// (BENCHMARKS.md at the repository root has the figures). A request whose body
 // fasthttp streams (fiber.Config.StreamRequestBody) is left to the
 // middleware alone: its late handler may still read the body from the
 // connection's reader, which fasthttp hands to other connections once its
