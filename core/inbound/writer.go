@@ -54,10 +54,10 @@ const holdLimit = 4 << 10
 var holdBufs = sync.Pool{New: func() any { b := make([]byte, 0, holdLimit); return &b }}
 
 // timeoutWriter is the http.ResponseWriter a timed handler gets. It
-// decides, under the engine's mutex (timing.mu), whether the response is the handler's or the
-// middleware's 504, so that exactly one of them reaches the client and a
-// late handler's writes are dropped without a data race on the underlying
-// writer.
+// decides, under its request's engine's mutex (timing.mu), whether the
+// response is the handler's or the middleware's 504, so that exactly one
+// of them reaches the client and a late handler's writes are dropped
+// without a data race on the underlying writer.
 //
 // Until the handler commits, its header map is private, and its status
 // and up to holdLimit bytes of body are held here: the 504, written from
