@@ -13,25 +13,51 @@ import (
 	"github.com/ylcnfrht/resilience/core/internal/deadline"
 )
 
-// timedRequest is the state of one timed request: its writer, context and
-// timer, in one allocation. It is not pooled, because a timer that fired
-// as the handler returned may still run its callback afterwards; that
-// callback then finds the writer done and leaves.
-type timedRequest struct {
+// timing is the deadline engine, one per timed request, for every entry
+// point: it arms the request's deadline (the middleware's timeout, or an
+// earlier one of the parent context) on the middleware's deadline list or
+// a timer of its own, ends the handler's context when it passes, has the
+// request's answerer answer it while the handler runs on, and counts the
+// handler late until it returns. The context behaves as
+// context.WithTimeoutCause's: at the timeout Err is
+// context.DeadlineExceeded and Cause the middleware's
+// *resilience.TimeoutRejectedError; an earlier deadline of the parent ends
+// it with the parent's error and cause.
+//
+// It is embedded in the request's one allocation and not pooled: a
+// deadline that fired as the handler returned may still run Fire
+// afterwards, which then finds the request ended and leaves.
+type timing struct {
 	m      *Middleware
-	tw     timeoutWriter
-	dctx   deadline.Context // the handler's context under the timeout
-	ctx    context.Context  // the handler's
-	client context.Context  // the request's own: ended means the client left
-	timed  bool             // under the middleware's timeout (listed, or with its own timer)
-	own    bool             // the deadline is the middleware's timeout, not an earlier one of ctx
-	timer  *time.Timer      // its own timer, when the deadline list could not take it
-	budget time.Duration    // from the start to the deadline (ours, or an earlier upstream one)
-	stop   func() bool      // context.AfterFunc registration (custom pipeline)
-	node   deadline.Node    // on the middleware's deadline list
+	dctx   deadline.Context
+	node   deadline.Node
+	timer  *time.Timer     // its own timer, when the deadline list could not take it
+	ctx    context.Context // the handler's: &dctx when timed, else parent
+	parent context.Context // what ctx derives from: the request's, or a custom pipeline's
+	client context.Context // the request's own: ended means the client left
+	stop   func() bool     // the watch on a custom pipeline's context
+	timed  bool            // under the middleware's timeout
+	own    bool            // the timer is the middleware's timeout, not an earlier parent deadline
+	// ans answers the deadline in the entry point's terms: the timed
+	// writer's 504, or ExecuteInPlace's expired. Nil under Execute, whose
+	// caller reports the timeout once fn returns.
+	ans answerer
 
-	detached *detachedWriter // HTTP/2: told when the 504 is out; nil otherwise
+	mu    sync.Mutex // also the timed writer's
+	ended bool       // the request returned, or is no longer timed: nothing to answer
+	late  bool       // answered while the handler runs on: counted in Stats.Late
 }
+
+// answerer is how an entry point answers a deadline that passed while its
+// handler runs on: called once, with timing.mu held (so the handler's
+// return waits for it), after the request counts late, with the cause to
+// render.
+type answerer interface{ expireLocked(cause error) }
+
+// expireFunc is ExecuteInPlace's expired as an answerer.
+type expireFunc func(cause error)
+
+func (f expireFunc) expireLocked(cause error) { f(cause) }
 
 // isTimeout reports whether a context ended because time ran out (ours, a
 // custom pipeline's timeout strategy, or an upstream deadline).
@@ -39,69 +65,134 @@ func isTimeout(cause error) bool {
 	return errors.Is(cause, resilience.ErrTimeoutRejected) || errors.Is(cause, context.DeadlineExceeded)
 }
 
+// arm times a request whose handler runs with parent (the request's own
+// context, client, or a custom pipeline's). With the middleware's timeout
+// the deadline goes on the list; the earlier of it and the parent's is the
+// context's deadline, and when an answerer must answer it, the timer's
+// (without one the parent's end reaches the context by itself). Under a
+// custom pipeline (custom) an answerer also watches parent for the
+// pipeline's own timeout. ans must be set before: the deadline may fire
+// at once.
+func (t *timing) arm(m *Middleware, parent, client context.Context, arrival time.Time, custom bool) {
+	t.m, t.parent, t.client, t.ctx = m, parent, client, parent
+	if m.timeout > 0 {
+		now := time.Now()
+		at := handlerDeadline(now, m.timeout, arrival)
+		dl := at
+		t.own = true
+		if pd, ok := parent.Deadline(); ok && pd.Before(at) {
+			dl = pd // a budget from upstream ends first
+			if t.ans != nil {
+				at, t.own = pd, false
+			}
+		}
+		t.dctx.Init(parent, dl)
+		t.ctx = &t.dctx
+		t.timed = true
+		t.node.Owner = t
+		if budget := at.Sub(now); !m.deadlines.Add(&t.node, now, budget) {
+			t.timer = time.AfterFunc(budget, t.Fire)
+		}
+	}
+	if t.ans != nil && custom && parent.Done() != nil {
+		t.stop = context.AfterFunc(parent, t.parentDone)
+	}
+}
+
+// Fire is the deadline, on the timer's goroutine.
+func (t *timing) Fire() {
+	if t.ans == nil {
+		t.dctx.End(context.DeadlineExceeded, t.m.timeoutErr)
+		return
+	}
+	if t.pass(true) && t.own {
+		t.m.emitTimeout(t.parent)
+	}
+}
+
+// parentDone runs when a custom pipeline's context ends: its timeout is
+// answered like the middleware's own.
+func (t *timing) parentDone() { t.pass(false) }
+
+// pass answers the deadline if the handler still runs and its client is
+// still there: first, for the timer (fire), the handler's context ends,
+// so a handler that watches it stops while the answer is written (it
+// cannot write meanwhile: mu is held). The handler counts late before the
+// answer goes out, so whoever sees the answer sees the late handler. It
+// reports whether it answered.
+func (t *timing) pass(fire bool) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock() // a panicking answerer must not keep the return waiting
+	if t.ended || t.late || t.clientGone() {
+		return false
+	}
+	if fire {
+		var cause error
+		if t.own {
+			cause = t.m.timeoutErr
+		}
+		t.dctx.End(context.DeadlineExceeded, cause)
+	} else if !isTimeout(context.Cause(t.parent)) {
+		return false
+	}
+	t.late = true
+	t.m.lateBegins()
+	t.ans.expireLocked(context.Cause(t.ctx))
+	return true
+}
+
 // clientGone reports whether the request's own context ended for a reason
 // other than time: the client disconnected or the server is shutting down.
-// Then no 504 is written (finish decides between an abort and a 503).
-func (t *timedRequest) clientGone() bool {
+// Then no deadline is answered.
+func (t *timing) clientGone() bool {
 	return t.client.Err() != nil && !isTimeout(context.Cause(t.client))
 }
 
-// serveTimed runs c's handler with the timed writer and ctx. With the
-// middleware's own timeout it arms a timer; under a custom pipeline
-// (custom) without one, it watches ctx for a pipeline timeout instead. A
-// non-nil res receives how the request ended (for the adaptive limiter),
-// even if it panicked.
-func (m *Middleware) serveTimed(ctx context.Context, c *call, custom bool, res *result) {
-	r := c.r
-	t := &timedRequest{m: m, client: r.Context()}
-	t.tw.w = c.w
-	t.tw.owner = t
-	t.tw.h1 = r.ProtoMajor < 2
-	if !t.tw.h1 {
-		t.detached = findDetached(c.w)
-	}
-	t.ctx = ctx
-	if m.timeout > 0 {
-		now := time.Now()
-		dl := handlerDeadline(now, m.timeout, c.arrival)
-		t.own = true
-		if pd, ok := ctx.Deadline(); ok && pd.Before(dl) {
-			dl, t.own = pd, false // a budget from upstream ends first
+// disarm takes the deadline off the list (or stops its timer) and the
+// watch off the parent, when the handler returns or is no longer timed. A
+// deadline being answered at this moment finds the request's state and
+// acts on it.
+func (t *timing) disarm() {
+	if t.timed {
+		if t.timer != nil {
+			t.timer.Stop()
+		} else {
+			t.m.deadlines.Remove(&t.node)
 		}
-		t.dctx.Init(ctx, dl)
-		t.ctx = &t.dctx
-		// Every field fire reads is set: it may run at once.
-		t.budget = dl.Sub(now)
-		t.timed = true
-		t.node.Owner = t
-		if !m.deadlines.Add(&t.node, now, t.budget) {
-			t.timer = time.AfterFunc(t.budget, t.Fire)
-		}
-	} else if custom && ctx.Done() != nil {
-		t.stop = context.AfterFunc(ctx, t.ctxDone)
 	}
-	completed := false
-	defer func() { t.finish(completed, res) }()
-	c.invoke(&t.tw, r.WithContext(t.ctx))
-	completed = true
+	if t.stop != nil {
+		t.stop()
+	}
 }
 
-// Fire is the middleware's deadline, on the timer's goroutine.
-func (t *timedRequest) Fire() {
-	tw := &t.tw
-	tw.mu.Lock()
-	if (tw.state != stateOpen && tw.state != stateCommitted) || t.clientGone() {
-		tw.mu.Unlock()
-		return
+// returnedLocked records that the handler returned: nothing is answered
+// from now on, and a late handler is late no more. mu held.
+func (t *timing) returnedLocked() {
+	t.ended = true
+	if t.late {
+		t.late = false
+		t.m.lateEnds()
 	}
-	// Cancel first, so a handler that watches its context stops while the
-	// 504 is being written; it cannot write meanwhile (the lock is held).
-	t.dctx.End(context.DeadlineExceeded, t.m.timeoutErr)
-	late := t.expireLocked()
-	tw.mu.Unlock()
-	if late && t.own {
-		t.m.emitTimeout(t.ctx)
+}
+
+// endCtx ends the handler's context once it returned, as a CancelFunc
+// does.
+func (t *timing) endCtx() {
+	if t.timed {
+		t.dctx.End(context.Canceled, nil)
 	}
+}
+
+// finish is the end of a timed callback: disarmed, returned (after a
+// running expired), its context ended.
+func (t *timing) finish() {
+	t.disarm()
+	if t.ans != nil {
+		t.mu.Lock()
+		t.returnedLocked()
+		t.mu.Unlock()
+	}
+	t.endCtx()
 }
 
 // emitTimeout reports that the middleware's own timeout ended a request
@@ -113,31 +204,67 @@ func (m *Middleware) emitTimeout(ctx context.Context) {
 	m.timeoutTel.Emit(ctx, event.Event{Name: event.Timeout, Duration: m.timeout, Err: m.timeoutErr})
 }
 
-// ctxDone runs when a custom pipeline's context ends: a timeout there is
-// answered like the middleware's own; a client that left gets nothing.
-func (t *timedRequest) ctxDone() {
-	if !isTimeout(context.Cause(t.ctx)) || t.clientGone() {
-		return
+// runFn runs a callback (Execute, ExecuteInPlace) with the timeout, under
+// a custom pipeline's context when custom. Under ExecuteInPlace
+// (c.expired set), the deadline is answered when it passes, not when fn
+// returns.
+func (m *Middleware) runFn(ctx context.Context, c *call, custom bool) error {
+	if m.timeout == 0 && c.expired == nil {
+		return c.fn(ctx)
 	}
-	t.tw.mu.Lock()
-	t.expireLocked()
-	t.tw.mu.Unlock()
+	t := &timing{}
+	if c.expired != nil {
+		t.ans = expireFunc(c.expired)
+	}
+	t.arm(m, ctx, c.ctx, c.arrival, custom)
+	defer t.finish()
+	err := c.fn(t.ctx)
+	if m.timeout > 0 && context.Cause(t.ctx) == error(m.timeoutErr) {
+		if c.expired == nil {
+			m.emitTimeout(ctx)
+		}
+		return m.timeoutErr
+	}
+	return err
 }
 
-// expireLocked answers the deadline and counts the handler as late.
-func (t *timedRequest) expireLocked() bool {
-	if s := t.tw.state; s != stateOpen && s != stateCommitted {
-		return false
+// timedRequest is a timed net/http request (Handler, Serve): the engine
+// and the timed writer that answers its deadline, in one allocation.
+type timedRequest struct {
+	timing
+	tw       timeoutWriter
+	detached *detachedWriter // HTTP/2: told when the 504 is out; nil otherwise
+}
+
+// serveTimed runs c's handler with the timed writer and ctx, timed by the
+// middleware's timeout and, under a custom pipeline (custom), by the
+// pipeline's. A non-nil res receives how the request ended (for the
+// adaptive limiter), even if it panicked.
+func (m *Middleware) serveTimed(ctx context.Context, c *call, custom bool, res *result) {
+	r := c.r
+	t := &timedRequest{}
+	t.tw.w = c.w
+	t.tw.owner = t
+	t.tw.h1 = r.ProtoMajor < 2
+	if !t.tw.h1 {
+		t.detached = findDetached(c.w)
 	}
-	// Counted before the 504 goes out, so whoever sees the 504 sees it.
-	t.tw.late = true
-	t.m.lateBegins()
+	t.ans = t
+	t.arm(m, ctx, r.Context(), c.arrival, custom)
+	completed := false
+	defer func() { t.finish(completed, res) }()
+	c.invoke(&t.tw, r.WithContext(t.ctx))
+	completed = true
+}
+
+// expireLocked answers the deadline with the timed writer: the 504, or
+// the committed response cut.
+func (t *timedRequest) expireLocked(error) {
 	t.tw.expireLocked()
 	if t.detached != nil && t.tw.state == stateTimedOut {
 		// The 504 is whole: ServeHTTP returns, and HTTP/2 ends the stream.
 		t.detached.signalTimedOut()
 	}
-	return true
 }
 
 // timeoutResponse is the 504 sent at the deadline, rendered like every
@@ -159,37 +286,19 @@ func (t *timedRequest) timeoutResponse() (Response, []string) {
 	return resp, []string{strconv.Itoa(len(resp.Body))}
 }
 
-// stopTimer takes t off the deadline list, or stops its own timer. If the
-// deadline is being answered at this moment, fire finds the writer's state
-// and acts on it.
-func (t *timedRequest) stopTimer() {
-	if t.timer != nil {
-		t.timer.Stop()
-		return
-	}
-	t.m.deadlines.Remove(&t.node)
-}
-
-// untime stops timing a hijacked request. Called with tw.mu held.
+// untime stops timing a hijacked request. Called with mu held.
 func (t *timedRequest) untime() {
+	t.disarm() // if it already fired, Fire finds the request ended
+	t.ended = true
 	if t.timed {
-		t.stopTimer() // if it already fired, fire finds the state hijacked
 		t.dctx.Untime()
-	}
-	if t.stop != nil {
-		t.stop()
 	}
 }
 
 // finish runs when the handler returns or panics (completed false), on
 // the request's goroutine, before ServeHTTP returns.
 func (t *timedRequest) finish(completed bool, res *result) {
-	if t.timed {
-		t.stopTimer()
-	}
-	if t.stop != nil {
-		t.stop()
-	}
+	t.disarm()
 	// The handler may have returned because its context ended before any
 	// callback answered (an upstream deadline, or a pipeline timeout whose
 	// callback has not run yet): then the 504 is sent here.
@@ -200,7 +309,7 @@ func (t *timedRequest) finish(completed bool, res *result) {
 	// cancellation (shutdown) is answered with a 503.
 	ended := completed && !expired && t.clientGone()
 	tw := &t.tw
-	tw.mu.Lock()
+	t.mu.Lock()
 	var before writerState
 	abort := false
 	if ended && tw.state == stateOpen && tw.code == 0 && tw.body == nil {
@@ -223,152 +332,13 @@ func (t *timedRequest) finish(completed bool, res *result) {
 	if res != nil {
 		*res = result{completed: completed, state: before, status: int(tw.status), clientGone: t.clientGone()}
 	}
-	if tw.late {
-		tw.late = false
-		t.m.lateEnds()
-	}
-	tw.mu.Unlock()
-	if t.timed {
-		t.dctx.End(context.Canceled, nil)
-	}
+	t.returnedLocked()
+	t.mu.Unlock()
+	t.endCtx()
 	if abort || (completed && before == stateAborted) {
 		// The response was committed and cut at the deadline: make
 		// net/http drop the connection rather than end the response as if
 		// it were whole. A panic in the handler propagates as itself.
 		panic(http.ErrAbortHandler)
 	}
-}
-
-// fnDeadline times one callback (Execute, ExecuteInPlace): its context
-// under the timeout, its place on the middleware's deadline list and,
-// under ExecuteInPlace, who answers the deadline, in one allocation (where
-// context.WithTimeoutCause alone costs four). The context behaves as that
-// one: at the timeout Err is context.DeadlineExceeded and Cause the
-// middleware's *resilience.TimeoutRejectedError; an earlier deadline of
-// the parent ends it with the parent's error and cause. It is not pooled:
-// a deadline that fired as fn returned may still run Fire afterwards,
-// which then finds the context ended, or the call returned, and leaves.
-type fnDeadline struct {
-	m      *Middleware
-	parent context.Context
-	armed  bool      // the middleware's timeout is on the list (or its own timer)
-	at     time.Time // the arrival deadline, or zero
-	dctx   deadline.Context
-	node   deadline.Node
-	timer  *time.Timer // when the deadline list could not take it
-
-	// onExpire is ExecuteInPlace's expired, called once the deadline has
-	// won, under mu (so that finish waits for it), on the deadline's
-	// goroutine; nil under Execute.
-	onExpire func(cause error)
-	mu       sync.Mutex
-	state    uint8 // fnRunning, fnReturned or fnExpired
-}
-
-const (
-	fnRunning uint8 = iota
-	fnReturned
-	fnExpired
-)
-
-// Fire is the timeout, on the deadline's goroutine.
-func (d *fnDeadline) Fire() {
-	d.dctx.End(context.DeadlineExceeded, d.m.timeoutErr)
-	if d.onExpire != nil && d.dctx.EndedWith(d.m.timeoutErr) {
-		d.deadlinePassed(d.m.timeoutErr)
-	}
-}
-
-// start arms the timeout for fn's context under the parent.
-func (d *fnDeadline) start() {
-	now := time.Now()
-	own := handlerDeadline(now, d.m.timeout, d.at)
-	dl := own
-	if pd, ok := d.parent.Deadline(); ok && pd.Before(dl) {
-		dl = pd // reported as the deadline; the parent's own ends the context then
-	}
-	d.dctx.Init(d.parent, dl)
-	d.node.Owner = d
-	d.armed = true
-	budget := own.Sub(now)
-	if !d.m.deadlines.Add(&d.node, now, budget) {
-		d.timer = time.AfterFunc(budget, d.Fire)
-	}
-}
-
-// deadlinePassed answers the deadline, ended with cause, if that is a
-// timeout and fn has not returned: the call counts as late before the
-// adapter is told, so whoever sees the 504 sees the late handler.
-func (d *fnDeadline) deadlinePassed(cause error) {
-	if !isTimeout(cause) {
-		return
-	}
-	d.mu.Lock()
-	if d.state != fnRunning {
-		d.mu.Unlock()
-		return
-	}
-	d.state = fnExpired
-	d.m.lateBegins()
-	func() {
-		defer d.mu.Unlock() // a panicking expired must not keep fn's return waiting
-		d.onExpire(cause)
-	}()
-	if m := d.m; cause == error(m.timeoutErr) {
-		m.emitTimeout(d.parent)
-	}
-}
-
-// finish runs when fn returns or panics: the timeout is disarmed and the
-// context ended, as a CancelFunc does, and a call answered at its
-// deadline is late no more, once expired has returned.
-func (d *fnDeadline) finish() {
-	if d.armed {
-		if d.timer != nil {
-			d.timer.Stop()
-		} else {
-			d.m.deadlines.Remove(&d.node)
-		}
-		d.dctx.End(context.Canceled, nil)
-	}
-	if d.onExpire != nil {
-		d.mu.Lock()
-		if d.state == fnExpired {
-			d.m.lateEnds()
-		} else {
-			d.state = fnReturned
-		}
-		d.mu.Unlock()
-	}
-}
-
-// runFn runs a callback with the timeout. Under ExecuteInPlace
-// (c.expired set), the deadline is answered when it passes, not when fn
-// returns.
-func (m *Middleware) runFn(ctx context.Context, c *call) error {
-	if m.timeout == 0 && c.expired == nil {
-		return c.fn(ctx)
-	}
-	d := &fnDeadline{m: m, parent: ctx, onExpire: c.expired, at: c.arrival}
-	tctx := ctx
-	if m.timeout > 0 {
-		d.start()
-		tctx = &d.dctx
-	}
-	defer d.finish()
-	if c.expired != nil && ctx.Done() != nil {
-		// The middleware's own timeout is answered by Fire; this watches
-		// what can end ctx earlier: an upstream deadline, or a custom
-		// pipeline's timeout.
-		stop := context.AfterFunc(ctx, func() { d.deadlinePassed(context.Cause(ctx)) })
-		defer stop()
-	}
-	err := c.fn(tctx)
-	if m.timeout > 0 && context.Cause(tctx) == error(m.timeoutErr) {
-		if c.expired == nil {
-			m.emitTimeout(ctx)
-		}
-		return m.timeoutErr
-	}
-	return err
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	resilience "github.com/ylcnfrht/resilience/core"
 )
 
 // The middleware's one deadline timer answers every late request at its own
@@ -181,5 +183,53 @@ func TestDeadlineListSlowClientDoesNotStallOthers(t *testing.T) {
 		close(slow.release)
 		<-done
 		<-slowDone
+	})
+}
+
+// signalWriter records the status and signals when it is written.
+type signalWriter struct {
+	h      http.Header
+	status int
+	sent   chan struct{}
+}
+
+func (w *signalWriter) Header() http.Header         { return w.h }
+func (w *signalWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *signalWriter) WriteHeader(code int) {
+	w.status = code
+	close(w.sent)
+}
+
+// Under a custom pipeline with Timeout, a net/http request is answered at
+// the pipeline's own earlier timeout, while its handler runs on and
+// counts late once.
+func TestHandlerCustomPipelineTimeoutAnsweredWhenItPasses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, err := resilience.NewBuilder[struct{}]().AddTimeout(resilience.TimeoutOptions{Timeout: time.Second}).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := mustNew(t, Options{Pipeline: p, Timeout: 5 * time.Second})
+		release := make(chan struct{})
+		h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+		w := &signalWriter{h: http.Header{}, sent: make(chan struct{})}
+		start := time.Now()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		}()
+		<-w.sent
+		if d := time.Since(start); d != time.Second || w.status != http.StatusGatewayTimeout {
+			t.Errorf("answered %d after %v, want 504 at the pipeline's timeout (1s)", w.status, d)
+		}
+		if s := m.Stats(); s.Late != 1 {
+			t.Errorf("stats at the deadline %+v, want the handler late", s)
+		}
+		close(release)
+		<-done
+		if s := m.Stats(); s.Late != 0 || s.LateTotal != 1 {
+			t.Errorf("stats after %+v", s)
+		}
 	})
 }

@@ -186,7 +186,7 @@ func (x *exchange) run(ctx context.Context) error {
 	}
 	m := x.m
 	if !x.c.isHTTP() {
-		return m.runFn(ctx, &x.c)
+		return m.runFn(ctx, &x.c, true)
 	}
 	m.runHTTP(ctx, &x.c, &x.res, true)
 	switch {
@@ -265,13 +265,13 @@ func (m *Middleware) dispatch(c *call) (err error) {
 func (m *Middleware) runHeld(ctx context.Context, c *call, g *gate, p permit) (err error) {
 	if !c.isHTTP() {
 		if g == nil {
-			err = m.runFn(c.ctx, c)
+			err = m.runFn(c.ctx, c, false)
 			m.requests.ran(fnTimedOut(err))
 			return err
 		}
 		outcome := resilience.LimitIgnored // if fn panics
 		defer func() { g.release(ctx, p, outcome) }()
-		err = m.runFn(c.ctx, c)
+		err = m.runFn(c.ctx, c, false)
 		m.requests.ran(fnTimedOut(err))
 		if m.measure {
 			outcome = g.classify(ctx, m.classify, err)

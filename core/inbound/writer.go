@@ -11,7 +11,7 @@ import (
 )
 
 // writerState is where a timed response stands. Transitions happen under
-// timeoutWriter.mu:
+// the request's timing.mu:
 //
 //	open ──handler flushes, or writes past the hold──▶ committed ──deadline──▶ aborted
 //	  │                                                    │
@@ -54,10 +54,10 @@ const holdLimit = 4 << 10
 var holdBufs = sync.Pool{New: func() any { b := make([]byte, 0, holdLimit); return &b }}
 
 // timeoutWriter is the http.ResponseWriter a timed handler gets. It
-// decides, under one mutex, whether the response is the handler's or the
-// middleware's 504, so that exactly one of them reaches the client and a
-// late handler's writes are dropped without a data race on the underlying
-// writer.
+// decides, under its request's engine's mutex (timing.mu), whether the
+// response is the handler's or the middleware's 504, so that exactly one
+// of them reaches the client and a late handler's writes are dropped
+// without a data race on the underlying writer.
 //
 // Until the handler commits, its header map is private, and its status
 // and up to holdLimit bytes of body are held here: the 504, written from
@@ -77,10 +77,9 @@ type timeoutWriter struct {
 	h          http.Header // the handler's fields until commit; nil until asked for
 	hcommitted bool        // the handler committed (mirrors state for the handler)
 
-	mu       sync.Mutex
+	// Under owner.mu, the request's engine's (timing.mu).
 	state    writerState
 	answered bool     // the deadline answered: the 504 sent, or the committed response cut
-	late     bool     // counted in Middleware.late
 	code     int16    // status held, not sent yet (0: none)
 	status   int16    // the handler's status once committed (200 if implicit)
 	body     *[]byte  // body held, not sent yet (nil: none)
@@ -180,8 +179,8 @@ func (tw *timeoutWriter) WriteHeader(code int) {
 	if code < 100 || code > 999 {
 		panic(fmt.Sprintf("invalid WriteHeader code %v", code)) // as net/http does
 	}
-	tw.mu.Lock()
-	defer tw.mu.Unlock()
+	tw.owner.mu.Lock()
+	defer tw.owner.mu.Unlock()
 	switch tw.state {
 	case stateOpen:
 		switch {
@@ -217,15 +216,15 @@ func errAfterState(s writerState) error {
 // holdLimit; past it, the response commits and p is sent. After the
 // deadline it returns http.ErrHandlerTimeout and p is discarded.
 func (tw *timeoutWriter) Write(p []byte) (int, error) {
-	tw.mu.Lock()
+	tw.owner.mu.Lock()
 	switch tw.state {
 	case stateOpen:
 		if tw.holdLocked(p) {
-			tw.mu.Unlock()
+			tw.owner.mu.Unlock()
 			return len(p), nil
 		}
 		code, body := tw.commitLocked()
-		tw.mu.Unlock()
+		tw.owner.mu.Unlock()
 		// Outside the lock: the deadline can then abort a write blocked
 		// on a slow client. The state is committed, so nothing else
 		// writes to w.
@@ -233,10 +232,10 @@ func (tw *timeoutWriter) Write(p []byte) (int, error) {
 			return 0, err
 		}
 	case stateCommitted:
-		tw.mu.Unlock()
+		tw.owner.mu.Unlock()
 	default:
 		s := tw.state
-		tw.mu.Unlock()
+		tw.owner.mu.Unlock()
 		return 0, errAfterState(s)
 	}
 	return tw.w.Write(p)
@@ -246,19 +245,19 @@ func (tw *timeoutWriter) Write(p []byte) (int, error) {
 // committing it: a later deadline aborts the connection instead of
 // sending a 504.
 func (tw *timeoutWriter) FlushError() error {
-	tw.mu.Lock()
+	tw.owner.mu.Lock()
 	switch tw.state {
 	case stateOpen:
 		code, body := tw.commitLocked()
-		tw.mu.Unlock()
+		tw.owner.mu.Unlock()
 		if err := tw.sendHeld(code, body); err != nil {
 			return err
 		}
 	case stateCommitted:
-		tw.mu.Unlock()
+		tw.owner.mu.Unlock()
 	default:
 		s := tw.state
-		tw.mu.Unlock()
+		tw.owner.mu.Unlock()
 		return errAfterState(s)
 	}
 	return flushUnderlying(tw.w)
@@ -282,8 +281,8 @@ func flushUnderlying(w http.ResponseWriter) error {
 // no longer timed: the deadline neither cancels its context nor touches
 // the connection. After the deadline it fails with http.ErrHandlerTimeout.
 func (tw *timeoutWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	tw.mu.Lock()
-	defer tw.mu.Unlock()
+	tw.owner.mu.Lock()
+	defer tw.owner.mu.Unlock()
 	switch tw.state {
 	case stateOpen:
 		if tw.code != 0 || tw.body != nil {
