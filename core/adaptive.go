@@ -460,6 +460,7 @@ func (a *AdaptiveLimiter) afterTimedReleaseLocked(now int64) *HookPanicError {
 // moves the baseline, and opens the next window.
 func (a *AdaptiveLimiter) closeWindowLocked(now int64) limit.Sample {
 	s := a.win.sample(a.estimate, a.minLimit, a.maxLimit, a.gate.wait)
+	s.Queued = a.engine.QueuedLocked()
 	if a.win.samples > 0 {
 		a.baseRTT = nextBaseRTT(a.baseRTT, int64(s.RTT))
 	}

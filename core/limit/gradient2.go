@@ -44,7 +44,8 @@ type Gradient2Options struct {
 // a limit below the knee does (a service too noisy between windows for
 // one permit to show settles where the proportional correction does, a
 // little above the knee). It also starts with a slow start (the
-// limit doubles every other window until latency rises), backs off by
+// limit doubles every other window until latency rises, or grows up to
+// fourfold while that much demand waits in the queue), backs off by
 // DropBackoff after a window with drops, lets the baseline rise only when
 // the limit cannot be what raised latency, and defaults to Tolerance 1.05
 // and Smoothing 0.5 (Netflix: 1.5 and 0.2), since a sample is a window's

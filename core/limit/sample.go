@@ -19,6 +19,10 @@ type Sample struct {
 	// Well below Limit means the service was not using its limit (it was
 	// app-limited), so the window says nothing about a higher one.
 	InFlight int
+	// Queued is the number of executions waiting in the limiter's queue
+	// when the window closed: demand the limit turned away for now. 0
+	// without a queue.
+	Queued int
 	// CPUWait is the limiter's latest reading of how long a goroutine of
 	// the process waits for a CPU (Go's scheduler; read at most every
 	// 10 ms), which drives its CPU gate, not the limit (see

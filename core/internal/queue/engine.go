@@ -169,6 +169,9 @@ func (e *Engine) LimitLocked() int { return e.limit }
 // InFlightLocked returns the number of permits held.
 func (e *Engine) InFlightLocked() int { return e.inFlight }
 
+// QueuedLocked returns the number of waiters queued.
+func (e *Engine) QueuedLocked() int { return e.queue.n }
+
 // SetLimitLocked changes the limit and grants what it frees. A lower limit
 // interrupts nothing: admission resumes once in-flight falls below it.
 func (e *Engine) SetLimitLocked(n int) {

@@ -104,6 +104,19 @@ type Point struct {
 	// only the answers to requests sent before, so its rates fall
 	// although nothing collapsed. The chart leaves it out.
 	Partial bool `json:"partial,omitempty"`
+	// QuietMissed counts, in scenarios with tenants, the first attempts of
+	// the quiet tenants (all but the first) sent in the bucket that were
+	// not answered in time, by outcome: shed (503/429), client timeout,
+	// failed (504 included). It says when a fair mode misses: at warm-up,
+	// or all along.
+	QuietMissed *Missed `json:"quietMissed,omitempty"`
+}
+
+// Missed counts requests not answered in time, by outcome.
+type Missed struct {
+	Shed    int `json:"shed"`
+	Timeout int `json:"timeout"`
+	Failed  int `json:"failed"`
 }
 
 func summarise(cfg *Config, capacity float64, name string, recs []record, lags []time.Duration) *Result {
@@ -124,9 +137,25 @@ func summarise(cfg *Config, capacity float64, name string, recs []record, lags [
 		nw = int(math.Ceil(float64(cfg.Duration) / float64(cfg.Window)))
 	}
 	windows := make([][]time.Duration, nw)
+	var missed []Missed
+	if len(cfg.Tenants) > 0 {
+		missed = make([]Missed, nb)
+	}
 	for i, rec := range recs {
 		if rec.kind == 0 {
 			continue
+		}
+		if missed != nil && i%2 == 0 && rec.class > 0 && rec.kind != kindOK {
+			if b := int((rec.end - rec.lat) / cfg.Series); b >= 0 && b < nb {
+				switch rec.kind {
+				case kindShed:
+					missed[b].Shed++
+				case kindTimeout:
+					missed[b].Timeout++
+				default:
+					missed[b].Failed++
+				}
+			}
 		}
 		r.Sent++
 		if i%2 == 1 {
@@ -192,6 +221,9 @@ func summarise(cfg *Config, capacity float64, name string, recs []record, lags [
 			P99:     ms(percentile(lat, 0.99)),
 			Partial: end > cfg.Duration,
 		})
+		if missed != nil {
+			r.Series[b].QuietMissed = &missed[b]
+		}
 	}
 	for w, lat := range windows {
 		sortDurations(lat)
