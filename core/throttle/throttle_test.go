@@ -314,3 +314,9 @@ type inBubble struct{ testing.TB }
 
 // windowSlots is the number of slots of a window.
 const windowSlots = window.Slots
+
+// A Throttle is a pipeline strategy that names itself.
+var (
+	_ resilience.ResultStrategy[int] = (*Throttle[int])(nil)
+	_ resilience.Named               = (*Throttle[int])(nil)
+)
