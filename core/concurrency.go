@@ -104,7 +104,7 @@ type ConcurrencyLimiterOptions struct {
 	// weight 4 may hold four times the permits of a flow of weight 1
 	// before the other is served first. It is called with Flow; a flow
 	// keeps the weight it had when it became active. Values below 1 count
-	// as 1, above MaxFlowWeight as MaxFlowWeight. nil means 1. Requires
+	// as 1, above 1<<20 (1 048 576) as 1<<20. nil means 1. Requires
 	// Flow.
 	FlowWeight func(ctx context.Context) int
 	// Overflow is what happens when the queue is full. Default

@@ -1,7 +1,7 @@
 // Package resilience runs callbacks through pipelines of resilience
 // strategies: timeout, concurrency limiter (fixed, with a priority queue,
-// or adaptive), rate limiter, retry, circuit breaker, fallback, hedging,
-// and a client-side retry budget and throttle:
+// or adaptive), rate limiter, retry, circuit breaker, fallback and
+// hedging:
 //
 //	p, err := resilience.NewBuilder[int](resilience.WithName("inventory")).
 //		AddConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{PermitLimit: 50}).
@@ -24,7 +24,8 @@
 // runs a pipeline inside an http.RoundTripper. Packages limit, ratelimit,
 // event, property and retryafter hold the adaptive limit's algorithms, the
 // rate limiter's stores, the telemetry events, context properties and the
-// Retry-After parsers.
+// Retry-After parsers; packages budget and throttle hold the client's
+// retry budget and adaptive throttle.
 //
 // How to order, size and observe the strategies (composition, fixed or
 // adaptive limit, CoDel, user hooks and their panics) is in the guide,

@@ -192,13 +192,3 @@ func parseEnum[E ~string](s string, def E, values ...E) (E, bool) {
 func unknownEnum[E ~string](field, what, s string, values ...E) error {
 	return config.UnknownEnum(field, what, s, values...)
 }
-
-// Names the concurrency limiter's rejection had before v0.2, kept so that
-// code written against them still builds.
-var (
-	// Deprecated: use ErrConcurrencyLimitRejected.
-	ErrBulkheadRejected = ErrConcurrencyLimitRejected
-)
-
-// Deprecated: use ConcurrencyLimitRejectedError.
-type BulkheadRejectedError = ConcurrencyLimitRejectedError

@@ -1,7 +1,6 @@
 package resilience
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -35,22 +34,5 @@ func TestRejectionErrorsMatchTheirSentinels(t *testing.T) {
 	}
 	if errors.Is(&ConfigError{Field: "X"}, ErrRejected) || !errors.Is(&ConfigError{Field: "X"}, ErrInvalidOptions) {
 		t.Error("ConfigError sentinel matching is wrong")
-	}
-}
-
-// The deprecated names match the limiter's rejections as before.
-func TestBulkheadNamesStillMatch(t *testing.T) {
-	l, err := NewConcurrencyLimiter(ConcurrencyLimiterOptions{PermitLimit: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !l.TryAcquire() {
-		t.Fatal("no free permit")
-	}
-	defer l.Release()
-	err = l.Execute(context.Background(), Telemetry{}, func(context.Context) error { return nil })
-	var be *BulkheadRejectedError
-	if !errors.Is(err, ErrBulkheadRejected) || !errors.As(err, &be) || be.Reason != ReasonFull {
-		t.Fatalf("got %v, want a full rejection matched by the deprecated names", err)
 	}
 }

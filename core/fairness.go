@@ -4,13 +4,8 @@ import (
 	"context"
 
 	"github.com/ylcnfrht/resilience/core/event"
-	"github.com/ylcnfrht/resilience/core/internal/fair"
 	"github.com/ylcnfrht/resilience/core/internal/queue"
 )
-
-// MaxFlowWeight is the largest weight a FlowWeight function can give a
-// flow; larger values count as MaxFlowWeight, and values below 1 as 1.
-const MaxFlowWeight = fair.MaxWeight
 
 // ranker places an execution that must queue in a fair limiter: its
 // priority, flow and weight, each from the user's function, with a panic

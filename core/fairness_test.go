@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ylcnfrht/resilience/core/event"
+	"github.com/ylcnfrht/resilience/core/internal/fair"
 )
 
 // A FlowWeight needs a Flow: the configuration error names the field, for
@@ -257,5 +258,12 @@ func testFairShedCountsPermits(t *testing.T, overflow OverflowPolicy, codel, tie
 	synctest.Wait()
 	if s := l.Stats(); s.InFlight != 0 || s.Queued != 0 || s.Flows != 0 {
 		t.Fatalf("after everything returned: %+v", s)
+	}
+}
+
+// The FlowWeight docs state the largest weight as 1<<20.
+func TestFlowWeightCapIsTheDocumentedOne(t *testing.T) {
+	if fair.MaxWeight != 1<<20 {
+		t.Fatalf("fair.MaxWeight is %d; update the FlowWeight docs", fair.MaxWeight)
 	}
 }

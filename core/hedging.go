@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ylcnfrht/resilience/core/budget"
 	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/property"
 )
@@ -57,7 +58,7 @@ type HedgingOptions[T any] struct {
 	// not launched (event.RetryBudgetExceeded); the attempts already
 	// running race on. Share one budget with the retries that call the
 	// same dependency.
-	Budget *RetryBudget
+	Budget *budget.Budget
 }
 
 const maxHedgedAttempts = 10

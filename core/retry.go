@@ -2,11 +2,11 @@ package resilience
 
 import (
 	"context"
-	"errors"
 	"math"
 	"math/rand/v2"
 	"time"
 
+	"github.com/ylcnfrht/resilience/core/budget"
 	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/property"
 )
@@ -79,7 +79,7 @@ type RetryOptions[T any] struct {
 	MaxDelay time.Duration
 	// DelayGenerator, when set, is asked for each delay first. Returning
 	// ok=false uses the backoff's delay (in a.Delay); returning ok=true
-	// uses d (a negative d counts as 0). DelayFromRetryAfter is one that
+	// uses d (a negative d counts as 0). retryafter.Delay is one that
 	// honours a server's Retry-After carried by the error.
 	DelayGenerator func(ctx context.Context, a RetryArgs[T]) (d time.Duration, ok bool)
 	// ShouldHandle says whether an outcome is a failure worth retrying. The
@@ -92,7 +92,7 @@ type RetryOptions[T any] struct {
 	// records its first attempt in it, and a retry it denies ends the
 	// execution with the last outcome (event.RetryBudgetExceeded). Share
 	// one budget between the strategies that call the same dependency.
-	Budget *RetryBudget
+	Budget *budget.Budget
 }
 
 // Retry calls the rest of the pipeline again while its outcome is
@@ -119,7 +119,7 @@ type Retry[T any] struct {
 	handle      func(Outcome[T]) bool
 	gen         func(context.Context, RetryArgs[T]) (time.Duration, bool)
 	onRetry     func(context.Context, RetryArgs[T])
-	budget      *RetryBudget
+	budget      *budget.Budget
 	random      func() float64 // rand.Float64; replaced in tests
 	alwaysTimed bool
 }
@@ -333,38 +333,4 @@ func clampDelay(d float64) time.Duration {
 		return 0
 	}
 	return time.Duration(d)
-}
-
-// RetryAfterHint is implemented by errors that carry a server's request to
-// wait before trying again (an HTTP Retry-After, a gRPC
-// grpc-retry-pushback-ms). DelayFromRetryAfter reads it. Errors are shared
-// between goroutines, so RetryAfterHint must only read and be safe for
-// concurrent use. It has no failure result: a hint of 0 or less means no
-// wait, and an error that does not implement it gives no hint.
-type RetryAfterHint interface {
-	RetryAfterHint() time.Duration
-}
-
-// RetryAfterOf returns the wait requested by err or any error it wraps: a
-// RetryAfterHint, or the RetryAfter of a *RateLimitRejectedError.
-func RetryAfterOf(err error) (time.Duration, bool) {
-	if err == nil {
-		return 0, false
-	}
-	var h RetryAfterHint
-	if errors.As(err, &h) {
-		return h.RetryAfterHint(), true
-	}
-	var rl *RateLimitRejectedError
-	if errors.As(err, &rl) {
-		return rl.RetryAfter, true
-	}
-	return 0, false
-}
-
-// DelayFromRetryAfter is a RetryOptions.DelayGenerator that waits what the
-// failed attempt's error asks for (RetryAfterOf), and otherwise the
-// backoff's delay.
-func DelayFromRetryAfter[T any](_ context.Context, a RetryArgs[T]) (time.Duration, bool) {
-	return RetryAfterOf(a.Outcome.Err)
 }

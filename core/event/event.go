@@ -44,7 +44,7 @@ const (
 	// again; Event.Attempt is the number of the attempt that failed (0 is
 	// the first call) and Event.Err its error.
 	Retry Name = "OnRetry"
-	// RetryBudgetExceeded: a retry or hedging strategy's RetryBudget
+	// RetryBudgetExceeded: a retry or hedging strategy's budget.Budget
 	// denied retry or hedged attempt Event.Attempt, so the execution
 	// ends with the last outcome (a retry) or races on with the attempts
 	// already launched (a hedge); Event.Err is the last attempt's error,
@@ -52,7 +52,7 @@ const (
 	RetryBudgetExceeded Name = "OnRetryBudgetExceeded"
 	// Throttled: an adaptive throttle rejected an execution locally, as
 	// the dependency has lately refused too much of what it was sent;
-	// Event.Err is the *resilience.ThrottledError.
+	// Event.Err is the *throttle.ThrottledError.
 	Throttled Name = "OnThrottled"
 	// CircuitOpened: a circuit breaker opened for Event.Duration (the
 	// break duration); Event.Err is the failure that opened it.

@@ -21,8 +21,8 @@
 // handling an inbound request stops at that request's deadline.
 //
 // Against retry storms: Options.Budget caps the retries across requests
-// (resilience.RetryBudget), Options.Throttle refuses requests locally while
-// the dependency refuses most of them (resilience.AdaptiveThrottle with
+// (budget.Budget), Options.Throttle refuses requests locally while
+// the dependency refuses most of them (throttle.Throttle with
 // ThrottleOptions), and every retry and hedge carries AttemptHeader, so a
 // server can shed repeated work first (inbound.RetryPriority).
 package outbound

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/budget"
 	"github.com/ylcnfrht/resilience/core/inbound"
+	"github.com/ylcnfrht/resilience/core/throttle"
 )
 
 // Every retry carries its attempt number in AttemptHeader (and in
@@ -131,7 +133,7 @@ func TestRefused(t *testing.T) {
 		{resilience.Outcome[*http.Response]{Value: response(400, "")}, false},
 		{resilience.Outcome[*http.Response]{Value: response(500, "")}, false},
 		{resilience.Outcome[*http.Response]{Err: context.Canceled}, false},
-		{resilience.Outcome[*http.Response]{Err: &resilience.ThrottledError{}}, false},
+		{resilience.Outcome[*http.Response]{Err: &throttle.ThrottledError{}}, false},
 		{resilience.Outcome[*http.Response]{}, false},
 		{resilience.Outcome[*http.Response]{Value: response(200, "", "Content-Type", "application/grpc", "Grpc-Status", "14")}, true},
 		{resilience.Outcome[*http.Response]{Value: response(200, "", "Content-Type", "application/grpc+proto", "Grpc-Status", "4")}, true},
@@ -151,14 +153,14 @@ func TestRefused(t *testing.T) {
 			t.Errorf("ShouldHandle(grpc-status %s) = %v", tc.code, got)
 		}
 	}
-	if ShouldHandle(resilience.Outcome[*http.Response]{Err: &resilience.ThrottledError{}}) {
+	if ShouldHandle(resilience.Outcome[*http.Response]{Err: &throttle.ThrottledError{}}) {
 		t.Error("ShouldHandle handles a local throttling: it would be retried at once and throttled again")
 	}
 }
 
 func TestNewRefusesBudgetBesideAPipeline(t *testing.T) {
-	b, _ := resilience.NewRetryBudget(resilience.RetryBudgetOptions{})
-	th, _ := resilience.NewAdaptiveThrottle(ThrottleOptions())
+	b, _ := budget.New(budget.Options{})
+	th, _ := throttle.New(ThrottleOptions())
 	p := pipeline(t, resilience.NewBuilder[*http.Response]())
 	for _, o := range []Options{{Pipeline: p, Budget: b}, {Pipeline: p, Throttle: th}} {
 		var ce *resilience.ConfigError
@@ -172,14 +174,14 @@ func TestNewRefusesBudgetBesideAPipeline(t *testing.T) {
 // retry draws on the budget and the throttle sees every attempt.
 func TestDefaultPipelineUsesBudgetAndThrottle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		budget, _ := resilience.NewRetryBudget(resilience.RetryBudgetOptions{MinPerSecond: -1})
-		th, _ := resilience.NewAdaptiveThrottle(ThrottleOptions())
+		bu, _ := budget.New(budget.Options{MinPerSecond: -1})
+		th, _ := throttle.New(ThrottleOptions())
 		var calls atomic.Int32
 		base := baseFunc(func(r *http.Request) (*http.Response, error) {
 			calls.Add(1)
 			return response(503, "busy"), nil
 		})
-		tr, err := New(Options{Base: base, Budget: budget, Throttle: th})
+		tr, err := New(Options{Base: base, Budget: bu, Throttle: th})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +191,7 @@ func TestDefaultPipelineUsesBudgetAndThrottle(t *testing.T) {
 				resp.Body.Close()
 			}
 		}
-		bs, ts := budget.Stats(), th.Stats()
+		bs, ts := bu.Stats(), th.Stats()
 		if bs.FirstAttempts != 20 || bs.Retries > 2 {
 			t.Errorf("budget %+v, want 20 first attempts and at most 2 retries", bs)
 		}
@@ -204,7 +206,7 @@ func TestDefaultPipelineUsesBudgetAndThrottle(t *testing.T) {
 // a 503. Naive retries send four attempts per call; with a budget the
 // retries on the wire are at most Ratio × the calls; with the throttle as
 // well most calls are refused locally, without reaching the server, as
-// *resilience.ThrottledError; and every retry that reaches the server is
+// *throttle.ThrottledError; and every retry that reaches the server is
 // marked.
 func TestTransportAgainstASheddingServer(t *testing.T) {
 	m, err := inbound.New(inbound.Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}})
@@ -242,11 +244,11 @@ func TestTransportAgainstASheddingServer(t *testing.T) {
 	defer func() { close(hold); <-holdDone }()
 
 	const calls = 200
-	run := func(budget *resilience.RetryBudget, th *resilience.AdaptiveThrottle[*http.Response]) (throttled int) {
+	run := func(bu *budget.Budget, th *throttle.Throttle[*http.Response]) (throttled int) {
 		firsts.Store(0)
 		marked.Store(0)
 		ro := fastRetry(3)
-		ro.Budget = budget
+		ro.Budget = bu
 		b := resilience.NewBuilder[*http.Response]().AddRetry(ro)
 		if th != nil {
 			b.AddResultStrategy(th)
@@ -259,7 +261,7 @@ func TestTransportAgainstASheddingServer(t *testing.T) {
 		for range calls {
 			resp, err := client.Get(srv.URL + "/work")
 			switch {
-			case errors.Is(err, resilience.ErrThrottled):
+			case errors.Is(err, throttle.ErrThrottled):
 				throttled++
 			case err != nil:
 				t.Fatal(err)
@@ -278,21 +280,21 @@ func TestTransportAgainstASheddingServer(t *testing.T) {
 		t.Errorf("naive: %d first attempts and %d marked retries reached the server, want %d and %d", f, r, calls, 3*calls)
 	}
 
-	budget, _ := resilience.NewRetryBudget(resilience.RetryBudgetOptions{Ratio: 0.1, MinPerSecond: -1, Window: time.Hour})
-	run(budget, nil)
+	bu, _ := budget.New(budget.Options{Ratio: 0.1, MinPerSecond: -1, Window: time.Hour})
+	run(bu, nil)
 	if f, r := firsts.Load(), marked.Load(); f != calls || r != calls/10 {
 		t.Errorf("budget: %d first attempts and %d marked retries reached the server, want %d and %d", f, r, calls, calls/10)
 	}
-	if s := budget.Stats(); s.Retries != calls/10 || s.Denied != calls { // every call is denied once
+	if s := bu.Stats(); s.Retries != calls/10 || s.Denied != calls { // every call is denied once
 		t.Errorf("budget stats %+v", s)
 	}
 
-	budget, _ = resilience.NewRetryBudget(resilience.RetryBudgetOptions{Ratio: 0.1, MinPerSecond: -1, Window: time.Hour})
+	bu, _ = budget.New(budget.Options{Ratio: 0.1, MinPerSecond: -1, Window: time.Hour})
 	opts := ThrottleOptions()
 	opts.Window = time.Hour
 	opts.MinPerSecond = -1
-	th, _ := resilience.NewAdaptiveThrottle(opts)
-	throttled := run(budget, th)
+	th, _ := throttle.New(opts)
+	throttled := run(bu, th)
 	f, r := firsts.Load(), marked.Load()
 	if throttled < calls/2 || f >= calls/2 || r > calls/10 {
 		t.Errorf("budget and throttle: %d calls refused locally, %d first attempts and %d retries reached the server", throttled, f, r)

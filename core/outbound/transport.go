@@ -11,8 +11,10 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/budget"
 	"github.com/ylcnfrht/resilience/core/property"
 	"github.com/ylcnfrht/resilience/core/retryafter"
+	"github.com/ylcnfrht/resilience/core/throttle"
 )
 
 // Options configures a Transport. The zero Options is
@@ -51,8 +53,8 @@ type Options struct {
 	// the transports that call the same dependency. With a Pipeline of
 	// your own, set RetryOptions.Budget and add the throttle to it
 	// instead: New refuses both at once.
-	Budget   *resilience.RetryBudget
-	Throttle *resilience.AdaptiveThrottle[*http.Response]
+	Budget   *budget.Budget
+	Throttle *throttle.Throttle[*http.Response]
 }
 
 // AttemptHeader marks a request sent again by a retry or a hedge: its
@@ -269,7 +271,7 @@ func HandledStatus(code int) bool {
 
 // ShouldHandle is the predicate of RetryOptions, CircuitBreakerOptions and
 // HedgingOptions: a transport error other than a cancellation or a local
-// throttling (resilience.ErrThrottled: nothing was sent, and trying again
+// throttling (throttle.ErrThrottled: nothing was sent, and trying again
 // at once would only be throttled again), a response whose status
 // HandledStatus reports, or a gRPC response without messages (an error
 // answered before any message: trailers-only, or an empty body and
@@ -278,7 +280,7 @@ func HandledStatus(code int) bool {
 // message is not seen here: the response has been returned by then.
 func ShouldHandle(o resilience.Outcome[*http.Response]) bool {
 	if o.Err != nil {
-		return !errors.Is(o.Err, context.Canceled) && !errors.Is(o.Err, resilience.ErrThrottled)
+		return !errors.Is(o.Err, context.Canceled) && !errors.Is(o.Err, throttle.ErrThrottled)
 	}
 	if o.Value == nil {
 		return false
@@ -333,7 +335,7 @@ func settleGRPCStatus(r *http.Response) {
 // gRPC response without messages (in its headers or trailers), else, on a 429 or 503 whose rate limit has no
 // quota left (RateLimit-Remaining 0, or r=0 in a RateLimit header), when
 // it resets (RateLimit-Reset seconds, or the t parameter), and otherwise a hint carried by the error
-// (resilience.RetryAfterOf); without any the retry's backoff applies.
+// (retryafter.Of); without any the retry's backoff applies.
 // MaxDelay still caps what it returns.
 func DelayGenerator(_ context.Context, a resilience.RetryArgs[*http.Response]) (time.Duration, bool) {
 	if r := a.Outcome.Value; r != nil {
@@ -341,7 +343,7 @@ func DelayGenerator(_ context.Context, a resilience.RetryArgs[*http.Response]) (
 			return d, true
 		}
 	}
-	return resilience.RetryAfterOf(a.Outcome.Err)
+	return retryafter.Of(a.Outcome.Err)
 }
 
 // Pushback returns the wait a response asks for before another attempt,
@@ -404,7 +406,7 @@ func Pushback(r *http.Response) (d time.Duration, ok, stop bool) {
 // and 500 included: the server did the work) do not.
 func Refused(o resilience.Outcome[*http.Response]) bool {
 	if o.Err != nil {
-		return !errors.Is(o.Err, context.Canceled) && !errors.Is(o.Err, resilience.ErrThrottled)
+		return !errors.Is(o.Err, context.Canceled) && !errors.Is(o.Err, throttle.ErrThrottled)
 	}
 	if o.Value == nil {
 		return false
@@ -421,8 +423,8 @@ func Refused(o resilience.Outcome[*http.Response]) bool {
 // defaults (K 2 over 10 s, at least one request a second), with Refused
 // deciding what the dependency refused. Add the throttle after the retry
 // so that it sees every attempt (or give it to Options.Throttle).
-func ThrottleOptions() resilience.AdaptiveThrottleOptions[*http.Response] {
-	return resilience.AdaptiveThrottleOptions[*http.Response]{IsRejected: Refused}
+func ThrottleOptions() throttle.Options[*http.Response] {
+	return throttle.Options[*http.Response]{IsRejected: Refused}
 }
 
 // drainLimit bounds how much of a discarded body is read so the connection
@@ -446,7 +448,7 @@ func DiscardResponse(o resilience.Outcome[*http.Response]) {
 const DefaultMaxRetryWait = 30 * time.Second
 
 // ShouldRetry returns the retry predicate of RetryOptions: ShouldHandle,
-// except that an outcome whose Retry-After (or resilience.RetryAfterOf
+// except that an outcome whose Retry-After (or retryafter.Of
 // hint) asks for more than maxWait is not handled, so it is returned as is
 // instead of waited for. maxWait <= 0 means no limit.
 func ShouldRetry(maxWait time.Duration) func(o resilience.Outcome[*http.Response]) bool {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/retryafter"
 )
 
@@ -21,4 +22,14 @@ func ExampleParsePushback() {
 	// Output:
 	// 250ms true
 	// false
+}
+
+// A rate limiter's rejection carries the wait until its next permit; Of
+// reads it through any wrapping, and Delay makes a Retry wait that long.
+func ExampleOf() {
+	err := fmt.Errorf("search: %w", &resilience.RateLimitRejectedError{RetryAfter: 3 * time.Second})
+	d, ok := retryafter.Of(err)
+	fmt.Println(d, ok)
+	_ = resilience.RetryOptions[string]{MaxRetryAttempts: 2, DelayGenerator: retryafter.Delay[string]}
+	// Output: 3s true
 }

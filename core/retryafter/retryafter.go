@@ -1,7 +1,8 @@
-// Package retryafter parses the waits a server asks its clients for: the
-// HTTP Retry-After header (Parse) and gRPC's grpc-retry-pushback-ms
-// trailer (ParsePushback). Package outbound honours Retry-After with
-// Parse; resilience.RetryAfterOf reads the wait an error carries.
+// Package retryafter reads the waits a server asks its clients for: the
+// HTTP Retry-After header (Parse), gRPC's grpc-retry-pushback-ms trailer
+// (ParsePushback) and the wait an error carries (Of: a Hint, or a rate
+// limiter's rejection). Delay, as RetryOptions.DelayGenerator, makes a
+// Retry wait what the server asked for; package outbound does that itself.
 package retryafter
 
 import (

@@ -32,8 +32,10 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/budget"
 	"github.com/ylcnfrht/resilience/core/inbound"
 	"github.com/ylcnfrht/resilience/core/outbound"
+	"github.com/ylcnfrht/resilience/core/throttle"
 )
 
 func main() {
@@ -77,22 +79,22 @@ func (s *service) handler() (http.Handler, error) {
 
 // client builds the calling side: with naive, a retry without budget or
 // throttle; else the recommended one.
-func client(base http.RoundTripper, naive bool) (*http.Client, *resilience.RetryBudget, *resilience.AdaptiveThrottle[*http.Response], error) {
+func client(base http.RoundTripper, naive bool) (*http.Client, *budget.Budget, *throttle.Throttle[*http.Response], error) {
 	ro := outbound.RetryOptions()
 	ro.Delay, ro.BackoffType, ro.UseJitter = 20*time.Millisecond, resilience.BackoffConstant, false
 	b := resilience.NewBuilder[*http.Response](resilience.WithName("inventory"))
-	var budget *resilience.RetryBudget
-	var th *resilience.AdaptiveThrottle[*http.Response]
+	var bu *budget.Budget
+	var th *throttle.Throttle[*http.Response]
 	if !naive {
 		var err error
 		// One budget and one throttle for every call to this dependency.
-		if budget, err = resilience.NewRetryBudget(resilience.RetryBudgetOptions{}); err != nil {
+		if bu, err = budget.New(budget.Options{}); err != nil {
 			return nil, nil, nil, err
 		}
-		if th, err = resilience.NewAdaptiveThrottle(outbound.ThrottleOptions()); err != nil {
+		if th, err = throttle.New(outbound.ThrottleOptions()); err != nil {
 			return nil, nil, nil, err
 		}
-		ro.Budget = budget
+		ro.Budget = bu
 	}
 	b.AddRetry(ro)
 	if th != nil {
@@ -106,7 +108,7 @@ func client(base http.RoundTripper, naive bool) (*http.Client, *resilience.Retry
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return &http.Client{Transport: tr}, budget, th, nil
+	return &http.Client{Transport: tr}, bu, th, nil
 }
 
 // run is the program: 0 on success (and -h), 2 for invalid flags, 1 when
@@ -146,7 +148,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	base := &http.Transport{MaxIdleConnsPerHost: *clients}
 	defer base.CloseIdleConnections()
-	hc, budget, th, err := client(base, *naive)
+	hc, bu, th, err := client(base, *naive)
 	if err != nil {
 		fmt.Fprintln(stderr, "outbound:", err)
 		return 1
@@ -189,8 +191,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		mode, total, ok.Load(), shed.Load(), throttled.Load(), failed.Load())
 	fmt.Fprintf(stdout, "reached the service: %d first attempts, %d marked retries (%s attempts per call)\n",
 		f, r, strconv.FormatFloat(float64(f+r)/float64(total), 'f', 2, 64))
-	if budget != nil {
-		s := budget.Stats()
+	if bu != nil {
+		s := bu.Stats()
 		fmt.Fprintf(stdout, "budget: %d retries allowed, %d denied\n", s.Allowed, s.Denied)
 	}
 	if th != nil {
@@ -205,7 +207,7 @@ func call(ctx context.Context, hc *http.Client, url string, ok, shed, throttled,
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	resp, err := hc.Do(req)
 	switch {
-	case errors.Is(err, resilience.ErrThrottled):
+	case errors.Is(err, throttle.ErrThrottled):
 		throttled.Add(1)
 	case err != nil:
 		failed.Add(1)

@@ -1,8 +1,9 @@
 // Package config holds the option checking shared by package resilience
-// and its leaf packages (limit, ratelimit): the one error type they all
-// return for an invalid option, which package resilience re-exports as
-// ConfigError (this file), the range checks that build it (check.go) and
-// the one parsing rule of every Parse function (enum.go).
+// and the module's other packages (limit, ratelimit, budget, throttle,
+// retryafter): the one error type they all return for an invalid option,
+// which package resilience re-exports as ConfigError (this file), the
+// range checks that build it (check.go) and the one parsing rule of every
+// Parse function (enum.go).
 package config
 
 import (

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/budget"
 	"github.com/ylcnfrht/resilience/core/outbound"
+	"github.com/ylcnfrht/resilience/core/throttle"
 )
 
 // ScenarioRetryStorm is the retry-storm scenario: the offered load is
@@ -29,7 +31,7 @@ const (
 	// three more attempts, 100 ms apart, unmarked.
 	ClientNaive = "naive"
 	// ClientBudget retries the same way through outbound.Transport with a
-	// resilience.RetryBudget (the defaults): retries are marked and
+	// budget.Budget (the defaults): retries are marked and
 	// capped at a tenth of the first attempts.
 	ClientBudget = "budget"
 	// ClientThrottle retries through outbound.Transport with an
@@ -277,7 +279,7 @@ func retried(resp *http.Response, err error) bool {
 
 // stormClient returns what one logical request does, and the budget and
 // throttle it uses (nil when the behaviour has none).
-func stormClient(cfg *Config, client string, rec *stormRecorder) (func(ctx context.Context, url string) bool, *resilience.RetryBudget, *resilience.AdaptiveThrottle[*http.Response], error) {
+func stormClient(cfg *Config, client string, rec *stormRecorder) (func(ctx context.Context, url string) bool, *budget.Budget, *throttle.Throttle[*http.Response], error) {
 	if client == ClientNaive {
 		hc := &http.Client{Transport: rec}
 		return func(ctx context.Context, url string) bool {
@@ -306,22 +308,22 @@ func stormClient(cfg *Config, client string, rec *stormRecorder) (func(ctx conte
 		}, nil, nil, nil
 	}
 	var (
-		budget *resilience.RetryBudget
-		th     *resilience.AdaptiveThrottle[*http.Response]
-		err    error
+		bu  *budget.Budget
+		th  *throttle.Throttle[*http.Response]
+		err error
 	)
 	ro := outbound.RetryOptions()
 	ro.MaxRetryAttempts, ro.Delay = stormRetries, stormRetryDelay
 	ro.BackoffType, ro.UseJitter, ro.DelayGenerator = resilience.BackoffConstant, false, nil
 	if client == ClientBudget || client == ClientBudgetThrottle {
-		if budget, err = resilience.NewRetryBudget(resilience.RetryBudgetOptions{}); err != nil {
+		if bu, err = budget.New(budget.Options{}); err != nil {
 			return nil, nil, nil, err
 		}
-		ro.Budget = budget
+		ro.Budget = bu
 	}
 	b := resilience.NewBuilder[*http.Response](resilience.WithName("storm")).AddRetry(ro)
 	if client == ClientThrottle || client == ClientBudgetThrottle {
-		if th, err = resilience.NewAdaptiveThrottle(outbound.ThrottleOptions()); err != nil {
+		if th, err = throttle.New(outbound.ThrottleOptions()); err != nil {
 			return nil, nil, nil, err
 		}
 		b.AddResultStrategy(th)
@@ -343,7 +345,7 @@ func stormClient(cfg *Config, client string, rec *stormRecorder) (func(ctx conte
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}, budget, th, nil
+	}, bu, th, nil
 }
 
 // stormOne sends the scenario's logical requests to t with one client
@@ -353,7 +355,7 @@ func stormOne(ctx context.Context, cfg *Config, name, client string, t *target, 
 	tr := &http.Transport{MaxIdleConns: 0, MaxIdleConnsPerHost: 4096, IdleConnTimeout: 30 * time.Second, DisableCompression: true}
 	defer tr.CloseIdleConnections()
 	rec := &stormRecorder{base: tr, recs: make([]stormAttempt, len(arr)*(stormRetries+1))}
-	call, budget, th, err := stormClient(cfg, client, rec)
+	call, bu, th, err := stormClient(cfg, client, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -410,8 +412,8 @@ func stormOne(ctx context.Context, cfg *Config, name, client string, t *target, 
 		return nil, err
 	}
 	res := summariseStorm(cfg, name, client, arr, rec.recs, ok, lags)
-	if budget != nil {
-		res.BudgetDenied = budget.Stats().Denied
+	if bu != nil {
+		res.BudgetDenied = bu.Stats().Denied
 	}
 	if th != nil {
 		res.Throttled = th.Stats().Throttled

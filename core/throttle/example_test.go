@@ -1,4 +1,4 @@
-package resilience_test
+package throttle_test
 
 import (
 	"context"
@@ -6,17 +6,23 @@ import (
 	"fmt"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/throttle"
 )
 
-// An adaptive throttle in front of a dependency that sheds everything:
-// once its window has seen the refusals, most calls are refused locally,
-// at no cost to the dependency, with a *resilience.ThrottledError.
-func ExampleAdaptiveThrottle() {
+// A throttle in front of a dependency that sheds everything: once its
+// window has seen the refusals, most calls are refused locally, at no
+// cost to the dependency, with a *throttle.ThrottledError.
+func Example() {
+	th, err := throttle.New(throttle.Options[string]{
+		K:            2,  // the default: send up to twice what is accepted
+		MinPerSecond: -1, // no floor, so that the count below is about the formula alone
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	p, err := resilience.NewBuilder[string](resilience.WithName("search")).
-		AddAdaptiveThrottle(resilience.AdaptiveThrottleOptions[string]{
-			K:            2,  // the default: send up to twice what is accepted
-			MinPerSecond: -1, // no floor, so that the count below is about the formula alone
-		}).
+		AddResultStrategy(th).
 		Build()
 	if err != nil {
 		fmt.Println(err)
@@ -28,7 +34,7 @@ func ExampleAdaptiveThrottle() {
 			sent++
 			return "", errors.New("503 service unavailable")
 		})
-		if errors.Is(err, resilience.ErrThrottled) {
+		if errors.Is(err, throttle.ErrThrottled) {
 			throttled++
 		}
 	}

@@ -1,4 +1,4 @@
-package resilience_test
+package budget_test
 
 import (
 	"context"
@@ -6,13 +6,14 @@ import (
 	"fmt"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/budget"
 )
 
 // One budget shared by the retries of two pipelines that call the same
 // dependency: while it fails, the retries stay within a tenth of the
 // calls, however many retries each pipeline is allowed.
-func ExampleRetryBudget() {
-	budget, err := resilience.NewRetryBudget(resilience.RetryBudgetOptions{
+func Example() {
+	b, err := budget.New(budget.Options{
 		Ratio:        0.1, // the default: a tenth of the first attempts
 		MinPerSecond: -1,  // no floor, to keep the example exact
 	})
@@ -20,7 +21,7 @@ func ExampleRetryBudget() {
 		fmt.Println(err)
 		return
 	}
-	opts := resilience.RetryOptions[string]{MaxRetryAttempts: 3, Budget: budget}
+	opts := resilience.RetryOptions[string]{MaxRetryAttempts: 3, Budget: b}
 	reads, _ := resilience.NewBuilder[string](resilience.WithName("reads")).AddRetry(opts).Build()
 	writes, _ := resilience.NewBuilder[string](resilience.WithName("writes")).AddRetry(opts).Build()
 
@@ -30,7 +31,7 @@ func ExampleRetryBudget() {
 		reads.Execute(context.Background(), down)
 		writes.Execute(context.Background(), down)
 	}
-	s := budget.Stats()
+	s := b.Stats()
 	fmt.Printf("100 calls, %d attempts: %d retries allowed, %d denied\n", attempts, s.Allowed, s.Denied)
 	// Output: 100 calls, 110 attempts: 10 retries allowed, 100 denied
 }

@@ -1,4 +1,4 @@
-package resilience
+package throttle
 
 import (
 	"context"
@@ -11,34 +11,33 @@ import (
 
 	"pgregory.net/rapid"
 
+	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/event"
+	"github.com/ylcnfrht/resilience/core/internal/window"
 )
 
-func newTestThrottle(t interface{ Fatal(...any) }, opts AdaptiveThrottleOptions[int]) *AdaptiveThrottle[int] {
-	th, err := NewAdaptiveThrottle(opts)
+func newTestThrottle(t interface{ Fatal(...any) }, opts Options[int]) *Throttle[int] {
+	th, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return th
 }
 
-func TestAdaptiveThrottleOptionsValidate(t *testing.T) {
+func TestOptionsValidate(t *testing.T) {
 	for _, tc := range []struct {
-		opts  AdaptiveThrottleOptions[int]
+		opts  Options[int]
 		field string
 	}{
-		{AdaptiveThrottleOptions[int]{K: 0.5}, "AdaptiveThrottleOptions.K"},
-		{AdaptiveThrottleOptions[int]{K: math.NaN()}, "AdaptiveThrottleOptions.K"},
-		{AdaptiveThrottleOptions[int]{Window: -time.Second}, "AdaptiveThrottleOptions.Window"},
-		{AdaptiveThrottleOptions[int]{Window: time.Millisecond}, "AdaptiveThrottleOptions.Window"},
+		{Options[int]{K: 0.5}, "throttle.Options.K"},
+		{Options[int]{K: math.NaN()}, "throttle.Options.K"},
+		{Options[int]{Window: -time.Second}, "throttle.Options.Window"},
+		{Options[int]{Window: time.Millisecond}, "throttle.Options.Window"},
 	} {
-		_, err := NewAdaptiveThrottle(tc.opts)
-		var ce *ConfigError
+		_, err := New(tc.opts)
+		var ce *resilience.ConfigError
 		if !errors.As(err, &ce) || ce.Field != tc.field {
 			t.Errorf("%+v: got %v, want a *ConfigError for %s", tc.opts, err, tc.field)
-		}
-		if _, err := NewBuilder[int]().AddAdaptiveThrottle(tc.opts).Build(); !errors.As(err, &ce) {
-			t.Errorf("Build accepted %+v", tc.opts)
 		}
 	}
 }
@@ -46,9 +45,9 @@ func TestAdaptiveThrottleOptionsValidate(t *testing.T) {
 // The rejection probability is the SRE formula over the window: with
 // requests R and accepts A it is max(0, (R − K·A)/(R+1)), drawn against
 // the throttle's random number.
-func TestAdaptiveThrottleProbability(t *testing.T) {
+func TestThrottleProbability(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		th := newTestThrottle(t, AdaptiveThrottleOptions[int]{MinPerSecond: -1})
+		th := newTestThrottle(t, Options[int]{MinPerSecond: -1})
 		th.random = func() float64 { return 1 } // above any p < 1
 		// 100 requests, 20 accepted: p = (100 − 40)/101.
 		for i := range 100 {
@@ -76,7 +75,7 @@ func TestAdaptiveThrottleProbability(t *testing.T) {
 			t.Fatalf("stats %+v", s)
 		}
 		// A window later everything has left: p is 0 again.
-		time.Sleep(DefaultThrottleWindow)
+		time.Sleep(DefaultWindow)
 		if s := th.Stats(); s.Requests != 0 || s.Probability != 0 {
 			t.Fatalf("after the window: %+v", s)
 		}
@@ -85,9 +84,9 @@ func TestAdaptiveThrottleProbability(t *testing.T) {
 
 // MinPerSecond lets requests through even when p is 1, so that a
 // recovery is seen.
-func TestAdaptiveThrottleFloorLetsRequestsThrough(t *testing.T) {
+func TestThrottleFloorLetsRequestsThrough(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		th := newTestThrottle(t, AdaptiveThrottleOptions[int]{MinPerSecond: 2, Window: time.Second})
+		th := newTestThrottle(t, Options[int]{MinPerSecond: 2, Window: time.Second})
 		th.random = func() float64 { return 0 } // reject whenever p > 0
 		sent := 0
 		for range 1000 {
@@ -106,18 +105,18 @@ func TestAdaptiveThrottleFloorLetsRequestsThrough(t *testing.T) {
 	})
 }
 
-// TestAdaptiveThrottleNeverRejectsWhileAcceptsKeepUp checks the throttle
+// TestThrottleNeverRejectsWhileAcceptsKeepUp checks the throttle
 // against a model of its window under any sequence of requests, outcomes
 // and time: while the requests of the window are at most K × its accepts
 // (the dependency accepts at least 1/K of what it is sent), the rejection
 // probability is 0 and nothing is rejected; past that, with a draw of 0,
 // every request is rejected (the probability is above 0).
-func TestAdaptiveThrottleNeverRejectsWhileAcceptsKeepUp(t *testing.T) {
+func TestThrottleNeverRejectsWhileAcceptsKeepUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rapid.Check(inBubble{t}, func(t *rapid.T) {
 			k := rapid.Float64Range(1, 4).Draw(t, "k")
 			window := time.Duration(rapid.IntRange(1, 5).Draw(t, "windowSeconds")) * time.Second
-			th := newTestThrottle(t, AdaptiveThrottleOptions[int]{K: k, MinPerSecond: -1, Window: window})
+			th := newTestThrottle(t, Options[int]{K: k, MinPerSecond: -1, Window: window})
 			th.random = func() float64 { return 0 }
 			start := time.Now()
 			slot := window / windowSlots
@@ -165,11 +164,11 @@ func TestAdaptiveThrottleNeverRejectsWhileAcceptsKeepUp(t *testing.T) {
 // The strategy counts each outcome through IsRejected and answers a
 // local rejection with the shared *ThrottledError and event.Throttled,
 // without calling the rest of the pipeline.
-func TestAdaptiveThrottleStrategy(t *testing.T) {
+func TestThrottleStrategy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
-		th := newTestThrottle(t, AdaptiveThrottleOptions[int]{MinPerSecond: -1, IsRejected: func(o Outcome[int]) bool { return o.Value == 503 }})
-		p := buildResult(t, rec, ResultStrategy[int](th))
+		th := newTestThrottle(t, Options[int]{MinPerSecond: -1, IsRejected: func(o resilience.Outcome[int]) bool { return o.Value == 503 }})
+		p := buildResult(t, rec, th)
 		th.random = func() float64 { return 1 }
 		calls := 0
 		for range 10 {
@@ -178,7 +177,7 @@ func TestAdaptiveThrottleStrategy(t *testing.T) {
 		th.random = func() float64 { return 0.5 } // p = 10/11 > 0.5 now
 		v, err := p.Execute(context.Background(), func(context.Context) (int, error) { calls++; return 200, nil })
 		var te *ThrottledError
-		if v != 0 || !errors.As(err, &te) || !errors.Is(err, ErrThrottled) || !errors.Is(err, ErrRejected) || calls != 10 {
+		if v != 0 || !errors.As(err, &te) || !errors.Is(err, ErrThrottled) || !errors.Is(err, resilience.ErrRejected) || calls != 10 {
 			t.Fatalf("got %d, %v after %d calls; want a local rejection", v, err, calls)
 		}
 		if ev := rec.named(event.Throttled); len(ev) != 1 || ev[0].Strategy != "AdaptiveThrottle" || ev[0].Err != err {
@@ -190,15 +189,15 @@ func TestAdaptiveThrottleStrategy(t *testing.T) {
 			err  error
 			want bool
 		}{{errDependency, true}, {context.Canceled, false}, {throttledErr, false}, {nil, false}} {
-			if got := refusedByDefault(Outcome[int]{Err: tc.err}); got != tc.want {
+			if got := refusedByDefault(resilience.Outcome[int]{Err: tc.err}); got != tc.want {
 				t.Errorf("refusedByDefault(%v) = %v", tc.err, got)
 			}
 		}
 	})
 }
 
-func TestAdaptiveThrottleConcurrent(t *testing.T) {
-	th := newTestThrottle(t, AdaptiveThrottleOptions[int]{})
+func TestThrottleConcurrent(t *testing.T) {
+	th := newTestThrottle(t, Options[int]{})
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -216,8 +215,8 @@ func TestAdaptiveThrottleConcurrent(t *testing.T) {
 	}
 }
 
-func BenchmarkAdaptiveThrottle(b *testing.B) {
-	th, _ := NewAdaptiveThrottle(AdaptiveThrottleOptions[int]{})
+func BenchmarkThrottle(b *testing.B) {
+	th, _ := New(Options[int]{})
 	b.Run("AllowRecord", func(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
@@ -244,8 +243,8 @@ func BenchmarkAdaptiveThrottle(b *testing.B) {
 
 // Requests in flight count neither as requests nor as accepts: a burst
 // sent before any answer arrives is not mistaken for refusals.
-func TestAdaptiveThrottleIgnoresRequestsInFlight(t *testing.T) {
-	th := newTestThrottle(t, AdaptiveThrottleOptions[int]{MinPerSecond: -1})
+func TestThrottleIgnoresRequestsInFlight(t *testing.T) {
+	th := newTestThrottle(t, Options[int]{MinPerSecond: -1})
 	th.random = func() float64 { return 0 }
 	for i := range 500 {
 		if !th.Allow() {
@@ -262,17 +261,15 @@ func TestAdaptiveThrottleIgnoresRequestsInFlight(t *testing.T) {
 
 // The decisions are on every call's path: they must not allocate, a
 // local rejection included.
-func TestBudgetAndThrottleDecisionsDoNotAllocate(t *testing.T) {
-	budget := newTestBudget(t, RetryBudgetOptions{})
-	th := newTestThrottle(t, AdaptiveThrottleOptions[int]{})
-	refusing := newTestThrottle(t, AdaptiveThrottleOptions[int]{MinPerSecond: -1})
+func TestThrottleDecisionsDoNotAllocate(t *testing.T) {
+	th := newTestThrottle(t, Options[int]{})
+	refusing := newTestThrottle(t, Options[int]{MinPerSecond: -1})
 	refusing.random = func() float64 { return 0 }
 	for range 100 {
 		refusing.Allow()
 		refusing.Record(false)
 	}
 	for name, f := range map[string]func(){
-		"budget":             func() { budget.FirstAttempt(); budget.AllowRetry() },
 		"throttle":           func() { th.Record(th.Allow()) },
 		"throttle rejection": func() { refusing.Allow() },
 	} {
@@ -284,3 +281,42 @@ func TestBudgetAndThrottleDecisionsDoNotAllocate(t *testing.T) {
 		t.Errorf("the refusing throttle let requests through: %+v", refusing.Stats())
 	}
 }
+
+var errDependency = errors.New("dependency failed")
+
+func buildResult[T any](t *testing.T, l event.Listener, s resilience.ResultStrategy[T]) *resilience.Pipeline[T] {
+	t.Helper()
+	p, err := resilience.NewBuilder[T](resilience.WithName("p"), resilience.WithListener(l)).AddResultStrategy(s).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// recorder keeps the events a pipeline emits.
+type recorder struct{ events []event.Event }
+
+func (r *recorder) OnEvent(_ context.Context, e event.Event) { r.events = append(r.events, e) }
+
+func (r *recorder) named(n event.Name) []event.Event {
+	var out []event.Event
+	for _, e := range r.events {
+		if e.Name == n {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// inBubble hides that t is a *testing.T from rapid, which would otherwise
+// ask for t.Deadline, a call synctest bubbles forbid.
+type inBubble struct{ testing.TB }
+
+// windowSlots is the number of slots of a window.
+const windowSlots = window.Slots
+
+// A Throttle is a pipeline strategy that names itself.
+var (
+	_ resilience.ResultStrategy[int] = (*Throttle[int])(nil)
+	_ resilience.Named               = (*Throttle[int])(nil)
+)

@@ -1,4 +1,9 @@
-package resilience
+// Package throttle rejects calls locally while their dependency refuses
+// most of what it is sent (client-side throttling), so that the refusals
+// cost no round trip and no load on it. Most callers want New: its
+// *Throttle is a resilience.ResultStrategy, added to a pipeline after the
+// Retry or Hedging with Builder.AddResultStrategy.
+package throttle
 
 import (
 	"context"
@@ -7,15 +12,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/event"
+	"github.com/ylcnfrht/resilience/core/internal/config"
+	"github.com/ylcnfrht/resilience/core/internal/window"
 )
 
-// AdaptiveThrottleOptions configures an AdaptiveThrottle. The zero value
-// is the defaults: K 2 over a 10 s window, at least one request a second
-// let through, and every error but a cancellation counted as the
-// dependency refusing. Its function is called concurrently and must be
-// safe for that.
-type AdaptiveThrottleOptions[T any] struct {
+// Options configures a Throttle. The zero value is the defaults: K 2 over
+// a 10 s window, at least one request a second let through, and every
+// error but a cancellation counted as the dependency refusing. Its
+// function is called concurrently and must be safe for that.
+type Options[T any] struct {
 	// Name labels the strategy's events. Default "AdaptiveThrottle".
 	Name string
 	// K is how many requests per accepted one are let through before the
@@ -41,40 +48,41 @@ type AdaptiveThrottleOptions[T any] struct {
 	// rejection. outbound.ThrottleOptions has one for HTTP: 429, 502, 503,
 	// 504, timeouts and transport errors refuse; every other status,
 	// 4xx included, is an answer.
-	IsRejected func(o Outcome[T]) bool
+	IsRejected func(o resilience.Outcome[T]) bool
 }
 
-// Defaults of AdaptiveThrottleOptions.
+// Defaults of Options.
 const (
-	DefaultThrottleK            = 2.0
-	DefaultThrottleWindow       = 10 * time.Second
-	DefaultThrottleMinPerSecond = 1.0
+	DefaultK            = 2.0
+	DefaultWindow       = 10 * time.Second
+	DefaultMinPerSecond = 1.0
 )
 
 // ErrThrottled matches *ThrottledError.
 var ErrThrottled = errors.New("resilience: throttled")
 
-// ThrottledError is returned by an AdaptiveThrottle that rejected an
-// execution locally: the rest of the pipeline did not run and nothing was
-// sent. Match with errors.As, or errors.Is against ErrThrottled or
-// ErrRejected. The throttle returns one shared value: do not modify it.
+// ThrottledError is returned by a Throttle that rejected an execution
+// locally: the rest of the pipeline did not run and nothing was sent.
+// Match with errors.As, or errors.Is against ErrThrottled or
+// resilience.ErrRejected. The throttle returns one shared value: do not
+// modify it.
 type ThrottledError struct{}
 
 func (e *ThrottledError) Error() string {
 	return "resilience: throttled locally, the dependency is refusing requests"
 }
 
-// Is reports whether target is ErrThrottled or ErrRejected.
+// Is reports whether target is ErrThrottled or resilience.ErrRejected.
 func (e *ThrottledError) Is(target error) bool {
-	return target == ErrThrottled || target == ErrRejected
+	return target == ErrThrottled || target == resilience.ErrRejected
 }
 
 var throttledErr = &ThrottledError{}
 
-// AdaptiveThrottle is client-side throttling as the Google SRE book
-// describes it: it counts the requests made through it and those the
-// dependency accepted over a sliding window, and rejects a new request
-// locally with probability
+// Throttle is client-side throttling as the Google SRE book describes it:
+// it counts the requests made through it and those the dependency
+// accepted over a sliding window, and rejects a new request locally with
+// probability
 //
 //	max(0, (requests − K × accepts) / (requests + 1))
 //
@@ -92,104 +100,82 @@ var throttledErr = &ThrottledError{}
 // Put it inside a Retry or Hedging (added after them), so that each
 // attempt is counted and throttled. Safe for concurrent use; a decision
 // does not allocate. Emits event.Throttled for every local rejection.
-// The zero value is not usable: create it with NewAdaptiveThrottle or
-// Builder.AddAdaptiveThrottle.
-type AdaptiveThrottle[T any] struct {
-	opts     AdaptiveThrottleOptions[T]
+// The zero value is not usable: create it with New.
+type Throttle[T any] struct {
 	name     string
 	k        float64
 	floor    float64 // sends per window always let through
-	rejected func(Outcome[T]) bool
-	w        slotWindow // a: requests, b: accepts, c: sent
+	rejected func(resilience.Outcome[T]) bool
+	w        window.Window // A: requests, B: accepts, C: sent
 	random   func() float64
 	// throttled counts local rejections since creation.
 	throttled atomic.Uint64
 }
 
-// NewAdaptiveThrottle returns a throttle, or a *ConfigError naming the
-// first invalid option.
-func NewAdaptiveThrottle[T any](opts AdaptiveThrottleOptions[T]) (*AdaptiveThrottle[T], error) {
-	s := newAdaptiveThrottle(opts)
-	if err := s.validate(); err != nil {
+// New returns a throttle, or a *resilience.ConfigError naming the first
+// invalid option.
+func New[T any](opts Options[T]) (*Throttle[T], error) {
+	if opts.K != 0 && !(opts.K >= 1) {
+		return nil, config.Errorf("throttle.Options.K", "must be 0 (default 2) or at least 1, got %v", opts.K)
+	}
+	if err := config.NonNegativeDuration("throttle.Options.Window", opts.Window); err != nil {
 		return nil, err
 	}
-	return s, nil
-}
-
-func newAdaptiveThrottle[T any](opts AdaptiveThrottleOptions[T]) *AdaptiveThrottle[T] {
-	s := &AdaptiveThrottle[T]{opts: opts, name: opts.Name, k: opts.K, rejected: opts.IsRejected, random: rand.Float64}
+	if opts.Window != 0 && opts.Window < window.MinWindow {
+		return nil, config.Errorf("throttle.Options.Window", "must be 0 (default 10s) or at least %v, got %v", window.MinWindow, opts.Window)
+	}
+	s := &Throttle[T]{name: opts.Name, k: opts.K, rejected: opts.IsRejected, random: rand.Float64}
 	if s.name == "" {
 		s.name = "AdaptiveThrottle"
 	}
 	if s.k == 0 {
-		s.k = DefaultThrottleK
+		s.k = DefaultK
 	}
-	s.k = max(s.k, 1) // invalid values used without Build stay sane
 	perSec := opts.MinPerSecond
 	switch {
 	case perSec == 0:
-		perSec = DefaultThrottleMinPerSecond
+		perSec = DefaultMinPerSecond
 	case perSec < 0:
 		perSec = 0
 	}
-	window := opts.Window
-	if window < windowSlots*time.Millisecond {
-		window = DefaultThrottleWindow
+	win := opts.Window
+	if win == 0 {
+		win = DefaultWindow
 	}
-	s.floor = perSec * window.Seconds()
+	s.floor = perSec * win.Seconds()
 	if s.rejected == nil {
 		s.rejected = refusedByDefault[T]
 	}
-	s.w.init(window)
-	return s
+	s.w.Init(win)
+	return s, nil
 }
 
 // refusedByDefault is the default IsRejected.
-func refusedByDefault[T any](o Outcome[T]) bool {
+func refusedByDefault[T any](o resilience.Outcome[T]) bool {
 	return o.Err != nil && !errors.Is(o.Err, context.Canceled) && !errors.Is(o.Err, ErrThrottled)
 }
 
-// AddAdaptiveThrottle appends an AdaptiveThrottle configured by opts;
-// Build reports invalid options. Add it after a Retry or Hedging so that
-// it sees every attempt.
-func (b *Builder[T]) AddAdaptiveThrottle(opts AdaptiveThrottleOptions[T]) *Builder[T] {
-	return b.AddResultStrategy(newAdaptiveThrottle(opts))
-}
-
-func (s *AdaptiveThrottle[T]) validate() error {
-	o := s.opts
-	if o.K != 0 && !(o.K >= 1) {
-		return configErrorf("AdaptiveThrottleOptions.K", "must be 0 (default 2) or at least 1, got %v", o.K)
-	}
-	if err := checkNonNegativeDuration("AdaptiveThrottleOptions.Window", o.Window); err != nil {
-		return err
-	}
-	if o.Window != 0 && o.Window < windowSlots*time.Millisecond {
-		return configErrorf("AdaptiveThrottleOptions.Window", "must be 0 (default 10s) or at least %v, got %v", windowSlots*time.Millisecond, o.Window)
-	}
-	return nil
-}
-
-// strategyName is the name used in telemetry (see StrategyName).
-func (s *AdaptiveThrottle[T]) strategyName() string { return s.name }
+// StrategyName returns the Name of its options, or "AdaptiveThrottle": the
+// name a pipeline labels its events with (resilience.Named).
+func (s *Throttle[T]) StrategyName() string { return s.name }
 
 // Allow decides one request: true lets it through (report its outcome
 // with Record), false rejects it locally. ExecuteResult calls both; call
 // them yourself only to throttle work that does not run through a
 // pipeline.
-func (s *AdaptiveThrottle[T]) Allow() bool {
+func (s *Throttle[T]) Allow() bool {
 	r := s.random() // outside the lock: the draw is independent of the counts
-	s.w.mu.Lock()
-	cur := s.w.advance()
-	requests, accepts, sent := s.w.sums3()
+	s.w.Mu.Lock()
+	cur := s.w.Advance()
+	requests, accepts, sent := s.w.Sums3()
 	p := (float64(requests) - s.k*float64(accepts)) / float64(requests+1)
 	ok := p <= 0 || r >= p || float64(sent) < s.floor
 	if ok {
-		cur.c++
+		cur.C++
 	} else {
-		cur.a++
+		cur.A++
 	}
-	s.w.mu.Unlock()
+	s.w.Mu.Unlock()
 	if !ok {
 		s.throttled.Add(1)
 	}
@@ -199,30 +185,30 @@ func (s *AdaptiveThrottle[T]) Allow() bool {
 // Record reports the outcome of a request Allow let through: accepted is
 // false when the dependency refused it. Every request Allow let through
 // must be recorded once.
-func (s *AdaptiveThrottle[T]) Record(accepted bool) {
-	s.w.mu.Lock()
-	cur := s.w.advance()
-	cur.a++
+func (s *Throttle[T]) Record(accepted bool) {
+	s.w.Mu.Lock()
+	cur := s.w.Advance()
+	cur.A++
 	if accepted {
-		cur.b++
+		cur.B++
 	}
-	s.w.mu.Unlock()
+	s.w.Mu.Unlock()
 }
 
-// ExecuteResult implements ResultStrategy.
-func (s *AdaptiveThrottle[T]) ExecuteResult(ctx context.Context, tel Telemetry, next ResultNext[T]) (T, error) {
+// ExecuteResult implements resilience.ResultStrategy.
+func (s *Throttle[T]) ExecuteResult(ctx context.Context, tel resilience.Telemetry, next resilience.ResultNext[T]) (T, error) {
 	if !s.Allow() {
 		tel.Emit(ctx, event.Event{Name: event.Throttled, Err: throttledErr})
 		var zero T
 		return zero, throttledErr
 	}
 	v, err := next(ctx)
-	s.Record(!s.rejected(Outcome[T]{Value: v, Err: err}))
+	s.Record(!s.rejected(resilience.Outcome[T]{Value: v, Err: err}))
 	return v, err
 }
 
-// AdaptiveThrottleStats is a snapshot of an AdaptiveThrottle.
-type AdaptiveThrottleStats struct {
+// Stats is a snapshot of a Throttle.
+type Stats struct {
 	// Requests, Accepts and Sent are what the current window holds:
 	// requests decided (rejected locally, or let through and answered),
 	// those the dependency accepted, and those let through.
@@ -235,11 +221,11 @@ type AdaptiveThrottleStats struct {
 }
 
 // Stats returns the throttle's current state, for metrics and tests.
-func (s *AdaptiveThrottle[T]) Stats() AdaptiveThrottleStats {
-	s.w.mu.Lock()
-	s.w.advance()
-	requests, accepts, sent := s.w.sums3()
-	s.w.mu.Unlock()
+func (s *Throttle[T]) Stats() Stats {
+	s.w.Mu.Lock()
+	s.w.Advance()
+	requests, accepts, sent := s.w.Sums3()
+	s.w.Mu.Unlock()
 	p := max(0, (float64(requests)-s.k*float64(accepts))/float64(requests+1))
-	return AdaptiveThrottleStats{Requests: requests, Accepts: accepts, Sent: sent, Probability: p, Throttled: s.throttled.Load()}
+	return Stats{Requests: requests, Accepts: accepts, Sent: sent, Probability: p, Throttled: s.throttled.Load()}
 }
