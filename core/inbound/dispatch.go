@@ -164,9 +164,16 @@ var errHandlerRan = errors.New("inbound: the handler already ran for this reques
 
 // runPipeline runs the request through the custom pipeline.
 func (x *exchange) runPipeline() error {
+	counted := false
+	defer func() {
+		if !counted && x.ran.Load() { // the handler panicked (see runHeld)
+			x.m.requests.panicked(httpTimedOut(&x.res))
+		}
+	}()
 	_, err := x.m.pipeline.Execute(x.viewCtx(), func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, x.run(ctx)
 	})
+	counted = true
 	switch {
 	case !x.ran.Load():
 		x.m.requests.rejected(err)
@@ -263,33 +270,45 @@ func (m *Middleware) dispatch(c *call) (err error) {
 // handler really returns or panics. ctx, the context admission ran with,
 // is for the classifier and telemetry.
 func (m *Middleware) runHeld(ctx context.Context, c *call, g *gate, p permit) (err error) {
+	// A handler that panics skips the count of how it ended: it is
+	// counted as it unwinds (an open-coded defer, no allocation).
+	var res result // stays zero (ignored by the limiter) if the handler panics before its end
+	counted := false
+	defer func() {
+		if !counted {
+			m.requests.panicked(httpTimedOut(&res))
+		}
+	}()
 	if !c.isHTTP() {
 		if g == nil {
 			err = m.runFn(c.ctx, c, false)
 			m.requests.ran(fnTimedOut(err))
+			counted = true
 			return err
 		}
 		outcome := resilience.LimitIgnored // if fn panics
 		defer func() { g.release(ctx, p, outcome) }()
 		err = m.runFn(c.ctx, c, false)
 		m.requests.ran(fnTimedOut(err))
+		counted = true
 		if m.measure {
 			outcome = g.classify(ctx, m.classify, err)
 		}
 		return err
 	}
-	var res result // stays zero (ignored) if the handler panics
 	if !m.measure {
 		if g != nil {
 			defer g.release(ctx, p, resilience.LimitIgnored)
 		}
 		m.runHTTP(c.ctx, c, m.timedResult(&res), false)
 		m.requests.ran(httpTimedOut(&res))
+		counted = true
 		return nil
 	}
 	defer func() { g.release(ctx, p, res.outcome()) }()
 	m.runHTTP(c.ctx, c, &res, false)
 	m.requests.ran(httpTimedOut(&res))
+	counted = true
 	return nil
 }
 

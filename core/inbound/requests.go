@@ -36,11 +36,14 @@ type RequestCounts struct {
 	// admitted (the client left while queued), and any other refusal
 	// before the handler ran.
 	Canceled uint64 `json:"canceled"`
+	// Panicked counts requests whose handler panicked before the deadline
+	// answered them (Options.AnswerPanics says what the client gets).
+	Panicked uint64 `json:"panicked"`
 }
 
 // Requests is the number of requests counted: the sum of the fields.
 func (c RequestCounts) Requests() uint64 {
-	return c.Admitted + c.TimedOut + c.RateLimited + c.Full + c.QueueTimeout + c.Dropped + c.ShuttingDown + c.Canceled
+	return c.Admitted + c.TimedOut + c.RateLimited + c.Full + c.QueueTimeout + c.Dropped + c.ShuttingDown + c.Canceled + c.Panicked
 }
 
 // requestCounters are RequestCounts as they are counted: one atomic add
@@ -48,13 +51,14 @@ func (c RequestCounts) Requests() uint64 {
 type requestCounters struct {
 	admitted, timedOut, rateLimited                  atomic.Uint64
 	full, queueTimeout, dropped, shuttingDown, other atomic.Uint64
+	panics                                           atomic.Uint64
 }
 
 func (r *requestCounters) load() RequestCounts {
 	return RequestCounts{
 		Admitted: r.admitted.Load(), TimedOut: r.timedOut.Load(), RateLimited: r.rateLimited.Load(),
 		Full: r.full.Load(), QueueTimeout: r.queueTimeout.Load(), Dropped: r.dropped.Load(),
-		ShuttingDown: r.shuttingDown.Load(), Canceled: r.other.Load(),
+		ShuttingDown: r.shuttingDown.Load(), Canceled: r.other.Load(), Panicked: r.panics.Load(),
 	}
 }
 
@@ -66,6 +70,16 @@ func (r *requestCounters) ran(timedOut bool) {
 		return
 	}
 	r.admitted.Add(1)
+}
+
+// panicked counts a request whose handler panicked; timedOut says the
+// deadline had answered it already (the client got its 504).
+func (r *requestCounters) panicked(timedOut bool) {
+	if timedOut {
+		r.timedOut.Add(1)
+		return
+	}
+	r.panics.Add(1)
 }
 
 // rejected counts a request refused before its handler ran with err.

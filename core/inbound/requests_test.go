@@ -152,3 +152,70 @@ func TestRequestCountsExecuteTimedOut(t *testing.T) {
 		}
 	})
 }
+
+// TestPanickingHandlerCountedOnce protects the same sum for handlers that
+// panic: a panic before the deadline counts once in Panicked, one after
+// its 504 went out in TimedOut (the client got a 504), on the net/http
+// middleware, Execute and a custom pipeline, with and without
+// AnswerPanics, and the permit comes back every time.
+func TestPanickingHandlerCountedOnce(t *testing.T) {
+	pipeline, err := resilience.NewBuilder[struct{}]().Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		{"fixed", Options{Timeout: time.Second, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}}},
+		{"fixed-untimed", Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}}},
+		{"adaptive", Options{Timeout: time.Second, Adaptive: &resilience.AdaptiveLimiterOptions{InitialLimit: 1, MinLimit: 1, MaxLimit: 1}}},
+		{"no-limiter", Options{Timeout: time.Second}},
+		{"answer-panics", Options{Timeout: time.Second, AnswerPanics: true, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}}},
+		{"pipeline", Options{Pipeline: pipeline}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := New(tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
+			func() {
+				defer func() { _ = recover() }()
+				h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
+			}()
+			func() {
+				defer func() { _ = recover() }()
+				_ = m.Execute(context.Background(), nil, func(context.Context) error { panic("boom") })
+			}()
+			c := m.Stats().RequestCounts
+			if c.Panicked != 2 || c.Requests() != 2 {
+				t.Fatalf("counts %+v: want Panicked 2 of 2 requests", c)
+			}
+			if s := m.Stats(); s.InFlight != 0 {
+				t.Fatalf("in flight %d after the panics: a permit was lost", s.InFlight)
+			}
+		})
+	}
+	t.Run("after-504", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m, err := New(Options{Timeout: 100 * time.Millisecond, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+				time.Sleep(time.Second) // ignores its context: late after its 504
+				panic("late")
+			}))
+			rec := httptest.NewRecorder()
+			func() {
+				defer func() { _ = recover() }()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+			}()
+			c := m.Stats().RequestCounts
+			if rec.Code != http.StatusGatewayTimeout || c.TimedOut != 1 || c.Requests() != 1 {
+				t.Fatalf("status %d, counts %+v: want the 504 counted in TimedOut, once", rec.Code, c)
+			}
+		})
+	})
+}

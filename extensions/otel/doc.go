@@ -56,7 +56,8 @@
 // resilience.requests counts an inbound middleware's requests
 // (ObserveMiddleware) by resilience.request.result: admitted (its handler
 // answered), timeout (its deadline answered, 504), rate-limited, full,
-// queue-timeout, dropped, shutting-down and canceled. Every request has
+// queue-timeout, dropped, shutting-down, canceled and panicked (its
+// handler panicked before its deadline answered it). Every request has
 // one result, so the results add up to all requests, and each one divided
 // by their sum is a share with the right denominator (rate-limited
 // requests included). It is read from inbound.Stats at each collection,

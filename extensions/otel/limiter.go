@@ -24,15 +24,16 @@ const (
 	ResultDropped      = "dropped"       // 503, evicted from the queue
 	ResultShuttingDown = "shutting-down" // 503, the middleware drains
 	ResultCanceled     = "canceled"      // its context ended before it was admitted
+	ResultPanicked     = "panicked"      // its handler panicked before its deadline
 )
 
 var results = [...]string{ResultAdmitted, ResultTimeout, ResultRateLimited, ResultFull,
-	ResultQueueTimeout, ResultDropped, ResultShuttingDown, ResultCanceled}
+	ResultQueueTimeout, ResultDropped, ResultShuttingDown, ResultCanceled, ResultPanicked}
 
 // resultCounts lays out c in the order of results.
 func resultCounts(c inbound.RequestCounts) [len(results)]uint64 {
 	return [...]uint64{c.Admitted, c.TimedOut, c.RateLimited, c.Full,
-		c.QueueTimeout, c.Dropped, c.ShuttingDown, c.Canceled}
+		c.QueueTimeout, c.Dropped, c.ShuttingDown, c.Canceled, c.Panicked}
 }
 
 // observed is one limiter the gauges report.
