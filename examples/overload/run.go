@@ -44,7 +44,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	def, _ := lab.Preset("overload")
 	var (
 		o        options
-		scenario = fs.String("scenario", "overload", "preset: "+strings.Join(lab.Scenarios, ", "))
+		scenario = fs.String("scenario", "overload", "preset: "+strings.Join(lab.Scenarios, ", ")+", or soak (its own flags: -scenario soak -h)")
 		modes    = fs.String("modes", "", "comma-separated modes, or all (default: the scenario's; see the package doc)")
 		rate     = fs.Float64("rate", def.Rate, "offered load, requests per second (cpu: default 1.6 × the measured capacity)")
 		duration = fs.Duration("duration", def.Duration, "how long each mode is loaded")

@@ -78,7 +78,7 @@ func parseConfig(args []string, usage io.Writer) (config, error) {
 	fs.IntVar(&cfg.permitLimit, "permit-limit", 200, "requests that may run at once (with -adaptive: the initial limit)")
 	fs.IntVar(&cfg.queueLimit, "queue-limit", 100, "requests that may wait for a permit (0: no queue)")
 	fs.DurationVar(&cfg.queueTimeout, "queue-timeout", 500*time.Millisecond, "longest wait in the queue (0: no limit; wait for a permit or until the client leaves)")
-	fs.StringVar(&overflow, "overflow", string(resilience.OverflowRejectNew), "when the queue is full: reject-new, drop-oldest or drop-lowest-priority")
+	fs.StringVar(&overflow, "overflow", string(resilience.OverflowDropLowestPriority), "when the queue is full: reject-new, drop-oldest or drop-lowest-priority (the library's default with a priority function, as here)")
 	fs.BoolVar(&cfg.adaptive, "adaptive", false, "adaptive concurrency limiter: the limit follows latency, starting at -permit-limit (live in /debug/limits)")
 	fs.BoolVar(&cfg.codel, "codel", false, "CoDel queue discipline: a standing queue gets a short queue timeout, so it drains")
 	fs.IntVar(&cfg.rateLimit, "rate-limit", 0, "requests per -rate-window per key (0: no rate limit)")

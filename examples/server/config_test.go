@@ -25,7 +25,7 @@ func TestParseConfigDefaults(t *testing.T) {
 		permitLimit:  200,
 		queueLimit:   100,
 		queueTimeout: 500 * time.Millisecond,
-		overflow:     resilience.OverflowRejectNew,
+		overflow:     resilience.OverflowDropLowestPriority,
 		rateLimit:    0,
 		rateWindow:   time.Second,
 		rateKey:      rateKey{},

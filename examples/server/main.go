@@ -22,7 +22,8 @@
 // methods on grpc-go's own server, with the health service outside the
 // middleware, instead of HTTP routes); -addr; -timeout (5s); -permit-limit (200);
 // -queue-limit (100); -queue-timeout (500ms);
-// -overflow reject-new|drop-oldest|drop-lowest-priority; -adaptive (the
+// -overflow reject-new|drop-oldest|drop-lowest-priority (the last by
+// default: a full queue of X-Priority 5 cannot turn a 0 away); -adaptive (the
 // adaptive limiter, -permit-limit its initial limit); -codel; -rate-limit N
 // (0, none) with -rate-window (1s) and -rate-key ip|header:NAME;
 // -ready-delay (0).
