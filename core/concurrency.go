@@ -44,10 +44,12 @@ const (
 )
 
 // ParseOverflowPolicy returns the policy named by s, ignoring case,
-// surrounding space and '_' for '-'; "" is OverflowRejectNew. Anything else
-// is a *ConfigError that lists the accepted names.
+// surrounding space and '_' for '-'. A blank s is the zero policy, the
+// default (drop-lowest-priority with a Priority function, reject-new
+// without), so an empty configuration value keeps it. Anything else is a
+// *ConfigError that lists the accepted names.
 func ParseOverflowPolicy(s string) (OverflowPolicy, error) {
-	v, ok := parseEnum(s, OverflowRejectNew, overflowPolicies...)
+	v, ok := parseEnum(s, "", overflowPolicies...)
 	if !ok {
 		return "", unknownEnum("ConcurrencyLimiterOptions.Overflow", "overflow policy", s, overflowPolicies...)
 	}

@@ -23,7 +23,7 @@ func enumCases() []enumCase {
 	return []enumCase{
 		{"BackoffType", strs(BackoffConstant, BackoffLinear, BackoffExponential), string(BackoffConstant), "RetryOptions.BackoffType",
 			func(s string) (string, error) { v, err := ParseBackoffType(s); return string(v), err }},
-		{"OverflowPolicy", strs(OverflowRejectNew, OverflowDropOldest, OverflowDropLowestPriority), string(OverflowRejectNew), "ConcurrencyLimiterOptions.Overflow",
+		{"OverflowPolicy", strs(OverflowRejectNew, OverflowDropOldest, OverflowDropLowestPriority), "", "ConcurrencyLimiterOptions.Overflow",
 			func(s string) (string, error) { v, err := ParseOverflowPolicy(s); return string(v), err }},
 		{"ratelimit.Algorithm", strs(ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.TokenBucket), string(ratelimit.FixedWindow), "Policy.Algorithm",
 			func(s string) (string, error) { v, err := ratelimit.ParseAlgorithm(s); return string(v), err }},
