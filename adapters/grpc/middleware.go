@@ -49,15 +49,6 @@ func New(opts inbound.Options) (*Middleware, error) {
 	return m, nil
 }
 
-// Inbound returns the underlying inbound middleware: its Limiter to change
-// the limit at run time, its RateLimiter and AdaptiveLimiter, and Drain.
-func (m *Middleware) Inbound() *inbound.Middleware { return m.in }
-
-// Stats returns the middleware's current load: Inbound().Stats(), whose
-// Late and LateTotal count the handlers still running after their
-// deadline was answered.
-func (m *Middleware) Stats() inbound.Stats { return m.in.Stats() }
-
 // UnaryInterceptor returns the pipeline as a unary server interceptor, for
 // grpc.ChainUnaryInterceptor. grpc-go decodes a unary call's request
 // message before any unary interceptor runs, so a call shed here has been
