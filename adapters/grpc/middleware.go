@@ -40,7 +40,7 @@ func New(opts inbound.Options) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Middleware{in: in, rej: newRejections(in, opts.RetryAfter), timed: in.Timed()}
+	m := &Middleware{in: in, rej: newRejections(in), timed: in.Timed()}
 	m.pool.New = func() any {
 		u := &untimedCall{}
 		u.run = u.call

@@ -34,18 +34,6 @@ const ErrorDomain = "resilience"
 // inbound.Options.RetryAfter changes it; a negative value sends no advice.
 const CapacityRetryAfter = inbound.DefaultRetryAfter
 
-// retryAdvice resolves inbound.Options.RetryAfter: 0 is
-// CapacityRetryAfter, negative none (0 here).
-func retryAdvice(d time.Duration) time.Duration {
-	switch {
-	case d == 0:
-		return CapacityRetryAfter
-	case d < 0:
-		return 0
-	}
-	return d
-}
-
 // PushbackTrailer is the trailer through which a rejection tells a gRPC
 // client's retry policy how long to wait before its next attempt, in
 // milliseconds; a negative value tells it not to retry.
@@ -76,11 +64,11 @@ type rejections struct {
 	full, queueTimeout, dropped, shuttingDown, timeout, callerTimeout, rejected, internal rejection
 }
 
-// newRejections renders the constant rejections of in, whose
-// Options.RetryAfter is retryAfter. The retry-after field of the capacity
-// rejections is the one in's own 503s carry.
-func newRejections(in *inbound.Middleware, retryAfter time.Duration) rejections {
-	advice := retryAdvice(retryAfter)
+// newRejections renders the constant rejections of in. Their retry advice
+// is in's (Options.RetryAfter), and the retry-after field of the capacity
+// rejections the one in's own 503s carry.
+func newRejections(in *inbound.Middleware) rejections {
+	advice := in.CapacityRetryAfter()
 	capacity := func(reason resilience.RejectReason) rejection {
 		r := newRejection(codes.Unavailable, msgCapacity, inbound.CodeBulkheadFull, string(reason), advice)
 		return r.withFields(in, &resilience.ConcurrencyLimitRejectedError{Reason: reason})

@@ -14,6 +14,22 @@ import (
 // RetryInfo and grpc-retry-pushback-ms say the same second.
 const DefaultRetryAfter = time.Second
 
+// CapacityRetryAfter is the retry advice of the middleware's capacity
+// rejections, Options.RetryAfter resolved: DefaultRetryAfter for 0, and 0
+// (no advice) for a negative value. The RPC adapters send it as their
+// protocols' retry advice (RetryInfo, grpc-retry-pushback-ms), so that it
+// says what the HTTP adapters' Retry-After says.
+func (m *Middleware) CapacityRetryAfter() time.Duration {
+	switch d := m.opts.RetryAfter; {
+	case d < 0:
+		return 0
+	case d == 0:
+		return DefaultRetryAfter
+	default:
+		return d
+	}
+}
+
 // capacityResponses are the 503s of one middleware, rendered once at New
 // with its Retry-After: a rejection still costs no marshalling.
 type capacityResponses struct {

@@ -60,3 +60,20 @@ func TestRetryAfterTooLargeIsConfigError(t *testing.T) {
 		t.Fatalf("New = %v, want a *ConfigError for Options.RetryAfter", err)
 	}
 }
+
+// Invariant: CapacityRetryAfter is the advice the 503s' Retry-After says,
+// so the RPC adapters' retry advice agrees with it: the default second for
+// 0, the value itself, and none for a negative value.
+func TestCapacityRetryAfterResolvesOptions(t *testing.T) {
+	for _, tc := range []struct{ in, want time.Duration }{
+		{0, DefaultRetryAfter}, {2500 * time.Millisecond, 2500 * time.Millisecond}, {-1, 0},
+	} {
+		m, err := New(Options{RetryAfter: tc.in, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.CapacityRetryAfter(); got != tc.want {
+			t.Errorf("RetryAfter %v: CapacityRetryAfter %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
