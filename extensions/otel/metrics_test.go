@@ -591,3 +591,45 @@ func TestDocTableMatchesInstruments(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeTableMatchesDoc keeps the README's instrument table the
+// package documentation's: the same instruments, each with the same kind,
+// unit and attributes (TestDocTableMatchesInstruments checks those
+// against the instruments themselves).
+func TestReadmeTableMatchesDoc(t *testing.T) {
+	norm := func(s string) string { return strings.Join(strings.Fields(strings.ReplaceAll(s, "`", "")), " ") }
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		if rest, ok := strings.CutPrefix(line, "//\tresilience."); ok {
+			f := strings.Fields(rest)
+			want["resilience."+f[0]] = norm(strings.Join(f[1:], " "))
+		}
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(string(readme), "\n") {
+		rest, ok := strings.CutPrefix(line, "| `resilience.")
+		if !ok {
+			continue
+		}
+		cells := strings.Split(strings.Trim(rest, " |"), "|")
+		if len(cells) != 4 {
+			t.Fatalf("README row %q: want name, kind, unit and attributes", line)
+		}
+		unit := norm(cells[2])
+		if unit == "none" {
+			unit = "-" // doc.go's column cannot be empty
+		}
+		got["resilience."+strings.TrimSuffix(strings.TrimSpace(cells[0]), "`")] = norm(cells[1] + " " + unit + " " + cells[3])
+	}
+	if len(want) == 0 || !maps.Equal(got, want) {
+		t.Fatalf("README table\n%v\nwant doc.go's\n%v", got, want)
+	}
+}
