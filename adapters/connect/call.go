@@ -28,8 +28,8 @@ type Call struct {
 
 	wire wire
 	m    *Middleware
-	c    *call        // a timed call's state; nil on an untimed one
-	next http.Handler // an untimed call's handler
+	next http.Handler
+	ans  deadlineAnswer // a timed call's answer at its deadline
 }
 
 // route is the view's Route: the procedure, unless an outer ServeMux

@@ -70,7 +70,7 @@ func TestEnvelopeTracking(t *testing.T) {
 	body := append(append(envelope(0, "hello"), envelope(1, "")...), envelope(0, "world!")...)
 	ends := map[int]bool{0: true, 10: true, 15: true, len(body): true}
 	for split := 0; split <= len(body); split++ {
-		tw := &timedWriter{}
+		tw := &deadlineAnswer{}
 		tw.track(body[:split])
 		if got := tw.betweenEnvelopes(); got != ends[split] {
 			t.Errorf("after %d bytes: between envelopes %v, want %v", split, got, ends[split])

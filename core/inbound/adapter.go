@@ -5,7 +5,6 @@ import (
 	"log"
 	"net/http"
 	"strings"
-	"sync/atomic"
 
 	resilience "github.com/ylcnfrht/resilience/core"
 )
@@ -237,21 +236,28 @@ func (m *Middleware) RenderServe(w http.ResponseWriter, r *http.Request, err err
 	return resp, true
 }
 
-// CountLate is for an adapter that answers a call at its deadline itself
-// while the handler runs on (the connect adapter, whose callers send
-// deadlines of their own): from now until the returned function is
-// called, when the handler returns, Stats counts the handler in Late, and
-// LateTotal counts it once. Calling the function again does nothing.
-// Adapters that answer deadlines through Handler, Serve or
-// ExecuteInPlace need not call it: those count late handlers already.
-func (m *Middleware) CountLate() (returned func()) {
-	m.lateBegins()
-	var done atomic.Bool
-	return func() {
-		if done.CompareAndSwap(false, true) {
-			m.lateEnds()
-		}
-	}
+// DeadlineAnswer is how an adapter whose protocol has its own way to fail
+// a call answers a deadline, given to ServeAnswering: connect answers
+// DeadlineExceeded in the caller's protocol and ends a stream with gRPC's
+// trailers or an end-of-stream message. Its methods are called with the
+// request's timed writer locked, on the deadline's goroutine or the
+// handler's, never at the same time; they must not block on the handler.
+type DeadlineAnswer interface {
+	// Answer writes the whole answer on w, to which nothing of the
+	// handler's was sent (over HTTP/1, Connection: close is set on it
+	// already: the late handler keeps the connection's request). cause is
+	// the handler's context's: the middleware's
+	// *resilience.TimeoutRejectedError, context.DeadlineExceeded for the
+	// caller's deadline, or a custom pipeline's timeout.
+	Answer(w http.ResponseWriter, cause error)
+	// End ends, on w, a response the handler committed, and reports
+	// whether it could (connect: only between two messages); if not, the
+	// response is aborted. No write of the handler's is under way.
+	End(w http.ResponseWriter, cause error) bool
+	// Sent shows the answerer each part of the body as it goes to w,
+	// in order, so that End knows where the body stands. It must not
+	// keep p.
+	Sent(p []byte)
 }
 
 // LogPanic logs to the ErrorLog of the server serving r (the log

@@ -36,8 +36,9 @@ type timing struct {
 	parent context.Context // what ctx derives from: the request's, or a custom pipeline's
 	client context.Context // the request's own: ended means the client left
 	stop   func() bool     // the watch on a custom pipeline's context
-	timed  bool            // under the middleware's timeout
-	own    bool            // the timer is the middleware's timeout, not an earlier parent deadline
+	at     time.Time       // when the timer answers, once timed
+	timed  bool            // under the middleware's timeout or a caller's deadline
+	own    bool            // the timer is the middleware's timeout, not an earlier deadline
 	// ans answers the deadline in the entry point's terms: the timed
 	// writer's 504, or ExecuteInPlace's expired. Nil under Execute, whose
 	// caller reports the timeout once fn returns.
@@ -66,26 +67,34 @@ func isTimeout(cause error) bool {
 }
 
 // arm times a request whose handler runs with parent (the request's own
-// context, client, or a custom pipeline's). With the middleware's timeout
-// the deadline goes on the list; the earlier of it and the parent's is the
-// context's deadline, and when an answerer must answer it, the timer's
-// (without one the parent's end reaches the context by itself). Under a
-// custom pipeline (custom) an answerer also watches parent for the
-// pipeline's own timeout. ans must be set before: the deadline may fire
-// at once.
-func (t *timing) arm(m *Middleware, parent, client context.Context, arrival time.Time, custom bool) {
+// context, client, or a custom pipeline's). Its deadline is the earliest
+// of the middleware's timeout and caller, a deadline the adapter read
+// from the call (ServeAnswering; zero: none), and goes on the list; the
+// parent's, when earlier, is the context's deadline, and when an
+// answerer must answer it, the timer's (without one the parent's end
+// reaches the context by itself). Under a custom pipeline (custom) an
+// answerer also watches parent for the pipeline's own timeout. ans must
+// be set before: the deadline may fire at once.
+func (t *timing) arm(m *Middleware, parent, client context.Context, arrival, caller time.Time, custom bool) {
 	t.m, t.parent, t.client, t.ctx = m, parent, client, parent
-	if m.timeout > 0 {
+	if m.timeout > 0 || !caller.IsZero() {
 		now := time.Now()
-		at := handlerDeadline(now, m.timeout, arrival)
+		var at time.Time
+		if m.timeout > 0 {
+			at = handlerDeadline(now, m.timeout, arrival)
+			t.own = true
+		}
+		if !caller.IsZero() && (at.IsZero() || caller.Before(at)) {
+			at, t.own = caller, false
+		}
 		dl := at
-		t.own = true
 		if pd, ok := parent.Deadline(); ok && pd.Before(at) {
 			dl = pd // a budget from upstream ends first
 			if t.ans != nil {
 				at, t.own = pd, false
 			}
 		}
+		t.at = at
 		t.dctx.Init(parent, dl)
 		t.ctx = &t.dctx
 		t.timed = true
@@ -119,26 +128,28 @@ func (t *timing) parentDone() { t.pass(false) }
 // so a handler that watches it stops while the answer is written (it
 // cannot write meanwhile: mu is held). The handler counts late before the
 // answer goes out, so whoever sees the answer sees the late handler. It
-// reports whether it answered.
+// reports whether it answered (for the timer: and ended the context; a
+// handler returning at that moment may have, see timedRequest.expireNow).
 func (t *timing) pass(fire bool) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock() // a panicking answerer must not keep the return waiting
 	if t.ended || t.late || t.clientGone() {
 		return false
 	}
+	first := true
 	if fire {
 		var cause error
 		if t.own {
 			cause = t.m.timeoutErr
 		}
-		t.dctx.End(context.DeadlineExceeded, cause)
+		first = t.dctx.End(context.DeadlineExceeded, cause)
 	} else if !isTimeout(context.Cause(t.parent)) {
 		return false
 	}
 	t.late = true
 	t.m.lateBegins()
 	t.ans.expireLocked(context.Cause(t.ctx))
-	return true
+	return first
 }
 
 // clientGone reports whether the request's own context ended for a reason
@@ -216,7 +227,7 @@ func (m *Middleware) runFn(ctx context.Context, c *call, custom bool) error {
 	if c.expired != nil {
 		t.ans = expireFunc(c.expired)
 	}
-	t.arm(m, ctx, c.ctx, c.arrival, custom)
+	t.arm(m, ctx, c.ctx, c.arrival, time.Time{}, custom)
 	defer t.finish()
 	err := c.fn(t.ctx)
 	if m.timeout > 0 && context.Cause(t.ctx) == error(m.timeoutErr) {
@@ -228,42 +239,60 @@ func (m *Middleware) runFn(ctx context.Context, c *call, custom bool) error {
 	return err
 }
 
-// timedRequest is a timed net/http request (Handler, Serve): the engine
-// and the timed writer that answers its deadline, in one allocation.
+// timedRequest is a timed net/http request (Handler, Serve,
+// ServeAnswering): the engine and the timed writer that answers its
+// deadline, in one allocation.
 type timedRequest struct {
 	timing
-	tw       timeoutWriter
-	detached *detachedWriter // HTTP/2: told when the 504 is out; nil otherwise
+	tw timeoutWriter
+	// detached is told when the deadline's answer is out, so that
+	// ServeHTTP returns: HTTP/2 under Handler or DetachHTTP2, every
+	// request under ServeAnswering. Nil otherwise.
+	detached *detachedWriter
 }
 
 // serveTimed runs c's handler with the timed writer and ctx, timed by the
-// middleware's timeout and, under a custom pipeline (custom), by the
-// pipeline's. A non-nil res receives how the request ended (for the
-// adaptive limiter), even if it panicked.
+// middleware's timeout, the caller's deadline (ServeAnswering) and, under
+// a custom pipeline (custom), by the pipeline's. A non-nil res receives
+// how the request ended (for the adaptive limiter), even if it panicked.
 func (m *Middleware) serveTimed(ctx context.Context, c *call, custom bool, res *result) {
 	r := c.r
-	t := &timedRequest{}
+	t := c.timed
+	if t == nil {
+		t = &timedRequest{}
+	}
 	t.tw.w = c.w
 	t.tw.owner = t
 	t.tw.h1 = r.ProtoMajor < 2
-	if !t.tw.h1 {
+	switch {
+	case c.ans != nil:
+		t.tw.ans = c.ans
+		t.detached = c.detached
+	case !t.tw.h1:
 		t.detached = findDetached(c.w)
 	}
 	t.ans = t
-	t.arm(m, ctx, r.Context(), c.arrival, custom)
+	t.arm(m, ctx, r.Context(), c.arrival, c.deadline, custom)
 	completed := false
 	defer func() { t.finish(completed, res) }()
 	c.invoke(&t.tw, r.WithContext(t.ctx))
 	completed = true
 }
 
-// expireLocked answers the deadline with the timed writer: the 504, or
-// the committed response cut.
+// expireLocked answers the deadline with the timed writer: the 504 (or
+// the adapter's answer), or the committed response ended or cut. A
+// detached request's ServeHTTP may return once the answer is whole, or
+// abort once no write of the handler's is under way.
 func (t *timedRequest) expireLocked(error) {
 	t.tw.expireLocked()
-	if t.detached != nil && t.tw.state == stateTimedOut {
-		// The 504 is whole: ServeHTTP returns, and HTTP/2 ends the stream.
-		t.detached.signalTimedOut()
+	if t.detached == nil {
+		return
+	}
+	switch {
+	case t.tw.state == stateTimedOut:
+		t.detached.signalTimedOut(false)
+	case t.tw.state == stateAborted && t.tw.ans != nil && !t.tw.sending:
+		t.detached.signalTimedOut(true)
 	}
 }
 
@@ -286,6 +315,18 @@ func (t *timedRequest) timeoutResponse() (Response, []string) {
 	return resp, []string{strconv.Itoa(len(resp.Body))}
 }
 
+// expireNow ends the handler's context at a deadline whose timer has not
+// run, as Fire would (the timer, if it runs yet, finds the request ended).
+func (t *timedRequest) expireNow() {
+	var cause error
+	if t.own {
+		cause = t.m.timeoutErr
+	}
+	if t.dctx.End(context.DeadlineExceeded, cause) && t.own {
+		t.m.emitTimeout(t.parent)
+	}
+}
+
 // untime stops timing a hijacked request. Called with mu held.
 func (t *timedRequest) untime() {
 	t.disarm() // if it already fired, Fire finds the request ended
@@ -299,6 +340,12 @@ func (t *timedRequest) untime() {
 // the request's goroutine, before ServeHTTP returns.
 func (t *timedRequest) finish(completed bool, res *result) {
 	t.disarm()
+	if completed && t.tw.ans != nil && t.timed && t.ctx.Err() == nil && !time.Now().Before(t.at) {
+		// The deadline passed and its timer has not answered yet: it is
+		// answered here, as it would have been (the handler may have
+		// returned on a deadline of its own, a moment later than ours).
+		t.expireNow()
+	}
 	// The handler may have returned because its context ended before any
 	// callback answered (an upstream deadline, or a pipeline timeout whose
 	// callback has not run yet): then the 504 is sent here.
@@ -316,8 +363,9 @@ func (t *timedRequest) finish(completed bool, res *result) {
 		before = stateOpen
 		// Asked only while the response is open, so ServeHTTP has not
 		// returned (net/http panics on CloseNotify after it has); the lock
-		// keeps the deadline timer from answering meanwhile.
-		if clientGone(tw.w) {
+		// keeps the deadline timer from answering meanwhile. An adapter's
+		// answerer has its own protocol: its call is aborted.
+		if tw.ans != nil || clientGone(tw.w) {
 			abort = true
 			tw.state = stateDone
 		} else {

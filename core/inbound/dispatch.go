@@ -103,6 +103,13 @@ type call struct {
 	// arrival is the deadline of the request's budget when it counts
 	// from arrival and the request had to queue; zero otherwise.
 	arrival time.Time
+	// Under ServeAnswering: the caller's deadline (zero: none), the
+	// adapter's answerer, and the request's engine and detached writer,
+	// allocated with it.
+	deadline time.Time
+	ans      DeadlineAnswer
+	timed    *timedRequest
+	detached *detachedWriter
 }
 
 func (c *call) isHTTP() bool { return c.r != nil }
@@ -257,6 +264,13 @@ func (m *Middleware) dispatch(c *call) (err error) {
 		ctx = x.viewCtx()
 	}
 	c.arrival = m.arrivalDeadline()
+	if !c.deadline.IsZero() {
+		// The caller's deadline bounds the wait; only a queued request
+		// pays for the context.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, c.deadline)
+		defer cancel()
+	}
 	p, err := m.gate.acquire(ctx)
 	if err != nil {
 		m.requests.rejected(err)
@@ -300,7 +314,7 @@ func (m *Middleware) runHeld(ctx context.Context, c *call, g *gate, p permit) (e
 		if g != nil {
 			defer g.release(ctx, p, resilience.LimitIgnored)
 		}
-		m.runHTTP(c.ctx, c, m.timedResult(&res), false)
+		m.runHTTP(c.ctx, c, m.timedResult(c, &res), false)
 		m.requests.ran(httpTimedOut(&res))
 		counted = true
 		return nil
@@ -315,8 +329,8 @@ func (m *Middleware) runHeld(ctx context.Context, c *call, g *gate, p permit) (e
 // timedResult is res when a deadline can answer a net/http request (the
 // timed writer fills it at no cost), nil otherwise (an untimed request
 // cannot time out, and recording its status would cost a writer).
-func (m *Middleware) timedResult(res *result) *result {
-	if m.timeout > 0 || m.pipeline != nil {
+func (m *Middleware) timedResult(c *call, res *result) *result {
+	if m.timeout > 0 || m.pipeline != nil || c.ans != nil {
 		return res
 	}
 	return nil
@@ -326,7 +340,7 @@ func (m *Middleware) timedResult(res *result) *result {
 // custom pipeline (whose timeout strategy may end ctx) can end it. A
 // non-nil res receives how the request ended.
 func (m *Middleware) runHTTP(ctx context.Context, c *call, res *result, custom bool) {
-	if m.timeout > 0 || custom {
+	if m.timeout > 0 || custom || c.ans != nil {
 		m.serveTimed(ctx, c, custom, res)
 		return
 	}

@@ -1,10 +1,14 @@
 package inbound
 
 import (
+	"context"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	resilience "github.com/ylcnfrht/resilience/core"
 )
 
 // Handler returns next wrapped in the inbound pipeline, for plain
@@ -58,22 +62,38 @@ func (h *handler) serveHTTP(w http.ResponseWriter, r *http.Request) {
 // stops every write at the deadline, so only those controls need the
 // guard.
 type detachedWriter struct {
-	w        http.ResponseWriter
-	timedOut chan struct{} // closed once the 504 is out: ServeHTTP may return
-	done     chan struct{} // closed when the middleware's work returns
+	w http.ResponseWriter
+	// wake is held from the start until the work is done or its deadline
+	// answered, whichever comes first, and ServeHTTP waits by locking it:
+	// a Mutex may be unlocked by another goroutine, and unlike a channel
+	// it costs no allocation. woken makes the first signal the only one.
+	wake  sync.Mutex
+	woken atomic.Bool
 
 	// guard: writes too are refused once ServeHTTP returned (DetachHTTP2,
 	// where the framework, not the timed writer, writes last).
 	guard bool
 	spare http.Header // Header once gone, under guard
 
-	signalled atomic.Bool // timedOut is closed
+	signalled atomic.Bool // the deadline's answer is out
+	abort     atomic.Bool // ... and it cut the response: ServeHTTP aborts it
 
-	mu   sync.Mutex
-	gone bool // ServeHTTP has returned
+	mu       sync.Mutex
+	gone     bool // ServeHTTP has returned
+	finished bool // the middleware's work returned
 
 	panicked bool
 	panicVal any
+}
+
+// start readies d for wait, before the work starts.
+func (d *detachedWriter) start() { d.wake.Lock() }
+
+// wakeUp lets wait return, once.
+func (d *detachedWriter) wakeUp() {
+	if d.woken.CompareAndSwap(false, true) {
+		d.wake.Unlock()
+	}
 }
 
 func (d *detachedWriter) Header() http.Header {
@@ -152,12 +172,15 @@ func (d *detachedWriter) EnableFullDuplex() error {
 	return http.NewResponseController(d.w).EnableFullDuplex()
 }
 
-// signalTimedOut lets ServeHTTP return: the 504 has been written and
-// flushed. Called with a timed writer's mutex held; two timed writers
-// over one detached request signal it once.
-func (d *detachedWriter) signalTimedOut() {
+// signalTimedOut lets ServeHTTP return: the 504 (or an adapter's answer)
+// has been written, or, with abort, the response was cut and the handler
+// no longer writes to it, and ServeHTTP aborts it. Called with a timed
+// writer's mutex held; two timed writers over one detached request signal
+// it once.
+func (d *detachedWriter) signalTimedOut(abort bool) {
 	if d.signalled.CompareAndSwap(false, true) {
-		close(d.timedOut)
+		d.abort.Store(abort)
+		d.wakeUp()
 	}
 }
 
@@ -205,19 +228,24 @@ func (x detach) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // middlewares see it, http.ErrAbortHandler included); after, it is logged
 // the way net/http logs a handler's panic.
 func serveDetached(w http.ResponseWriter, r *http.Request, next http.Handler, guard bool) {
-	d := &detachedWriter{w: w, guard: guard, timedOut: make(chan struct{}), done: make(chan struct{})}
+	d := &detachedWriter{w: w, guard: guard}
+	d.start()
 	go runDetached(d, r, next)
-	select {
-	case <-d.done:
-	case <-d.timedOut:
-	}
+	d.wait()
+}
+
+// wait returns when the detached work is done or its deadline answered.
+// It re-raises the work's panic, and aborts a response the deadline cut.
+func (d *detachedWriter) wait() {
+	d.wake.Lock()
 	d.mu.Lock()
 	d.gone = true
-	select {
-	case <-d.done:
-	default:
+	if !d.finished {
 		d.mu.Unlock()
-		return // the handler runs on, past its 504
+		if d.abort.Load() {
+			panic(http.ErrAbortHandler) // the handler runs on; the client sees a cut response
+		}
+		return // the handler runs on, past its answer
 	}
 	d.mu.Unlock()
 	if d.panicked {
@@ -232,15 +260,98 @@ func runDetached(d *detachedWriter, r *http.Request, next http.Handler) {
 		if !completed {
 			v = recover()
 		}
-		d.mu.Lock()
-		gone := d.gone
-		d.panicked, d.panicVal = !completed, v
-		close(d.done)
-		d.mu.Unlock()
-		if gone && !completed && v != http.ErrAbortHandler {
-			LogPanic(r, "http: panic serving %v after its 504: %v", r.RemoteAddr, v)
-		}
+		d.end(r, completed, v, "its 504")
 	}()
 	next.ServeHTTP(d, r)
+	completed = true
+}
+
+// end records the end of the detached work, on its goroutine: a panic
+// (completed false, v recovered) goes to ServeHTTP while it waits, and is
+// logged, after what (the answer it got), once ServeHTTP has returned.
+func (d *detachedWriter) end(r *http.Request, completed bool, v any, after string) {
+	d.mu.Lock()
+	gone := d.gone
+	d.panicked, d.panicVal = !completed, v
+	d.finished = true
+	d.mu.Unlock()
+	d.wakeUp()
+	if gone && !completed && v != http.ErrAbortHandler {
+		LogPanic(r, "http: panic serving %v after %s: %v\n%s", r.RemoteAddr, after, v, debug.Stack())
+	}
+}
+
+// answering is a request under ServeAnswering: its detached writer, the
+// call and its deadline engine, in one allocation.
+type answering struct {
+	d   detachedWriter
+	t   timedRequest
+	c   call
+	m   *Middleware
+	err error // dispatch's, read once finished
+}
+
+// ServeAnswering is Serve for an adapter that answers a timed request's
+// deadline itself, in its own protocol (connect: a DeadlineExceeded
+// error in the caller's protocol, gRPC's trailers), while the handler
+// runs on: answer says how, and sees the body as it is sent. deadline is
+// the caller's own, read by the adapter from the request (gRPC's
+// grpc-timeout, Connect-Timeout-Ms), zero for none: it bounds the wait in
+// the queue and times the handler like Options.Timeout, whichever ends
+// first.
+//
+// The middleware and the handler run on a goroutine of their own, over
+// HTTP/1 too, so that ServeAnswering returns once the answer is out, and
+// net/http ends the response, while the handler keeps its permit until it
+// returns. It then returns nil and the adapter must not touch w or r
+// again. A response the handler had committed that cannot be ended (a
+// write was under way, or answer.End refused) is aborted: ServeAnswering
+// panics with http.ErrAbortHandler. Otherwise it behaves as Serve: a
+// rejection is returned for the adapter to render on w, and the handler's
+// panics propagate; one after the answer is logged. An untimed request
+// (no timeout, no pipeline, zero deadline) is served as by Serve, on the
+// caller's goroutine.
+func (m *Middleware) ServeAnswering(w http.ResponseWriter, r *http.Request, raw any, next Continue, deadline time.Time, answer DeadlineAnswer) error {
+	if next == nil || answer == nil {
+		return resilience.ErrNilCallback
+	}
+	if !m.Timed() && deadline.IsZero() {
+		return m.Serve(w, r, raw, next)
+	}
+	if raw == nil {
+		raw = r
+	}
+	a := &answering{m: m}
+	a.d.w = w
+	a.d.start()
+	a.c = call{ctx: r.Context(), raw: raw, w: &a.d, r: r, cont: next, deadline: deadline, ans: answer, timed: &a.t, detached: &a.d}
+	if m.pipeline != nil && !deadline.IsZero() {
+		// The pipeline's strategies see the caller's deadline on their
+		// context; the engine reads it there.
+		var cancel context.CancelFunc
+		a.c.ctx, cancel = context.WithDeadline(a.c.ctx, deadline)
+		defer cancel()
+		a.c.deadline = time.Time{}
+	}
+	go runAnswering(a)
+	a.d.wait()
+	a.d.mu.Lock()
+	defer a.d.mu.Unlock()
+	if a.d.finished {
+		return a.err
+	}
+	return nil // answered at the deadline
+}
+
+func runAnswering(a *answering) {
+	completed := false
+	defer func() {
+		var v any
+		if !completed {
+			v = recover()
+		}
+		a.d.end(a.c.r, completed, v, "its deadline was answered")
+	}()
+	a.err = a.m.dispatch(&a.c)
 	completed = true
 }

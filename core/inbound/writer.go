@@ -2,6 +2,7 @@ package inbound
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -19,7 +20,11 @@ import (
 //	  └──Hijack──▶ hijacked
 //
 // and every state ends in done when ServeHTTP returns, after which the
-// underlying writer is never touched again.
+// underlying writer is never touched again. Under an adapter's answerer
+// (ServeAnswering) the deadline in the open state sends the adapter's
+// answer instead of the 504, and in the committed state the adapter ends
+// the response in its protocol (timedOut) when no write is under way and
+// it can, else it is aborted.
 type writerState uint8
 
 const (
@@ -72,6 +77,11 @@ type timeoutWriter struct {
 	w     http.ResponseWriter
 	owner *timedRequest
 	h1    bool // HTTP/1.x: the 504 closes the connection
+	// ans, under ServeAnswering, answers the deadline in the adapter's
+	// protocol and sees the body as it is sent. The handler's header map
+	// then stays private after the commit too (the deadline may write
+	// trailers to the underlying one), and sends are tracked (sending).
+	ans DeadlineAnswer
 
 	// Touched only by the handler's goroutine.
 	h          http.Header // the handler's fields until commit; nil until asked for
@@ -79,11 +89,13 @@ type timeoutWriter struct {
 
 	// Under owner.mu, the request's engine's (timing.mu).
 	state    writerState
-	answered bool     // the deadline answered: the 504 sent, or the committed response cut
-	code     int16    // status held, not sent yet (0: none)
-	status   int16    // the handler's status once committed (200 if implicit)
-	body     *[]byte  // body held, not sent yet (nil: none)
-	copied   []string // fields copied to w before the commit (1xx, a held status), removed by the 504
+	answered bool      // the deadline answered: the 504 sent, or the committed response cut
+	sending  bool      // under ans: a write or flush to w is under way, outside the lock
+	code     int16     // status held, not sent yet (0: none)
+	status   int16     // the handler's status once committed (200 if implicit)
+	body     *[]byte   // body held, not sent yet (nil: none)
+	copied   []string  // fields copied to w before the commit (1xx, a held status), removed by the 504
+	copyBuf  [8]string // copied's first backing array: no allocation for a usual header
 }
 
 // Header returns the handler's header map: private until the response is
@@ -93,9 +105,29 @@ func (tw *timeoutWriter) Header() http.Header {
 		return tw.w.Header()
 	}
 	if tw.h == nil {
-		tw.h = make(http.Header)
+		if tw.ans != nil {
+			tw.h = headerMaps.Get().(http.Header)
+		} else {
+			tw.h = make(http.Header)
+		}
 	}
 	return tw.h
+}
+
+// headerMaps recycles the handler's header maps under an answerer, which
+// stay private to the timed writer: a call answered in time gives its map
+// back, grown to the protocol's usual fields.
+var headerMaps = sync.Pool{New: func() any { return make(http.Header) }}
+
+// recycleHeaderLocked gives the private header map back once the handler
+// returned in time and its fields were copied.
+func (tw *timeoutWriter) recycleHeaderLocked() {
+	if tw.ans == nil || tw.h == nil {
+		return
+	}
+	clear(tw.h)
+	headerMaps.Put(tw.h)
+	tw.h = nil
 }
 
 // copyHeaderLocked copies the handler's fields to the underlying map,
@@ -109,6 +141,9 @@ func (tw *timeoutWriter) copyHeaderLocked(remember bool) {
 	for k, v := range tw.h {
 		dst[k] = v
 		if remember {
+			if tw.copied == nil {
+				tw.copied = tw.copyBuf[:0]
+			}
 			tw.copied = append(tw.copied, k)
 		}
 	}
@@ -124,7 +159,7 @@ func (tw *timeoutWriter) commitLocked() (code int, body *[]byte) {
 	code, body = int(tw.code), tw.body
 	tw.code, tw.body = 0, nil
 	tw.state = stateCommitted
-	tw.hcommitted = true
+	tw.hcommitted = tw.ans == nil
 	tw.status = http.StatusOK // Write or Flush without WriteHeader
 	if code != 0 {
 		tw.status = int16(code) // WriteHeader checked 100..999
@@ -224,21 +259,57 @@ func (tw *timeoutWriter) Write(p []byte) (int, error) {
 			return len(p), nil
 		}
 		code, body := tw.commitLocked()
+		tw.beginSendLocked(body, p)
 		tw.owner.mu.Unlock()
 		// Outside the lock: the deadline can then abort a write blocked
 		// on a slow client. The state is committed, so nothing else
 		// writes to w.
 		if err := tw.sendHeld(code, body); err != nil {
+			tw.endSend()
 			return 0, err
 		}
 	case stateCommitted:
+		tw.beginSendLocked(nil, p)
 		tw.owner.mu.Unlock()
 	default:
 		s := tw.state
 		tw.owner.mu.Unlock()
 		return 0, errAfterState(s)
 	}
-	return tw.w.Write(p)
+	n, err := tw.w.Write(p)
+	tw.endSend()
+	return n, err
+}
+
+// beginSendLocked, under an answerer, shows it the body about to be sent
+// (what was held, then p) and marks a send under way: the deadline then
+// cuts the response rather than end it in the middle of this write.
+func (tw *timeoutWriter) beginSendLocked(held *[]byte, p []byte) {
+	if tw.ans == nil {
+		return
+	}
+	if held != nil {
+		tw.ans.Sent(*held)
+	}
+	if len(p) > 0 {
+		tw.ans.Sent(p)
+	}
+	tw.sending = true
+}
+
+// endSend ends a send beginSendLocked began. A deadline that cut the
+// response during it left the detached ServeHTTP waiting for this moment:
+// the handler no longer touches w, so ServeHTTP may abort now.
+func (tw *timeoutWriter) endSend() {
+	if tw.ans == nil {
+		return
+	}
+	tw.owner.mu.Lock()
+	tw.sending = false
+	if tw.state == stateAborted && tw.owner.detached != nil {
+		tw.owner.detached.signalTimedOut(true)
+	}
+	tw.owner.mu.Unlock()
 }
 
 // FlushError sends what was held and flushes the response to the client,
@@ -249,18 +320,23 @@ func (tw *timeoutWriter) FlushError() error {
 	switch tw.state {
 	case stateOpen:
 		code, body := tw.commitLocked()
+		tw.beginSendLocked(body, nil)
 		tw.owner.mu.Unlock()
 		if err := tw.sendHeld(code, body); err != nil {
+			tw.endSend()
 			return err
 		}
 	case stateCommitted:
+		tw.beginSendLocked(nil, nil)
 		tw.owner.mu.Unlock()
 	default:
 		s := tw.state
 		tw.owner.mu.Unlock()
 		return errAfterState(s)
 	}
-	return flushUnderlying(tw.w)
+	err := flushUnderlying(tw.w)
+	tw.endSend()
+	return err
 }
 
 // Flush implements http.Flusher.
@@ -311,6 +387,9 @@ func (tw *timeoutWriter) Unwrap() http.ResponseWriter { return tw.w }
 // committed. It reports whether the
 // handler is now late (still running past its deadline).
 func (tw *timeoutWriter) expireLocked() bool {
+	if tw.ans != nil {
+		return tw.answerLocked()
+	}
 	switch tw.state {
 	case stateOpen:
 		tw.dropHeldLocked()
@@ -355,6 +434,41 @@ func (tw *timeoutWriter) expireLocked() bool {
 	return true
 }
 
+// answerLocked is expireLocked under an adapter's answerer: its whole
+// answer if nothing was sent (on HTTP/1 with Connection: close, as the
+// 504), its end of the committed response if no write is under way and
+// the body allows it, else an abort. The detached ServeHTTP returns once
+// the answer is whole, so nothing is flushed here.
+func (tw *timeoutWriter) answerLocked() bool {
+	cause := context.Cause(tw.owner.ctx)
+	switch tw.state {
+	case stateOpen:
+		tw.dropHeldLocked()
+		h := tw.w.Header()
+		for _, k := range tw.copied {
+			delete(h, k)
+		}
+		if tw.h1 {
+			h["Connection"] = []string{"close"}
+		}
+		tw.ans.Answer(tw.w, cause)
+		tw.state = stateTimedOut
+	case stateCommitted:
+		if !tw.sending && tw.ans.End(tw.w, cause) {
+			tw.state = stateTimedOut
+			break
+		}
+		tw.state = stateAborted
+		// A write blocked on the client fails now; the stream is reset
+		// (the connection closed) when ServeHTTP aborts.
+		_ = http.NewResponseController(tw.w).SetWriteDeadline(time.Now())
+	default:
+		return false
+	}
+	tw.answered = true
+	return true
+}
+
 // finishLocked is the handler's return. completed is false when it
 // panicked. expired says the request's time is up (the context ended with
 // a timeout) in case no deadline callback ran. It returns the state before.
@@ -380,9 +494,19 @@ func (tw *timeoutWriter) finishLocked(completed, expired bool) writerState {
 		tw.state = stateDone
 		_ = tw.sendHeld(code, body)
 		tw.copyTrailersLocked()
+		tw.recycleHeaderLocked()
 	case stateCommitted:
+		if expired && tw.ans != nil {
+			// The adapter ends the response in its protocol, as at the
+			// deadline, rather than let the late return end it.
+			tw.answerLocked()
+			s = tw.state
+			tw.state = stateDone
+			return s
+		}
 		tw.state = stateDone
 		tw.copyTrailersLocked()
+		tw.recycleHeaderLocked()
 	default:
 		tw.state = stateDone
 	}
