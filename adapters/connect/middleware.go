@@ -47,7 +47,7 @@ func New(opts inbound.Options) (*Middleware, error) {
 	}
 	// Timed: a timeout, or a custom pipeline that may hold a timeout
 	// strategy of its own.
-	m := &Middleware{in: in, errw: connect.NewErrorWriter(), render: render, rej: newRejections(retryAdvice(opts.RetryAfter)), timed: in.Timed(),
+	m := &Middleware{in: in, errw: connect.NewErrorWriter(), render: render, rej: newRejections(in.CapacityRetryAfter()), timed: in.Timed(),
 		recycle: opts.Pipeline == nil}
 	m.ends = newStreamEnds(m.errw, m.rej.timeout)
 	return m, nil

@@ -30,18 +30,6 @@ const ErrorDomain = "resilience"
 // negative value sends no advice.
 const CapacityRetryAfter = inbound.DefaultRetryAfter
 
-// retryAdvice resolves inbound.Options.RetryAfter: 0 is
-// CapacityRetryAfter, negative none (0 here).
-func retryAdvice(d time.Duration) time.Duration {
-	switch {
-	case d == 0:
-		return CapacityRetryAfter
-	case d < 0:
-		return 0
-	}
-	return d
-}
-
 // noRetry is the grpc-retry-pushback-ms value that tells a gRPC client not
 // to retry (any negative number does): sent when a retry cannot succeed
 // soon.
