@@ -39,14 +39,15 @@ const CapacityRetryAfter = inbound.DefaultRetryAfter
 // milliseconds; a negative value tells it not to retry.
 const PushbackTrailer = "grpc-retry-pushback-ms"
 
-// Messages sent to clients: constant, never internal error text.
+// Messages sent to clients: inbound's, the same on every adapter,
+// constant, never internal error text.
 const (
-	msgCapacity     = "The server is at capacity; retry later."
-	msgShuttingDown = "The server is shutting down; retry elsewhere."
-	msgTimeout      = "The request took too long to process."
-	msgRate         = "Too many requests; retry after the time in RetryInfo."
-	msgRejected     = "The request was rejected; retry later."
-	msgInternal     = "The request could not be processed."
+	msgCapacity     = inbound.MessageCapacity
+	msgShuttingDown = inbound.MessageShuttingDown
+	msgTimeout      = inbound.MessageTimeout
+	msgRate         = inbound.MessageRateLimited
+	msgRejected     = inbound.MessageRejected
+	msgInternal     = inbound.MessageInternal
 )
 
 // rejection is a rendered rejection whose content never changes: the
