@@ -33,12 +33,17 @@ import "time"
 // full while CoDel drains the rest.
 //
 // Flows (a Flow function) are spared the same way within the best
-// priority: a flow none of whose waiters was shed within the last
-// Interval is getting what it asks for, so its waiters keep their queue
-// timeout and are not rejected for waiting past Target; the flows that
-// ask for more than their share are shed again and again, and CoDel
-// drains theirs. A quiet tenant is then served in full even when permits
-// free in bursts farther apart than Target.
+// priority: a flow that asks for well less than the heaviest flow (under
+// half as many of the recent requests that had to queue, per unit of
+// FlowWeight) and none of whose waiters was shed within the last Interval
+// is getting what it asks for, so its waiters keep their queue timeout
+// and are not rejected for waiting past Target; the flows that ask for
+// more than their share are held to Target, and CoDel drains theirs. A
+// quiet tenant is then served in full even when permits free in bursts
+// farther apart than Target, and when every flow asks for more than its
+// share the queue stays as short as without flows. A flow that was idle
+// (nothing queued, no permit from the queue) has no demand counted yet:
+// its first newcomers are held to Target.
 //
 // Use it when a queue is configured (QueueLimit > 0) and overload can last
 // longer than a burst, which is the usual case for an inbound limiter. It

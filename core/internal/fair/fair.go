@@ -61,8 +61,15 @@ type Flow[W any] struct {
 	// shedAt is when a waiter of the flow was last shed (zero: never
 	// while active), for Spared.
 	shedAt time.Time
-	queues *queue[W]
-	next   *Flow[W] // free list
+	// asked counts the flow's requests ranked in the table's window
+	// window, askedPrev those of the window before, and since is the
+	// table's count of requests when the flow became active (see
+	// asksLess).
+	asked, askedPrev int
+	window           uint32
+	since            uint64
+	queues           *queue[W]
+	next             *Flow[W] // free list
 }
 
 // Key returns the flow's key.
@@ -93,6 +100,18 @@ type Table[W any] struct {
 	freeLvls  []*Level[W]
 	seq       uint64
 	held      int // permits held, over every flow
+
+	// The flows' demand is counted in windows of requests (see Spared):
+	// asks counts every request, window numbers the current window and
+	// windowAsked counts the requests in it; top and prevTop are the most
+	// any flow asked per weight in it and in the one before (a count and
+	// a weight; zero: none yet), prevLen the length of the one before.
+	asks               uint64
+	window             uint32
+	windowAsked        int
+	topN, topW         int64
+	prevTopN, prevTopW int64
+	prevLen            int64
 }
 
 // maxFree bounds each free list: enough to make a steady state allocate
@@ -136,7 +155,7 @@ func (t *Table[W]) flow(key string, weight int) *Flow[W] {
 		f = new(Flow[W])
 	}
 	t.seq++
-	f.key, f.weight, f.turn = key, clampWeight(weight), t.seq
+	f.key, f.weight, f.turn, f.window, f.since = key, clampWeight(weight), t.seq, t.window, t.asks
 	t.flows[key] = f
 	t.peak = max(t.peak, len(t.flows))
 	return f
@@ -170,6 +189,7 @@ func (t *Table[W]) dropIfIdle(f *Flow[W]) {
 // returns the flow, which holds it until Release.
 func (t *Table[W]) Hold(key string, weight int) *Flow[W] {
 	f := t.flow(key, weight)
+	t.ask(f)
 	t.hold(f)
 	return f
 }
@@ -193,16 +213,103 @@ func (t *Table[W]) Shed(f *Flow[W], now time.Time) { f.shedAt = now }
 // queueing; a flow that is not active has no state to record it in.
 func (t *Table[W]) ShedKey(key string, now time.Time) {
 	if f := t.flows[key]; f != nil {
+		t.ask(f)
 		f.shedAt = now
 	}
 }
 
-// Spared reports whether flow key (active or not) has had no waiter shed
-// within the last interval before now: its demand is being met, so it is
-// not what makes a queue stand.
+// Spared reports whether flow key (active or not) asks for well less than
+// the flow asking the most and has had no waiter shed within the last
+// interval before now: its demand is being met, so it is not what makes a
+// queue stand.
+//
+// Neither test alone will do. When permits are freed in bursts, a quiet
+// flow's requests may wait long and it may hold more than a heavy flow
+// for a while; only its demand over many requests tells it from a flow
+// that asks for more than its share. And when every flow asks for more
+// than its share, a flow that no shed happened to touch for an interval
+// would keep the long queue timeout and build a standing queue of its
+// own: its waiters would all be spared, while it was served no more than
+// its share.
 func (t *Table[W]) Spared(key string, now time.Time, interval time.Duration) bool {
 	f := t.flows[key]
-	return f == nil || f.shedAt.IsZero() || now.Sub(f.shedAt) >= interval
+	if f == nil {
+		// Its newcomer would be its only request counted, and that is
+		// too many once a window has closed; see asksLess.
+		return t.prevTopN == 0
+	}
+	return (f.shedAt.IsZero() || now.Sub(f.shedAt) >= interval) && t.asksLess(f)
+}
+
+// windowPerFlow is how many requests per active flow a window of the
+// demand counts lasts (at least 8 flows' worth): enough that a flow
+// asking as much as the heaviest one practically never counts less than
+// half of it by chance (with Poisson arrivals, half of 128 is 5.7
+// standard deviations below the mean).
+const windowPerFlow = 128
+
+// ask counts a request of f that was ranked: queued, refused, or given a
+// permit that was free once it had been ranked.
+func (t *Table[W]) ask(f *Flow[W]) {
+	t.roll(f)
+	t.asks++
+	f.asked++
+	if a := int64(f.asked); t.topN == 0 || a*t.topW > t.topN*f.weight {
+		t.topN, t.topW = a, f.weight
+	}
+	n := windowPerFlow * max(len(t.flows), 8)
+	if t.prevTopN == 0 {
+		n /= 4 // a rough first judgement is better than none
+	}
+	if t.windowAsked++; t.windowAsked >= n {
+		t.prevTopN, t.prevTopW, t.prevLen = t.topN, t.topW, int64(t.windowAsked)
+		t.topN, t.topW = 0, 0
+		t.window++
+		t.windowAsked = 0
+	}
+}
+
+// roll brings f's demand counts to the current window.
+func (t *Table[W]) roll(f *Flow[W]) {
+	if f.window == t.window {
+		return
+	}
+	f.askedPrev = 0
+	if f.window+1 == t.window {
+		f.askedPrev = f.asked
+	}
+	f.asked, f.window = 0, t.window
+}
+
+// asksLess reports whether f asked, in the last whole window and so far in
+// this one, less than half of what the flow asking the most asked in the
+// last whole window, per weight: it is well below the water level of
+// max-min fairness, where the flows that ask for more than their share
+// all are. A flow active for less than a window is judged by its share
+// of the requests since it became active. Only requests that were ranked
+// are counted (a permit free at once is taken without), but which
+// requests find none free does not depend on their flow, so the counts
+// compare the flows' demand. Until a window has closed, every flow asks
+// less.
+//
+// The demand is what is counted, not what the flow was served or shed:
+// those depend on the sparing itself (a spared flow keeps its waiters and
+// wins the grants of flows whose waiters timed out), and would keep a
+// flow spared because it was.
+func (t *Table[W]) asksLess(f *Flow[W]) bool {
+	if t.prevTopN == 0 {
+		return true
+	}
+	t.roll(f)
+	if span := int64(t.asks - f.since); span < t.prevLen {
+		// Active for less than a window (its counts went when it was last
+		// idle): its share of the requests since it became active.
+		// (In floating point: the cross product of four counts could
+		// overflow.)
+		return 2*float64(f.asked+f.askedPrev)*float64(t.prevLen)*float64(t.prevTopW) < float64(t.prevTopN)*float64(span)*float64(f.weight)
+	}
+	n := int64(max(f.asked, f.askedPrev))
+	return 2*n*t.prevTopW < t.prevTopN*f.weight
 }
 
 // Release returns a permit held by f, which may leave the table.
@@ -264,6 +371,7 @@ func (l *Level[W]) Flows() int { return len(l.byShare) }
 func (l *Level[W]) Push(n *Node[W], key string, weight int) {
 	t := l.t
 	f := t.flow(key, weight)
+	t.ask(f)
 	q := f.queueAt(l)
 	if q == nil {
 		q = t.newQueue()

@@ -349,8 +349,9 @@ func (q *waitQueue) oldestOfLargest(r Rank) *waiter {
 
 // fairSpared reports whether CoDel spares w as it spares the best
 // priority: in a fair queue, a waiter of the best priority queued whose
-// flow has had no waiter shed within the interval. A standing queue is
-// the doing of the flows whose demand exceeds what they get; CoDel drains
+// flow asks for well less than the heaviest flow and has had no waiter
+// shed within the interval (fair.Table.Spared). A standing queue is the
+// doing of the flows whose demand exceeds what they get; CoDel drains
 // theirs, and the flows it meets in full keep their queue timeout.
 func (q *waitQueue) fairSpared(w *waiter, now time.Time, interval time.Duration) bool {
 	return q.flows != nil && w.priority == q.lists[0].priority && q.flows.Spared(w.flow, now, interval)
