@@ -53,6 +53,19 @@ func New(opts inbound.Options) (*Middleware, error) {
 	return m, nil
 }
 
+// NewMiddleware is New for code that only needs the middleware function,
+// as every HTTP adapter has it:
+//
+//	mw, err := resilienceconnect.NewMiddleware(opts)
+//	mux.Handle(path, mw(handler))
+func NewMiddleware(opts inbound.Options) (func(http.Handler) http.Handler, error) {
+	m, err := New(opts)
+	if err != nil {
+		return nil, err
+	}
+	return m.Handler, nil
+}
+
 // framework tells inbound how to read a call: the route is Call.route
 // (the view's other fields come from the *http.Request, as Serve reads
 // them).
