@@ -283,9 +283,47 @@ func (m *Middleware) dispatch(c *call) (err error) {
 // p when g is set, and returns p with the request's outcome when the
 // handler really returns or panics. ctx, the context admission ran with,
 // is for the classifier and telemetry.
-func (m *Middleware) runHeld(ctx context.Context, c *call, g *gate, p permit) (err error) {
-	// A handler that panics skips the count of how it ended: it is
+func (m *Middleware) runHeld(ctx context.Context, c *call, g *gate, p permit) error {
+	if !c.isHTTP() {
+		return m.runHeldFn(ctx, c, g, p)
+	}
+	m.runHeldHTTP(ctx, c, g, p)
+	return nil
+}
+
+// runHeldFn is runHeld for a callback. The two are apart so that each
+// frame holds only its own state: a callback often runs on a goroutine
+// an adapter started for the request, whose stack is small.
+func (m *Middleware) runHeldFn(ctx context.Context, c *call, g *gate, p permit) (err error) {
+	// A callback that panics skips the count of how it ended: it is
 	// counted as it unwinds (an open-coded defer, no allocation).
+	counted := false
+	defer func() {
+		if !counted {
+			m.requests.panicked(false)
+		}
+	}()
+	if g == nil {
+		err = m.runFn(c.ctx, c, false)
+		m.requests.ran(fnTimedOut(err))
+		counted = true
+		return err
+	}
+	outcome := resilience.LimitIgnored // if fn panics
+	defer func() { g.release(ctx, p, outcome) }()
+	err = m.runFn(c.ctx, c, false)
+	m.requests.ran(fnTimedOut(err))
+	counted = true
+	if m.measure {
+		outcome = g.classify(ctx, m.classify, err)
+	}
+	return err
+}
+
+// runHeldHTTP is runHeld for a net/http handler.
+func (m *Middleware) runHeldHTTP(ctx context.Context, c *call, g *gate, p permit) {
+	// A handler that panics skips the count of how it ended: it is
+	// counted as it unwinds, as timed out if its 504 went first.
 	var res result // stays zero (ignored by the limiter) if the handler panics before its end
 	counted := false
 	defer func() {
@@ -293,23 +331,6 @@ func (m *Middleware) runHeld(ctx context.Context, c *call, g *gate, p permit) (e
 			m.requests.panicked(httpTimedOut(&res))
 		}
 	}()
-	if !c.isHTTP() {
-		if g == nil {
-			err = m.runFn(c.ctx, c, false)
-			m.requests.ran(fnTimedOut(err))
-			counted = true
-			return err
-		}
-		outcome := resilience.LimitIgnored // if fn panics
-		defer func() { g.release(ctx, p, outcome) }()
-		err = m.runFn(c.ctx, c, false)
-		m.requests.ran(fnTimedOut(err))
-		counted = true
-		if m.measure {
-			outcome = g.classify(ctx, m.classify, err)
-		}
-		return err
-	}
 	if !m.measure {
 		if g != nil {
 			defer g.release(ctx, p, resilience.LimitIgnored)
@@ -317,13 +338,12 @@ func (m *Middleware) runHeld(ctx context.Context, c *call, g *gate, p permit) (e
 		m.runHTTP(c.ctx, c, m.timedResult(c, &res), false)
 		m.requests.ran(httpTimedOut(&res))
 		counted = true
-		return nil
+		return
 	}
 	defer func() { g.release(ctx, p, res.outcome()) }()
 	m.runHTTP(c.ctx, c, &res, false)
 	m.requests.ran(httpTimedOut(&res))
 	counted = true
-	return nil
 }
 
 // timedResult is res when a deadline can answer a net/http request (the
