@@ -373,7 +373,7 @@ type timedCall struct {
 
 // errLate is what a handler's sends and receives get once its call was
 // answered at the deadline.
-var errLate = status.Error(codes.DeadlineExceeded, msgTimeout)
+var errLate = status.Error(codes.DeadlineExceeded, inbound.MessageTimeout)
 
 // refusing reports whether the handler must no longer touch the stream:
 // its call was answered, or its deadline has passed (a handler woken by

@@ -39,17 +39,6 @@ const CapacityRetryAfter = inbound.DefaultRetryAfter
 // milliseconds; a negative value tells it not to retry.
 const PushbackTrailer = "grpc-retry-pushback-ms"
 
-// Messages sent to clients: inbound's, the same on every adapter,
-// constant, never internal error text.
-const (
-	msgCapacity     = inbound.MessageCapacity
-	msgShuttingDown = inbound.MessageShuttingDown
-	msgTimeout      = inbound.MessageTimeout
-	msgRate         = inbound.MessageRateLimited
-	msgRejected     = inbound.MessageRejected
-	msgInternal     = inbound.MessageInternal
-)
-
 // rejection is a rendered rejection whose content never changes: the
 // status (details encoded once), its error and the trailers that go with
 // it. Shared between calls: read only.
@@ -71,7 +60,7 @@ type rejections struct {
 func newRejections(in *inbound.Middleware) rejections {
 	advice := in.CapacityRetryAfter()
 	capacity := func(reason resilience.RejectReason) rejection {
-		r := newRejection(codes.Unavailable, msgCapacity, inbound.CodeBulkheadFull, string(reason), advice)
+		r := newRejection(codes.Unavailable, inbound.MessageCapacity, inbound.CodeBulkheadFull, string(reason), advice)
 		return r.withFields(in, &resilience.ConcurrencyLimitRejectedError{Reason: reason})
 	}
 	return rejections{
@@ -83,12 +72,12 @@ func newRejections(in *inbound.Middleware) rejections {
 		// this server, and the client's load balancer moves on once
 		// GracefulStop's GOAWAY arrives. No retry-after, which would say
 		// the opposite.
-		shuttingDown: newRejection(codes.Unavailable, msgShuttingDown, inbound.CodeBulkheadFull, string(resilience.ReasonShuttingDown), -1),
-		timeout:      newRejection(codes.DeadlineExceeded, msgTimeout, inbound.CodeTimeout, "", 0),
+		shuttingDown: newRejection(codes.Unavailable, inbound.MessageShuttingDown, inbound.CodeBulkheadFull, string(resilience.ReasonShuttingDown), -1),
+		timeout:      newRejection(codes.DeadlineExceeded, inbound.MessageTimeout, inbound.CodeTimeout, "", 0),
 		// The caller's own budget is spent: a retry cannot help.
-		callerTimeout: newRejection(codes.DeadlineExceeded, msgTimeout, inbound.CodeTimeout, "", -1),
-		rejected:      newRejection(codes.Unavailable, msgRejected, inbound.CodeRejected, "", advice).withFields(in, resilience.ErrRejected),
-		internal:      newRejection(codes.Internal, msgInternal, inbound.CodeInternal, "", 0),
+		callerTimeout: newRejection(codes.DeadlineExceeded, inbound.MessageTimeout, inbound.CodeTimeout, "", -1),
+		rejected:      newRejection(codes.Unavailable, inbound.MessageRejected, inbound.CodeRejected, "", advice).withFields(in, resilience.ErrRejected),
+		internal:      newRejection(codes.Internal, inbound.MessageInternal, inbound.CodeInternal, "", 0),
 	}
 }
 
@@ -209,7 +198,7 @@ func (rs *rejections) rejectionFor(ctx context.Context, in *inbound.Middleware, 
 // only end in DEADLINE_EXCEEDED, so the client is better told at once.
 func rateRejection(ctx context.Context, in *inbound.Middleware, err error, rate *resilience.RateLimitRejectedError) rejection {
 	wait := max(rate.RetryAfter, time.Millisecond)
-	r := newRejection(codes.ResourceExhausted, msgRate, inbound.CodeRateLimited, "", wait)
+	r := newRejection(codes.ResourceExhausted, inbound.MessageRateLimited, inbound.CodeRateLimited, "", wait)
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 		r.trailer[PushbackTrailer] = []string{"-1"}
 	}

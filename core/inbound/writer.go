@@ -392,11 +392,7 @@ func (tw *timeoutWriter) expireLocked() bool {
 	}
 	switch tw.state {
 	case stateOpen:
-		tw.dropHeldLocked()
-		h := tw.w.Header()
-		for _, k := range tw.copied {
-			delete(h, k)
-		}
+		h := tw.discardLocked()
 		resp, length := tw.owner.timeoutResponse()
 		for k, v := range resp.Header {
 			h[k] = v
@@ -434,6 +430,18 @@ func (tw *timeoutWriter) expireLocked() bool {
 	return true
 }
 
+// discardLocked drops what the handler held and the fields it had copied
+// to the underlying header map, so that the deadline's answer replaces the
+// response whole; it returns that map.
+func (tw *timeoutWriter) discardLocked() http.Header {
+	tw.dropHeldLocked()
+	h := tw.w.Header()
+	for _, k := range tw.copied {
+		delete(h, k)
+	}
+	return h
+}
+
 // answerLocked is expireLocked under an adapter's answerer: its whole
 // answer if nothing was sent (on HTTP/1 with Connection: close, as the
 // 504), its end of the committed response if no write is under way and
@@ -443,11 +451,7 @@ func (tw *timeoutWriter) answerLocked() bool {
 	cause := context.Cause(tw.owner.ctx)
 	switch tw.state {
 	case stateOpen:
-		tw.dropHeldLocked()
-		h := tw.w.Header()
-		for _, k := range tw.copied {
-			delete(h, k)
-		}
+		h := tw.discardLocked()
 		if tw.h1 {
 			h["Connection"] = []string{"close"}
 		}

@@ -87,7 +87,14 @@ func connectRejection(status int, body map[string]any) (map[string]any, error) {
 // and h2c as run serves it, and returns it with a client speaking both.
 func startConnect(t *testing.T, args ...string) (*testServer, *http.Client) {
 	t.Helper()
-	cfg, err := parseConfig(append([]string{"-framework", "connect"}, args...), io.Discard)
+	return startH2C(t, "connect", args...)
+}
+
+// startH2C serves framework with args on loopback, HTTP/1.1 and h2c as
+// run serves it, and returns it with a client speaking h2c.
+func startH2C(t *testing.T, framework string, args ...string) (*testServer, *http.Client) {
+	t.Helper()
+	cfg, err := parseConfig(append([]string{"-framework", framework}, args...), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 )
 
@@ -14,22 +13,8 @@ import (
 func TestWorkIgnoringContextGets504OverH2C(t *testing.T) {
 	for _, fw := range []string{"chi", "gin", "echo"} {
 		t.Run(fw, func(t *testing.T) {
-			cfg, err := parseConfig([]string{"-framework", fw, "-timeout", "50ms"}, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, mw, err := newServer(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := httptest.NewUnstartedServer(h)
-			srv.Config.Protocols = serverProtocols()
-			srv.Start()
-			t.Cleanup(srv.Close)
-			tr := &http.Transport{Protocols: new(http.Protocols)}
-			tr.Protocols.SetUnencryptedHTTP2(true)
-			t.Cleanup(tr.CloseIdleConnections)
-			resp, err := (&http.Client{Transport: tr}).Get(srv.URL + "/work?ms=400")
+			s, h2 := startH2C(t, fw, "-timeout", "50ms")
+			resp, err := h2.Get(s.url + "/work?ms=400")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -38,7 +23,7 @@ func TestWorkIgnoringContextGets504OverH2C(t *testing.T) {
 			if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusGatewayTimeout || err != nil {
 				t.Fatalf("HTTP/%d %d, body %q, read error %v; want an HTTP/2 504 read to its end", resp.ProtoMajor, resp.StatusCode, body, err)
 			}
-			waitFor(t, "the late handler to return", func() bool { return mw.Stats().Late == 0 && mw.Stats().InFlight == 0 })
+			waitFor(t, "the late handler to return", func() bool { return s.mw.Stats().Late == 0 && s.mw.Stats().InFlight == 0 })
 		})
 	}
 }
