@@ -322,26 +322,28 @@ func (m *Middleware) runHeldFn(ctx context.Context, c *call, g *gate, p permit) 
 
 // runHeldHTTP is runHeld for a net/http handler.
 func (m *Middleware) runHeldHTTP(ctx context.Context, c *call, g *gate, p permit) {
-	// A handler that panics skips the count of how it ended: it is
-	// counted as it unwinds, as timed out if its 504 went first.
 	var res result // stays zero (ignored by the limiter) if the handler panics before its end
 	counted := false
+	// One deferred call returns the permit with the outcome and, for a
+	// handler that panicked (and so skipped its count), counts it as it
+	// unwinds: as timed out if its 504 went first.
 	defer func() {
 		if !counted {
 			m.requests.panicked(httpTimedOut(&res))
 		}
-	}()
-	if !m.measure {
 		if g != nil {
-			defer g.release(ctx, p, resilience.LimitIgnored)
+			o := resilience.LimitIgnored
+			if m.measure {
+				o = res.outcome()
+			}
+			g.release(ctx, p, o)
 		}
-		m.runHTTP(c.ctx, c, m.timedResult(c, &res), false)
-		m.requests.ran(httpTimedOut(&res))
-		counted = true
-		return
+	}()
+	r := &res
+	if !m.measure {
+		r = m.timedResult(c, &res)
 	}
-	defer func() { g.release(ctx, p, res.outcome()) }()
-	m.runHTTP(c.ctx, c, &res, false)
+	m.runHTTP(c.ctx, c, r, false)
 	m.requests.ran(httpTimedOut(&res))
 	counted = true
 }

@@ -95,7 +95,7 @@ type timeoutWriter struct {
 	status   int16     // the handler's status once committed (200 if implicit)
 	body     *[]byte   // body held, not sent yet (nil: none)
 	copied   []string  // fields copied to w before the commit (1xx, a held status), removed by the 504
-	copyBuf  [8]string // copied's first backing array: no allocation for a usual header
+	copyBuf  [4]string // copied's first backing array: no allocation for a usual header
 }
 
 // Header returns the handler's header map: private until the response is
