@@ -56,10 +56,10 @@ func TestRetryPolicyHonoursPushback(t *testing.T) {
 	held := s.callUnary(context.Background())
 	receive(t, "held call in its handler", entered)
 	retried := s.callUnary(metadata.AppendToOutgoingContext(context.Background(), "x-call", "retried"))
-	for len(arr.times()) < 1 {
-		time.Sleep(time.Millisecond)
-	}
-	// The first attempt is being refused; free the permit for the next.
+	// Free the permit only once the first attempt has been refused: the
+	// tap sees an attempt before the middleware decides on it, so opening
+	// the gate at its arrival could let that attempt through.
+	s.waitStats("the first attempt refused", func(st inbound.Stats) bool { return st.RequestCounts.Full >= 1 })
 	g.open()
 	receive(t, "held call", held)
 	if r := receive(t, "retried call", retried); r.err != nil {
@@ -109,9 +109,7 @@ func TestRetryPolicyRetriesOnRateLimitedRoute(t *testing.T) {
 	held := s.callUnary(context.Background())
 	receive(t, "held call in its handler", entered)
 	retried := s.callUnary(metadata.AppendToOutgoingContext(context.Background(), "x-call", "retried"))
-	for len(arr.times()) < 1 {
-		time.Sleep(time.Millisecond)
-	}
+	s.waitStats("the first attempt refused", func(st inbound.Stats) bool { return st.RequestCounts.Full >= 1 })
 	g.open()
 	receive(t, "held call", held)
 	if r := receive(t, "retried call", retried); r.err != nil {
