@@ -43,15 +43,18 @@ func (a *arrivals) times() []time.Time {
 	return append([]time.Time(nil), a.at...)
 }
 
-// TestRetryPolicyHonoursPushback: a grpc-go client with a retry policy
-// waits the 1000 ms the capacity rejection pushes back (not its own 10 ms
-// backoff) before its next attempt, which then succeeds.
-func TestRetryPolicyHonoursPushback(t *testing.T) {
+// retriedAfterRefusal holds the only permit of a middleware built from
+// opts (its Concurrency is set here), sends a call through a client with
+// the retry policy, frees the permit once the call's first attempt is
+// counted as refused, and returns when each attempt of the call arrived.
+// The call must succeed.
+func retriedAfterRefusal(t *testing.T, opts inbound.Options) []time.Time {
+	t.Helper()
 	var arr arrivals
 	g := make(gate)
 	svc, entered := holdOne(g)
-	s := startWith(t, inbound.Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}}, svc, viaRegistrar,
-		[]grpc.ServerOption{grpc.InTapHandle(arr.tap)}, grpc.WithDefaultServiceConfig(retryConfig))
+	opts.Concurrency = &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}
+	s := startWith(t, opts, svc, viaRegistrar, []grpc.ServerOption{grpc.InTapHandle(arr.tap)}, grpc.WithDefaultServiceConfig(retryConfig))
 	defer g.open()
 	held := s.callUnary(context.Background())
 	receive(t, "held call in its handler", entered)
@@ -63,9 +66,16 @@ func TestRetryPolicyHonoursPushback(t *testing.T) {
 	g.open()
 	receive(t, "held call", held)
 	if r := receive(t, "retried call", retried); r.err != nil {
-		t.Fatalf("retried call: %v, want success on its second attempt", r.err)
+		t.Fatalf("retried call: %v, want success on a later attempt", r.err)
 	}
-	at := arr.times()
+	return arr.times()
+}
+
+// TestRetryPolicyHonoursPushback: a grpc-go client with a retry policy
+// waits the 1000 ms the capacity rejection pushes back (not its own 10 ms
+// backoff) before its next attempt, which then succeeds.
+func TestRetryPolicyHonoursPushback(t *testing.T) {
+	at := retriedAfterRefusal(t, inbound.Options{})
 	if len(at) != 2 {
 		t.Fatalf("%d attempts, want 2", len(at))
 	}
@@ -99,23 +109,8 @@ func TestRetryPolicyStopsOnShutdown(t *testing.T) {
 // the client's retry policy retries it after the pushback, here
 // Options.RetryAfter's 200 ms.
 func TestRetryPolicyRetriesOnRateLimitedRoute(t *testing.T) {
-	var arr arrivals
-	g := make(gate)
-	svc, entered := holdOne(g)
-	s := startWith(t, inbound.Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}, RetryAfter: 200 * time.Millisecond,
-		RateLimit: &resilience.RateLimiterOptions{PermitLimit: 100, Window: time.Minute}}, svc, viaRegistrar,
-		[]grpc.ServerOption{grpc.InTapHandle(arr.tap)}, grpc.WithDefaultServiceConfig(retryConfig))
-	defer g.open()
-	held := s.callUnary(context.Background())
-	receive(t, "held call in its handler", entered)
-	retried := s.callUnary(metadata.AppendToOutgoingContext(context.Background(), "x-call", "retried"))
-	s.waitStats("the first attempt refused", func(st inbound.Stats) bool { return st.RequestCounts.Full >= 1 })
-	g.open()
-	receive(t, "held call", held)
-	if r := receive(t, "retried call", retried); r.err != nil {
-		t.Fatalf("retried call: %v, want success on a later attempt", r.err)
-	}
-	at := arr.times()
+	at := retriedAfterRefusal(t, inbound.Options{RetryAfter: 200 * time.Millisecond,
+		RateLimit: &resilience.RateLimiterOptions{PermitLimit: 100, Window: time.Minute}})
 	if len(at) < 2 {
 		t.Fatalf("%d attempts, want a retry", len(at))
 	}
