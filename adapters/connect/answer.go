@@ -71,6 +71,11 @@ func (a *deadlineAnswer) End(w http.ResponseWriter, _ error) bool {
 	return true
 }
 
+// Streams reports whether the handler may send before it returns: every
+// protocol but Connect's unary, whose handler writes the response only
+// once the procedure has returned.
+func (a *deadlineAnswer) Streams() bool { return a.wire != wireConnectUnary }
+
 // Sent follows the body of an enveloped response as it is sent.
 func (a *deadlineAnswer) Sent(p []byte) {
 	if a.wire.enveloped() {

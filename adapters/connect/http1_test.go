@@ -1,7 +1,13 @@
 package resilienceconnect_test
 
 import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,4 +59,43 @@ func TestHTTP1(t *testing.T) {
 			expectCode(t, "unary past its deadline", err, connect.CodeDeadlineExceeded, inbound.CodeTimeout, "")
 		})
 	}
+}
+
+// TestHTTP1UnaryAnswerWholeWhileHandlerRuns: over HTTP/1 a Connect unary
+// call past its deadline is answered on the request's own goroutine, so
+// the answer must be complete by itself: a Connect error with
+// Content-Length and Connection: close, read to its end while the handler
+// still holds the connection.
+func TestHTTP1UnaryAnswerWholeWhileHandlerRuns(t *testing.T) {
+	opts := inbound.Options{Timeout: 100 * time.Millisecond, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}}
+	ts := startServer(t, opts)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(waitLimit)) // an answer that is not whole fails here, not by hanging
+	body := `"` + msgHold + `"`                     // StringValue in JSON
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", sayProcedure, len(body), body)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body) // ends at Content-Length, not at the connection's end
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusGatewayTimeout || resp.ContentLength != int64(len(got)) || !resp.Close {
+		t.Errorf("status %d, Content-Length %d for %d bytes, Close %v: want 504, the body's length, Connection: close",
+			resp.StatusCode, resp.ContentLength, len(got), resp.Close)
+	}
+	var e struct{ Code string }
+	if err := json.Unmarshal(got, &e); err != nil || e.Code != "deadline_exceeded" {
+		t.Errorf("body %q: want a Connect error deadline_exceeded", got)
+	}
+	if s := ts.mw.Stats(); s.Late != 1 {
+		t.Errorf("Stats %+v with the answer read: want the handler still running, Late 1", s)
+	}
+	ts.svc.open()
+	waitFor(t, "the late handler's permit back", func() bool { return ts.mw.Stats().InFlight == 0 })
 }

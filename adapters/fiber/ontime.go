@@ -1,6 +1,7 @@
 package resiliencefiber
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 
@@ -30,7 +31,7 @@ func ServeOnTime(app *fiber.App) {
 //
 //	srv := &fasthttp.Server{Handler: resiliencefiber.OnTimeHandler(app.Handler())}
 //
-// Each request runs h on a goroutine of its own while the connection's
+// Each request runs h on a goroutine of its own (inbound.Go's) while the connection's
 // goroutine waits for it to return or for the middleware to report the
 // deadline. At the deadline the connection's goroutine hands the 504 to
 // fasthttp with RequestCtx.TimeoutErrorWithResponse and returns: fasthttp
@@ -60,7 +61,8 @@ func OnTimeHandler(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 		}
 		s := slots.Get().(*slot)
 		rc.SetUserValue(slotKey{}, s)
-		go s.run(h, rc)
+		s.h, s.rc = h, rc
+		inbound.Go(context.Background(), s) // a goroutine whose stack has grown already, mostly
 		<-s.signal
 		if s.state.Load() == stateExpired {
 			// The late handler keeps s: it is not recycled.
@@ -72,7 +74,7 @@ func OnTimeHandler(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 		// The handler returned first, and with it ExecuteInPlace, which
 		// leaves no expired call running: nothing holds s any more.
 		s.state.Store(stateRunning)
-		s.resp, s.panicked, s.panicVal = nil, false, nil
+		s.resp, s.panicked, s.panicVal, s.h, s.rc = nil, false, nil, nil, nil
 		slots.Put(s)
 		if panicked {
 			panic(v)
@@ -103,9 +105,14 @@ type slot struct {
 
 	panicked bool // set before the done signal
 	panicVal any
+
+	h  fasthttp.RequestHandler // what Run runs
+	rc *fasthttp.RequestCtx
 }
 
-func (s *slot) run(h fasthttp.RequestHandler, rc *fasthttp.RequestCtx) {
+// Run runs the handler, on a goroutine of its own.
+func (s *slot) Run() {
+	h, rc := s.h, s.rc
 	returned := false
 	defer func() {
 		if returned {

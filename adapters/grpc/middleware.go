@@ -230,7 +230,8 @@ func (m *Middleware) serveTimed(ctx context.Context, fn func(hctx context.Contex
 		return nil, m.reject(ctx, err, nil) // expired on arrival
 	}
 	t := &timedCall{rpc: rpc{ctx: ctx}, sts: grpc.ServerTransportStreamFromContext(ctx), out: make(chan timedOutcome, 2)}
-	go t.run(m, ctx, fn)
+	t.m, t.ctx, t.fn = m, ctx, fn
+	inbound.Go(ctx, t) // a goroutine whose stack has grown already, mostly
 	res := <-t.out
 	if res.expired {
 		if t.state.CompareAndSwap(timedRunning, timedAnswered) {
@@ -266,11 +267,12 @@ type timedOutcome struct {
 	val      any
 }
 
-// run is a timed call's goroutine: fn through ExecuteInPlace, whose
+// Run is a timed call's goroutine: fn through ExecuteInPlace, whose
 // expired callback reports the deadline while fn runs on. A panic of fn
 // is handed to the call's goroutine, or dropped once the deadline has
 // answered the call.
-func (t *timedCall) run(m *Middleware, ctx context.Context, fn func(hctx context.Context, t *timedCall) error) {
+func (t *timedCall) Run() {
+	m, ctx, fn := t.m, t.ctx, t.fn
 	panicked := true
 	var err error
 	defer func() {
@@ -369,6 +371,10 @@ type timedCall struct {
 	sts   grpc.ServerTransportStream // grpc-go's; nil outside a grpc-go server (tests)
 	reply any                        // a unary handler's, read once it returned in time
 	out   chan timedOutcome          // the deadline's answer, then run's end
+
+	m   *Middleware // what Run runs
+	ctx context.Context
+	fn  func(hctx context.Context, t *timedCall) error
 }
 
 // errLate is what a handler's sends and receives get once its call was

@@ -260,6 +260,12 @@ type DeadlineAnswer interface {
 	// in order, so that End knows where the body stands. It must not
 	// keep p.
 	Sent(p []byte)
+	// Streams reports whether the handler may commit the response
+	// before it returns (a streaming call). Over HTTP/1 a call that
+	// does not is served on the caller's goroutine, and its Answer is
+	// sent whole, with Content-Length: complete while the handler runs
+	// on.
+	Streams() bool
 }
 
 // LogPanic logs to the ErrorLog of the server serving r (the log

@@ -84,6 +84,9 @@ type detachedWriter struct {
 
 	panicked bool
 	panicVal any
+
+	r    *http.Request // the detached work, for Run
+	next http.Handler
 }
 
 // start readies d for wait, before the work starts.
@@ -228,9 +231,9 @@ func (x detach) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // middlewares see it, http.ErrAbortHandler included); after, it is logged
 // the way net/http logs a handler's panic.
 func serveDetached(w http.ResponseWriter, r *http.Request, next http.Handler, guard bool) {
-	d := &detachedWriter{w: w, guard: guard}
+	d := &detachedWriter{w: w, guard: guard, r: r, next: next}
 	d.start()
-	go runDetached(d, r, next)
+	Go(r.Context(), d)
 	d.wait()
 }
 
@@ -253,7 +256,9 @@ func (d *detachedWriter) wait() {
 	}
 }
 
-func runDetached(d *detachedWriter, r *http.Request, next http.Handler) {
+// Run is the detached work, on its own goroutine.
+func (d *detachedWriter) Run() {
+	r := d.r
 	completed := false
 	defer func() {
 		var v any
@@ -262,7 +267,7 @@ func runDetached(d *detachedWriter, r *http.Request, next http.Handler) {
 		}
 		d.end(r, completed, v, "its 504")
 	}()
-	next.ServeHTTP(d, r)
+	d.next.ServeHTTP(d, r)
 	completed = true
 }
 
@@ -300,17 +305,21 @@ type answering struct {
 // the queue and times the handler like Options.Timeout, whichever ends
 // first.
 //
-// The middleware and the handler run on a goroutine of their own, over
-// HTTP/1 too, so that ServeAnswering returns once the answer is out, and
-// net/http ends the response, while the handler keeps its permit until it
-// returns. It then returns nil and the adapter must not touch w or r
-// again. A response the handler had committed that cannot be ended (a
-// write was under way, or answer.End refused) is aborted: ServeAnswering
-// panics with http.ErrAbortHandler. Otherwise it behaves as Serve: a
-// rejection is returned for the adapter to render on w, and the handler's
-// panics propagate; one after the answer is logged. An untimed request
-// (no timeout, no pipeline, zero deadline) is served as by Serve, on the
-// caller's goroutine.
+// A streaming call (answer.Streams), and every call over HTTP/2, runs the
+// middleware and the handler on a goroutine of its own (see Go), so that
+// ServeAnswering returns once the answer is out, and net/http ends the
+// response, while the handler keeps its permit until it returns. It then
+// returns nil and the adapter must not touch w or r again. A call over
+// HTTP/1 that does not stream runs on the caller's goroutine, as under
+// Serve: its answer goes out whole (Content-Length, Connection: close)
+// while the handler runs on, and ServeAnswering returns nil when the
+// handler does. A response the handler had committed that cannot be ended
+// (a write was under way, or answer.End refused) is aborted:
+// ServeAnswering panics with http.ErrAbortHandler. Otherwise it behaves as
+// Serve: a rejection is returned for the adapter to render on w, and the
+// handler's panics propagate; one after a detached call's answer is
+// logged. An untimed request (no timeout, no pipeline, zero deadline) is
+// served as by Serve, on the caller's goroutine.
 func (m *Middleware) ServeAnswering(w http.ResponseWriter, r *http.Request, raw any, next Continue, deadline time.Time, answer DeadlineAnswer) error {
 	if next == nil || answer == nil {
 		return resilience.ErrNilCallback
@@ -321,19 +330,15 @@ func (m *Middleware) ServeAnswering(w http.ResponseWriter, r *http.Request, raw 
 	if raw == nil {
 		raw = r
 	}
+	if r.ProtoMajor < 2 && !answer.Streams() {
+		return m.serveAnsweringHere(w, r, raw, next, deadline, answer)
+	}
 	a := &answering{m: m}
 	a.d.w = w
 	a.d.start()
 	a.c = call{ctx: r.Context(), raw: raw, w: &a.d, r: r, cont: next, deadline: deadline, ans: answer, timed: &a.t, detached: &a.d}
-	if m.pipeline != nil && !deadline.IsZero() {
-		// The pipeline's strategies see the caller's deadline on their
-		// context; the engine reads it there.
-		var cancel context.CancelFunc
-		a.c.ctx, cancel = context.WithDeadline(a.c.ctx, deadline)
-		defer cancel()
-		a.c.deadline = time.Time{}
-	}
-	go runAnswering(a)
+	defer m.pipelineDeadline(&a.c)()
+	Go(r.Context(), a)
 	a.d.wait()
 	a.d.mu.Lock()
 	defer a.d.mu.Unlock()
@@ -343,7 +348,30 @@ func (m *Middleware) ServeAnswering(w http.ResponseWriter, r *http.Request, raw 
 	return nil // answered at the deadline
 }
 
-func runAnswering(a *answering) {
+// serveAnsweringHere is ServeAnswering for a call that does not stream,
+// over HTTP/1: on the caller's goroutine, like the net/http middleware's
+// HTTP/1 requests.
+func (m *Middleware) serveAnsweringHere(w http.ResponseWriter, r *http.Request, raw any, next Continue, deadline time.Time, answer DeadlineAnswer) error {
+	c := call{ctx: r.Context(), raw: raw, w: w, r: r, cont: next, deadline: deadline, ans: answer}
+	defer m.pipelineDeadline(&c)()
+	return m.dispatch(&c)
+}
+
+// pipelineDeadline puts the caller's deadline of c on its context under a
+// custom pipeline, whose strategies see it there (the engine reads it
+// there too), and returns what releases that context.
+func (m *Middleware) pipelineDeadline(c *call) context.CancelFunc {
+	if m.pipeline == nil || c.deadline.IsZero() {
+		return func() {}
+	}
+	var cancel context.CancelFunc
+	c.ctx, cancel = context.WithDeadline(c.ctx, c.deadline)
+	c.deadline = time.Time{}
+	return cancel
+}
+
+// Run is the answering request's work, on its own goroutine.
+func (a *answering) Run() {
 	completed := false
 	defer func() {
 		var v any

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -455,9 +456,23 @@ func (tw *timeoutWriter) answerLocked() bool {
 		if tw.h1 {
 			h["Connection"] = []string{"close"}
 		}
-		tw.ans.Answer(tw.w, cause)
+		if tw.owner.detached == nil {
+			// ServeHTTP does not return before the late handler (an
+			// HTTP/1 call that does not stream): the answer must be
+			// complete by itself, so it goes out whole, with its length.
+			tw.answerWholeLocked(h, cause)
+		} else {
+			tw.ans.Answer(tw.w, cause)
+		}
 		tw.state = stateTimedOut
 	case stateCommitted:
+		if tw.owner.detached == nil {
+			// An HTTP/1 call that does not stream commits only as it
+			// returns: there is no end to send but the handler's own.
+			tw.state = stateAborted
+			_ = http.NewResponseController(tw.w).SetWriteDeadline(time.Now())
+			break
+		}
 		if !tw.sending && tw.ans.End(tw.w, cause) {
 			tw.state = stateTimedOut
 			break
@@ -471,6 +486,45 @@ func (tw *timeoutWriter) answerLocked() bool {
 	}
 	tw.answered = true
 	return true
+}
+
+// answerWholeLocked has the answerer write its answer into a buffer and
+// sends it with Content-Length, flushed, so that the client has all of it
+// while the handler runs on; a handler blocked reading the body is
+// released, as by the 504.
+func (tw *timeoutWriter) answerWholeLocked(h http.Header, cause error) {
+	b := wholeAnswer{h: h}
+	tw.ans.Answer(&b, cause)
+	if b.code == 0 {
+		b.code = http.StatusOK
+	}
+	h["Content-Length"] = []string{strconv.Itoa(len(b.body))}
+	tw.w.WriteHeader(b.code)
+	tw.w.Write(b.body) //nolint:errcheck // the client may be gone
+	_ = flushUnderlying(tw.w)
+	_ = http.NewResponseController(tw.w).SetReadDeadline(time.Now())
+}
+
+// wholeAnswer is the writer an answerer writes a whole answer to: the
+// response's header map, and its status and body held.
+type wholeAnswer struct {
+	h    http.Header
+	code int
+	body []byte
+}
+
+func (b *wholeAnswer) Header() http.Header { return b.h }
+
+func (b *wholeAnswer) WriteHeader(code int) {
+	if b.code == 0 && code >= 200 {
+		b.code = code
+	}
+}
+
+func (b *wholeAnswer) Write(p []byte) (int, error) {
+	b.WriteHeader(http.StatusOK)
+	b.body = append(b.body, p...)
+	return len(p), nil
 }
 
 // finishLocked is the handler's return. completed is false when it
