@@ -31,9 +31,9 @@ func ServeOnTime(app *fiber.App) {
 //
 //	srv := &fasthttp.Server{Handler: resiliencefiber.OnTimeHandler(app.Handler())}
 //
-// Each request runs h on a goroutine of its own (inbound.Go's) while the connection's
-// goroutine waits for it to return or for the middleware to report the
-// deadline. At the deadline the connection's goroutine hands the 504 to
+// Each request runs h on a goroutine of its own (inbound.Go's) while the
+// connection's goroutine waits for it to return or for the middleware to
+// report the deadline. At the deadline the connection's goroutine hands the 504 to
 // fasthttp with RequestCtx.TimeoutErrorWithResponse and returns: fasthttp
 // sends it (with Connection: close) and never reuses that RequestCtx,
 // which the handler, fiber's pooled Ctx and the permit keep until the

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/internal/deadline"
 )
 
 // Task is work for Go: its Run is called once, on a goroutine of its own.
@@ -30,8 +32,7 @@ type Task interface{ Run() }
 // those of Go's caller. A panic in t.Run that t does not recover ends the
 // program, as in a go statement.
 func Go(ctx context.Context, t Task) {
-	if now := time.Now(); now == now.Round(0) {
-		// A clock without a monotonic reading: a synctest bubble's.
+	if deadline.FakeClock(time.Now()) {
 		go t.Run()
 		return
 	}

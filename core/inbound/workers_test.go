@@ -34,16 +34,22 @@ func waitIdle(t *testing.T, n int) {
 
 // TestGoReusesAFinishedGoroutine: a task given after another finished runs
 // on the goroutine that ran the first (whose stack has grown), not on a
-// new one: one goroutine waits after each.
+// new one: the one goroutine waiting after each task is the same.
 func TestGoReusesAFinishedGoroutine(t *testing.T) {
 	waitIdle(t, 0) // earlier tests' goroutines have left
+	var first *worker
 	for i := range 3 {
 		done := make(chan struct{})
 		Go(context.Background(), taskFunc(func() { close(done) }))
 		<-done
 		waitIdle(t, 1)
-		if i > 0 && idleWorkers() != 1 {
-			t.Fatalf("task %d started a goroutine of its own", i)
+		workers.mu.Lock()
+		w := workers.idle[0]
+		workers.mu.Unlock()
+		if i == 0 {
+			first = w
+		} else if w != first {
+			t.Fatalf("task %d ran on a goroutine of its own, not the first task's", i)
 		}
 	}
 }

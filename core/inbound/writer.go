@@ -466,14 +466,9 @@ func (tw *timeoutWriter) answerLocked() bool {
 		}
 		tw.state = stateTimedOut
 	case stateCommitted:
-		if tw.owner.detached == nil {
-			// An HTTP/1 call that does not stream commits only as it
-			// returns: there is no end to send but the handler's own.
-			tw.state = stateAborted
-			_ = http.NewResponseController(tw.w).SetWriteDeadline(time.Now())
-			break
-		}
-		if !tw.sending && tw.ans.End(tw.w, cause) {
+		// In place (an HTTP/1 call that does not stream, committing only
+		// as it returns) there is no end to send but the handler's own.
+		if tw.owner.detached != nil && !tw.sending && tw.ans.End(tw.w, cause) {
 			tw.state = stateTimedOut
 			break
 		}

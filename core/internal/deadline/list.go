@@ -67,14 +67,15 @@ func (l *List) AllowFakeClock() {
 // maxWalk bounds how far from the tail Add looks for a node's place.
 const maxWalk = 8
 
-// fakeClock reports whether now was read inside a synctest bubble.
-func fakeClock(now time.Time) bool { return now == now.Round(0) }
+// FakeClock reports whether now, read with time.Now, was read inside a
+// synctest bubble: a bubble's clock carries no monotonic reading.
+func FakeClock(now time.Time) bool { return now == now.Round(0) }
 
 // Add lists n for the deadline now+budget and arms the timer if n is now
 // the earliest. It reports false when n must have a timer of its own.
 func (l *List) Add(n *Node, now time.Time, budget time.Duration) bool {
 	dl := now.Add(budget)
-	fake := fakeClock(now)
+	fake := FakeClock(now)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if (fake && !l.allowFake) || (l.timer != nil && l.fake != fake) {
