@@ -49,54 +49,78 @@ func Go(ctx context.Context, t Task) {
 	go work(job{ctx, t})
 }
 
-// idleExit is how long a goroutine of Go's waits for its next task.
+// idleExit is about how long a goroutine of Go's waits for its next task
+// before it exits: between idleExit and 1.5×idleExit.
 const idleExit = 50 * time.Millisecond
 
 // workers are Go's goroutines waiting for a task, the most recently busy
 // last: it is given the next task, so under steady traffic the same few
-// stay busy and the others reach idleExit and leave.
+// stay busy and the others age at the front of the list until a sweep
+// tells them to exit.
+//
+// A sweep runs every idleExit/2 while a goroutine waits, rather than each
+// goroutine waiting on a timer of its own: arming a timer and waiting on
+// two channels cost more, per task, than the rest of the handoff.
 var workers struct {
-	mu   sync.Mutex
-	idle []*worker
+	mu    sync.Mutex
+	idle  []*worker   // oldest first
+	ticks uint64      // sweeps so far
+	sweep *time.Timer // armed while idle is not empty
+	armed bool
 }
 
 type job struct {
 	ctx context.Context
-	t   Task
+	t   Task // nil: exit
 }
 
-type worker struct{ next chan job }
+type worker struct {
+	next  chan job
+	since uint64 // workers.ticks when it began to wait
+}
 
-// work runs j and every task it is given after, until it waits idleExit
-// for one.
+// work runs j and every task it is given after, until a sweep finds it
+// waited idleExit.
 func work(j job) {
-	var w *worker
-	var idle *time.Timer
+	w := &worker{next: make(chan job, 1)}
 	for {
 		pprof.SetGoroutineLabels(j.ctx)
 		j.t.Run()
-		j = job{}
-		if w == nil {
-			w = &worker{next: make(chan job, 1)}
-			idle = time.NewTimer(idleExit)
-		} else {
-			idle.Reset(idleExit)
-		}
+		j = job{} // the task's memory is not kept while waiting
 		workers.mu.Lock()
+		w.since = workers.ticks
 		workers.idle = append(workers.idle, w)
-		workers.mu.Unlock()
-		select {
-		case j = <-w.next:
-			continue
-		case <-idle.C:
+		if !workers.armed {
+			workers.armed = true
+			if workers.sweep == nil {
+				workers.sweep = time.AfterFunc(idleExit/2, sweep)
+			} else {
+				workers.sweep.Reset(idleExit / 2)
+			}
 		}
-		workers.mu.Lock()
-		if i := slices.Index(workers.idle, w); i >= 0 {
-			workers.idle = slices.Delete(workers.idle, i, i+1)
-			workers.mu.Unlock()
+		workers.mu.Unlock()
+		if j = <-w.next; j.t == nil {
 			return
 		}
-		workers.mu.Unlock()
-		j = <-w.next // taken off the list as the timer fired: its task is on the way
+	}
+}
+
+// sweep tells the goroutines that have waited through two whole sweep
+// intervals (idleExit or more) to exit, and comes back while any wait.
+func sweep() {
+	workers.mu.Lock()
+	defer workers.mu.Unlock()
+	workers.ticks++
+	n := 0
+	for _, w := range workers.idle {
+		if workers.ticks-w.since < 3 {
+			break // the rest began to wait later
+		}
+		w.next <- job{} // buffered, and w waits for it: never blocks
+		n++
+	}
+	workers.idle = slices.Delete(workers.idle, 0, n)
+	if workers.armed = len(workers.idle) > 0; workers.armed {
+		workers.sweep.Reset(idleExit / 2)
 	}
 }

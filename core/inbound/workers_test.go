@@ -112,3 +112,26 @@ func TestGoInSynctestBubbleStartsFresh(t *testing.T) {
 		t.Errorf("%d goroutines wait after the bubble, want 0", n)
 	}
 }
+
+// BenchmarkGo is one handoff to a goroutine of Go's and back, as fiber's
+// OnTimeHandler makes for each request; BenchmarkGoStatement is the same
+// with a go statement, its baseline.
+func BenchmarkGo(b *testing.B) {
+	done := make(chan struct{}, 1)
+	t := taskFunc(func() { done <- struct{}{} })
+	b.ReportAllocs()
+	for b.Loop() {
+		Go(context.Background(), t)
+		<-done
+	}
+}
+
+func BenchmarkGoStatement(b *testing.B) {
+	done := make(chan struct{}, 1)
+	t := taskFunc(func() { done <- struct{}{} })
+	b.ReportAllocs()
+	for b.Loop() {
+		go t.Run()
+		<-done
+	}
+}
