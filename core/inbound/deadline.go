@@ -29,25 +29,36 @@ import (
 // afterwards, which then finds the request ended and leaves.
 type timing struct {
 	m      *Middleware
-	dctx   deadline.Context
+	dctx   deadline.Context // also holds the parent: what ctx derives from
 	node   deadline.Node
 	timer  *time.Timer     // its own timer, when the deadline list could not take it
-	ctx    context.Context // the handler's: &dctx when timed, else parent
-	parent context.Context // what ctx derives from: the request's, or a custom pipeline's
 	client context.Context // the request's own: ended means the client left
 	stop   func() bool     // the watch on a custom pipeline's context
-	at     time.Time       // when the timer answers, once timed
-	timed  bool            // under the middleware's timeout or a caller's deadline
-	own    bool            // the timer is the middleware's timeout, not an earlier deadline
 	// ans answers the deadline in the entry point's terms: the timed
 	// writer's 504, or ExecuteInPlace's expired. Nil under Execute, whose
 	// caller reports the timeout once fn returns.
 	ans answerer
 
 	mu    sync.Mutex // also the timed writer's
+	timed bool       // under the middleware's timeout or a caller's deadline
+	own   bool       // the timer is the middleware's timeout, not an earlier deadline
 	ended bool       // the request returned, or is no longer timed: nothing to answer
 	late  bool       // answered while the handler runs on: counted in Stats.Late
 }
+
+// ctx is the handler's context: the deadline's once timed, else the
+// parent (the request's own context, or a custom pipeline's). Kept as
+// methods rather than fields: the request's one allocation stays in a
+// smaller size class.
+func (t *timing) ctx() context.Context {
+	if t.timed {
+		return &t.dctx
+	}
+	return t.dctx.Parent()
+}
+
+// parent is what the handler's context derives from.
+func (t *timing) parent() context.Context { return t.dctx.Parent() }
 
 // answerer is how an entry point answers a deadline that passed while its
 // handler runs on: called once, with timing.mu held (so the handler's
@@ -76,7 +87,8 @@ func isTimeout(cause error) bool {
 // answerer also watches parent for the pipeline's own timeout. ans must
 // be set before: the deadline may fire at once.
 func (t *timing) arm(m *Middleware, parent, client context.Context, arrival, caller time.Time, custom bool) {
-	t.m, t.parent, t.client, t.ctx = m, parent, client, parent
+	t.m, t.client = m, client
+	t.dctx.Init(parent, time.Time{})
 	if m.timeout > 0 || !caller.IsZero() {
 		now := time.Now()
 		var at time.Time
@@ -94,9 +106,7 @@ func (t *timing) arm(m *Middleware, parent, client context.Context, arrival, cal
 				at, t.own = pd, false
 			}
 		}
-		t.at = at
-		t.dctx.Init(parent, dl)
-		t.ctx = &t.dctx
+		t.dctx.Init(parent, dl) // dl is at whenever an answerer answers it
 		t.timed = true
 		t.node.Owner = t
 		if budget := at.Sub(now); !m.deadlines.Add(&t.node, now, budget) {
@@ -115,7 +125,7 @@ func (t *timing) Fire() {
 		return
 	}
 	if t.pass(true) && t.own {
-		t.m.emitTimeout(t.parent)
+		t.m.emitTimeout(t.parent())
 	}
 }
 
@@ -143,12 +153,12 @@ func (t *timing) pass(fire bool) bool {
 			cause = t.m.timeoutErr
 		}
 		first = t.dctx.End(context.DeadlineExceeded, cause)
-	} else if !isTimeout(context.Cause(t.parent)) {
+	} else if !isTimeout(context.Cause(t.parent())) {
 		return false
 	}
 	t.late = true
 	t.m.lateBegins()
-	t.ans.expireLocked(context.Cause(t.ctx))
+	t.ans.expireLocked(context.Cause(t.ctx()))
 	return first
 }
 
@@ -229,8 +239,8 @@ func (m *Middleware) runFn(ctx context.Context, c *call, custom bool) error {
 	}
 	t.arm(m, ctx, c.ctx, c.arrival, time.Time{}, custom)
 	defer t.finish()
-	err := c.fn(t.ctx)
-	if m.timeout > 0 && context.Cause(t.ctx) == error(m.timeoutErr) {
+	err := c.fn(t.ctx())
+	if m.timeout > 0 && context.Cause(t.ctx()) == error(m.timeoutErr) {
 		if c.expired == nil {
 			m.emitTimeout(ctx)
 		}
@@ -275,7 +285,7 @@ func (m *Middleware) serveTimed(ctx context.Context, c *call, custom bool, res *
 	t.arm(m, ctx, r.Context(), c.arrival, c.deadline, custom)
 	completed := false
 	defer func() { t.finish(completed, res) }()
-	c.invoke(&t.tw, r.WithContext(t.ctx))
+	c.invoke(&t.tw, r.WithContext(t.ctx()))
 	completed = true
 }
 
@@ -305,8 +315,8 @@ func (t *timedRequest) timeoutResponse() (Response, []string) {
 		return respTimeout, timeoutContentLengthValue
 	}
 	cause := error(m.timeoutErr)
-	if t.ctx.Err() != nil {
-		cause = context.Cause(t.ctx) // a custom pipeline's timeout, an upstream deadline
+	if t.ctx().Err() != nil {
+		cause = context.Cause(t.ctx()) // a custom pipeline's timeout, an upstream deadline
 	}
 	resp, ok := m.Render(cause)
 	if !ok {
@@ -323,7 +333,7 @@ func (t *timedRequest) expireNow() {
 		cause = t.m.timeoutErr
 	}
 	if t.dctx.End(context.DeadlineExceeded, cause) && t.own {
-		t.m.emitTimeout(t.parent)
+		t.m.emitTimeout(t.parent())
 	}
 }
 
@@ -340,7 +350,7 @@ func (t *timedRequest) untime() {
 // the request's goroutine, before ServeHTTP returns.
 func (t *timedRequest) finish(completed bool, res *result) {
 	t.disarm()
-	if completed && t.tw.ans != nil && t.timed && t.ctx.Err() == nil && !time.Now().Before(t.at) {
+	if completed && t.tw.ans != nil && t.timed && t.ctx().Err() == nil && !time.Now().Before(t.dctx.At()) {
 		// The deadline passed and its timer has not answered yet: it is
 		// answered here, as it would have been (the handler may have
 		// returned on a deadline of its own, a moment later than ours).
@@ -349,7 +359,7 @@ func (t *timedRequest) finish(completed bool, res *result) {
 	// The handler may have returned because its context ended before any
 	// callback answered (an upstream deadline, or a pipeline timeout whose
 	// callback has not run yet): then the 504 is sent here.
-	expired := completed && t.ctx.Err() != nil && isTimeout(context.Cause(t.ctx)) && !t.clientGone()
+	expired := completed && t.ctx().Err() != nil && isTimeout(context.Cause(t.ctx())) && !t.clientGone()
 	// A handler that returned without a word after the request's own
 	// context ended must not leave net/http to send an empty 200: the
 	// connection is aborted if the client left, and the server's

@@ -77,7 +77,6 @@ var holdBufs = sync.Pool{New: func() any { b := make([]byte, 0, holdLimit); retu
 type timeoutWriter struct {
 	w     http.ResponseWriter
 	owner *timedRequest
-	h1    bool // HTTP/1.x: the 504 closes the connection
 	// ans, under ServeAnswering, answers the deadline in the adapter's
 	// protocol and sees the body as it is sent. The handler's header map
 	// then stays private after the commit too (the deadline may write
@@ -88,15 +87,21 @@ type timeoutWriter struct {
 	h          http.Header // the handler's fields until commit; nil until asked for
 	hcommitted bool        // the handler committed (mirrors state for the handler)
 
+	h1 bool // HTTP/1.x: the 504 closes the connection
+
 	// Under owner.mu, the request's engine's (timing.mu).
 	state    writerState
-	answered bool      // the deadline answered: the 504 sent, or the committed response cut
-	sending  bool      // under ans: a write or flush to w is under way, outside the lock
-	code     int16     // status held, not sent yet (0: none)
-	status   int16     // the handler's status once committed (200 if implicit)
-	body     *[]byte   // body held, not sent yet (nil: none)
-	copied   []string  // fields copied to w before the commit (1xx, a held status), removed by the 504
-	copyBuf  [4]string // copied's first backing array: no allocation for a usual header
+	answered bool    // the deadline answered: the 504 sent, or the committed response cut
+	sending  bool    // under ans: a write or flush to w is under way, outside the lock
+	copiedN  uint8   // how many of copied hold a field
+	code     int16   // status held, not sent yet (0: none)
+	status   int16   // the handler's status once committed (200 if implicit)
+	body     *[]byte // body held, not sent yet (nil: none)
+	// The fields copied to w before the commit (1xx, a held status), which
+	// the 504 removes: the first few inline, so a usual header costs no
+	// allocation, the rest in copiedMore.
+	copied     [4]string
+	copiedMore *[]string
 }
 
 // Header returns the handler's header map: private until the response is
@@ -142,12 +147,22 @@ func (tw *timeoutWriter) copyHeaderLocked(remember bool) {
 	for k, v := range tw.h {
 		dst[k] = v
 		if remember {
-			if tw.copied == nil {
-				tw.copied = tw.copyBuf[:0]
-			}
-			tw.copied = append(tw.copied, k)
+			tw.rememberLocked(k)
 		}
 	}
+}
+
+// rememberLocked notes that field k was copied to w before the commit.
+func (tw *timeoutWriter) rememberLocked(k string) {
+	if int(tw.copiedN) < len(tw.copied) {
+		tw.copied[tw.copiedN] = k
+		tw.copiedN++
+		return
+	}
+	if tw.copiedMore == nil {
+		tw.copiedMore = new([]string)
+	}
+	*tw.copiedMore = append(*tw.copiedMore, k)
 }
 
 // commitLocked makes the handler's response the response and hands back
@@ -437,8 +452,13 @@ func (tw *timeoutWriter) expireLocked() bool {
 func (tw *timeoutWriter) discardLocked() http.Header {
 	tw.dropHeldLocked()
 	h := tw.w.Header()
-	for _, k := range tw.copied {
+	for _, k := range tw.copied[:tw.copiedN] {
 		delete(h, k)
+	}
+	if tw.copiedMore != nil {
+		for _, k := range *tw.copiedMore {
+			delete(h, k)
+		}
 	}
 	return h
 }
@@ -449,7 +469,7 @@ func (tw *timeoutWriter) discardLocked() http.Header {
 // the body allows it, else an abort. The detached ServeHTTP returns once
 // the answer is whole, so nothing is flushed here.
 func (tw *timeoutWriter) answerLocked() bool {
-	cause := context.Cause(tw.owner.ctx)
+	cause := context.Cause(tw.owner.ctx())
 	switch tw.state {
 	case stateOpen:
 		h := tw.discardLocked()

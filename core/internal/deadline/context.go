@@ -39,19 +39,27 @@ type Context struct {
 	mu         sync.Mutex
 	done       chan struct{} // made on first use
 	err        error
-	cause      error
-	afters     []*afterFunc
+	afters     *afterFunc  // the last registered; each links to the one before
 	stopParent func() bool // the watch on parent, once done exists
 }
 
-type afterFunc struct{ f func() }
+type afterFunc struct {
+	f    func()
+	prev *afterFunc
+}
 
-// Init sets the parent and the deadline. It must be called once, before
-// the context is used.
+// Init sets the parent and the deadline, before the context is used (until
+// then it may be called again).
 func (c *Context) Init(parent context.Context, deadline time.Time) {
 	c.parent = parent
 	c.deadline = deadline
 }
+
+// Parent returns the parent given to Init.
+func (c *Context) Parent() context.Context { return c.parent }
+
+// At returns the deadline given to Init, even after Untime.
+func (c *Context) At() time.Time { return c.deadline }
 
 // Untime makes the context stop reporting its deadline (the owner will not
 // end it for time any more).
@@ -124,7 +132,8 @@ func (c *Context) String() string { return "deadline.Context" }
 func (c *Context) EndedWith(cause error) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.cause != nil && c.cause == cause
+	cc := c.causeCtx.Load()
+	return cc != nil && context.Cause(*cc) == cause
 }
 
 // AfterFunc arranges for f to run once c is done; the context package uses
@@ -143,15 +152,15 @@ func (c *Context) AfterFunc(f func()) (stop func() bool) {
 		return func() bool { return false }
 	}
 	c.watchLocked()
-	a := &afterFunc{f: f}
-	c.afters = append(c.afters, a)
+	a := &afterFunc{f: f, prev: c.afters}
+	c.afters = a
 	c.mu.Unlock()
 	return func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		for i, x := range c.afters {
-			if x == a {
-				c.afters = append(c.afters[:i], c.afters[i+1:]...)
+		for p := &c.afters; *p != nil; p = &(*p).prev {
+			if *p == a {
+				*p = a.prev
 				return true
 			}
 		}
@@ -187,7 +196,6 @@ func (c *Context) End(err, cause error) bool {
 		c.causeCtx.Store(&cc)
 	}
 	c.err = err
-	c.cause = cause
 	// A Done channel made from now on is made closed (watchLocked); this
 	// one closes once the derived contexts have ended.
 	done := c.done
@@ -199,11 +207,21 @@ func (c *Context) End(err, cause error) bool {
 	if stop != nil {
 		stop()
 	}
-	for _, a := range afters {
-		a.f()
-	}
+	runAfters(afters)
 	if done != nil {
 		close(done)
 	}
 	return true
+}
+
+// runAfters runs the functions registered with AfterFunc, in the order
+// they were registered (the list links each to the one before).
+func runAfters(a *afterFunc) {
+	var first *afterFunc
+	for a != nil {
+		a.prev, first, a = first, a, a.prev // reversed: prev now links to the next
+	}
+	for ; first != nil; first = first.prev {
+		first.f()
+	}
 }

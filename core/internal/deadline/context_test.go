@@ -3,6 +3,7 @@ package deadline
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 )
@@ -171,5 +172,38 @@ func TestDoneClosesAfterChildrenEnded(t *testing.T) {
 	<-done
 	if child.Err() == nil {
 		t.Error("the child is live after End returned")
+	}
+}
+
+// TestAfterFuncsRunInOrderAndStop: End runs the registered functions in
+// the order they were registered, and a stopped one (first, middle or
+// last) never runs while the others still do.
+func TestAfterFuncsRunInOrderAndStop(t *testing.T) {
+	for _, stopped := range []int{-1, 0, 2, 4} {
+		var c Context
+		c.Init(context.Background(), time.Now().Add(time.Hour))
+		var got []int
+		stops := make([]func() bool, 5)
+		for i := range stops {
+			stops[i] = c.AfterFunc(func() { got = append(got, i) })
+		}
+		var want []int
+		for i := range stops {
+			if i != stopped {
+				want = append(want, i)
+			}
+		}
+		if stopped >= 0 {
+			if !stops[stopped]() {
+				t.Fatalf("stop %d: false, want true", stopped)
+			}
+			if stops[stopped]() {
+				t.Fatalf("stop %d twice: true", stopped)
+			}
+		}
+		c.End(context.Canceled, nil)
+		if !slices.Equal(got, want) {
+			t.Errorf("stopped %d: ran %v, want %v", stopped, got, want)
+		}
 	}
 }

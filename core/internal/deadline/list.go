@@ -14,8 +14,7 @@ type Firer interface{ Fire() }
 type Node struct {
 	Owner      Firer
 	at         time.Time
-	prev, next *Node
-	listed     bool
+	prev, next *Node // listed: prev set, or the list's head
 }
 
 // List is one timer serving many deadlines. When they share one timeout,
@@ -102,7 +101,6 @@ func (l *List) Add(n *Node, now time.Time, budget time.Duration) bool {
 	} else {
 		n.next.prev = n
 	}
-	n.listed = true
 	if l.at.IsZero() || dl.Before(l.at) {
 		l.at = dl
 		if l.timer == nil {
@@ -119,7 +117,7 @@ func (l *List) Add(n *Node, now time.Time, budget time.Duration) bool {
 // it fires for n's deadline, it finds nothing due and re-arms or idles.
 func (l *List) Remove(n *Node) {
 	l.mu.Lock()
-	if n.listed {
+	if n.prev != nil || l.head == n {
 		l.unlinkLocked(n)
 	}
 	l.mu.Unlock()
@@ -154,7 +152,7 @@ func (l *List) unlinkLocked(n *Node) {
 	} else {
 		n.next.prev = n.prev
 	}
-	n.prev, n.next, n.listed = nil, nil, false
+	n.prev, n.next = nil, nil
 }
 
 // fire runs on the timer's goroutine: it fires each node that is due, on
