@@ -41,6 +41,7 @@ type timing struct {
 
 	mu    sync.Mutex // also the timed writer's
 	timed bool       // under the middleware's timeout or a caller's deadline
+	owned bool       // the parent's end reaches the handler's context through pass
 	own   bool       // the timer is the middleware's timeout, not an earlier deadline
 	ended bool       // the request returned, or is no longer timed: nothing to answer
 	late  bool       // answered while the handler runs on: counted in Stats.Late
@@ -51,7 +52,7 @@ type timing struct {
 // methods rather than fields: the request's one allocation stays in a
 // smaller size class.
 func (t *timing) ctx() context.Context {
-	if t.timed {
+	if t.timed || t.owned {
 		return &t.dctx
 	}
 	return t.dctx.Parent()
@@ -86,9 +87,17 @@ func isTimeout(cause error) bool {
 // reaches the context by itself). Under a custom pipeline (custom) an
 // answerer also watches parent for the pipeline's own timeout. ans must
 // be set before: the deadline may fire at once.
+//
+// Whenever the parent may end the handler's context by time while an
+// answerer must answer it (a custom pipeline's timeout, an upstream
+// deadline before ours), the engine owns that end: the handler's context
+// ends in pass, under mu, with the answer, so a handler that ends a
+// committed stream when its context ends cannot write its own end between
+// the two and have the answerer's follow it.
 func (t *timing) arm(m *Middleware, parent, client context.Context, arrival, caller time.Time, custom bool) {
 	t.m, t.client = m, client
 	t.dctx.Init(parent, time.Time{})
+	watch := custom
 	if m.timeout > 0 || !caller.IsZero() {
 		now := time.Now()
 		var at time.Time
@@ -104,6 +113,7 @@ func (t *timing) arm(m *Middleware, parent, client context.Context, arrival, cal
 			dl = pd // a budget from upstream ends first
 			if t.ans != nil {
 				at, t.own = pd, false
+				watch = true
 			}
 		}
 		t.dctx.Init(parent, dl) // dl is at whenever an answerer answers it
@@ -113,7 +123,9 @@ func (t *timing) arm(m *Middleware, parent, client context.Context, arrival, cal
 			t.timer = time.AfterFunc(budget, t.Fire)
 		}
 	}
-	if t.ans != nil && custom && parent.Done() != nil {
+	if t.ans != nil && watch && parent.Done() != nil {
+		t.owned = true
+		t.dctx.Own()
 		t.stop = context.AfterFunc(parent, t.parentDone)
 	}
 }
@@ -129,8 +141,9 @@ func (t *timing) Fire() {
 	}
 }
 
-// parentDone runs when a custom pipeline's context ends: its timeout is
-// answered like the middleware's own.
+// parentDone runs when the parent ends (a custom pipeline's context, or
+// one with an earlier deadline): its timeout is answered like the
+// middleware's own.
 func (t *timing) parentDone() { t.pass(false) }
 
 // pass answers the deadline if the handler still runs and its client is
@@ -143,6 +156,9 @@ func (t *timing) parentDone() { t.pass(false) }
 func (t *timing) pass(fire bool) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock() // a panicking answerer must not keep the return waiting
+	if !fire && t.owned {
+		t.dctx.End(t.parent().Err(), nil) // the parent's error and cause
+	}
 	if t.ended || t.late || t.clientGone() {
 		return false
 	}
@@ -199,7 +215,7 @@ func (t *timing) returnedLocked() {
 // endCtx ends the handler's context once it returned, as a CancelFunc
 // does.
 func (t *timing) endCtx() {
-	if t.timed {
+	if t.timed || t.owned {
 		t.dctx.End(context.Canceled, nil)
 	}
 }
@@ -350,6 +366,11 @@ func (t *timedRequest) untime() {
 // the request's goroutine, before ServeHTTP returns.
 func (t *timedRequest) finish(completed bool, res *result) {
 	t.disarm()
+	if t.owned && t.parent().Err() != nil {
+		// The parent ended and its watch has not run yet: the handler's
+		// context ends here, as the parent's would have ended it.
+		t.dctx.End(t.parent().Err(), nil)
+	}
 	if completed && t.tw.ans != nil && t.timed && t.ctx().Err() == nil && !time.Now().Before(t.dctx.At()) {
 		// The deadline passed and its timer has not answered yet: it is
 		// answered here, as it would have been (the handler may have

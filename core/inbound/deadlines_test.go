@@ -2,6 +2,7 @@ package inbound
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -232,4 +233,40 @@ func TestHandlerCustomPipelineTimeoutAnsweredWhenItPasses(t *testing.T) {
 			t.Errorf("stats after %+v", s)
 		}
 	})
+}
+
+// A timed handler's context ends with context.Canceled once the handler
+// returned, as a CancelFunc's does, whether the middleware's timeout or a
+// custom pipeline's times it: work the handler left behind on it stops.
+func TestTimedHandlerContextCanceledAfterReturn(t *testing.T) {
+	p, err := resilience.NewBuilder[struct{}]().AddTimeout(resilience.TimeoutOptions{Timeout: time.Minute}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		{"Options.Timeout", Options{Timeout: time.Minute}},
+		{"custom pipeline's timeout", Options{Pipeline: p}},
+		{"both", Options{Pipeline: p, Timeout: time.Minute}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := mustNew(t, tc.opts)
+			var kept context.Context
+			h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				kept = r.Context()
+				_ = kept.Done() // a handler that watched its context
+			}))
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+			if rec.Code != http.StatusOK {
+				t.Fatalf("status %d", rec.Code)
+			}
+			<-kept.Done()
+			if err := kept.Err(); !errors.Is(err, context.Canceled) {
+				t.Fatalf("after return Err = %v, want context.Canceled", err)
+			}
+		})
+	}
 }

@@ -34,6 +34,7 @@ type Context struct {
 	parent   context.Context
 	deadline time.Time
 	untimed  atomic.Bool
+	owned    bool                            // set by Own before use: the parent's end reaches c only through End
 	causeCtx atomic.Pointer[context.Context] // set by End with a cause, before it closes done
 
 	mu         sync.Mutex
@@ -55,6 +56,13 @@ func (c *Context) Init(parent context.Context, deadline time.Time) {
 	c.deadline = deadline
 }
 
+// Own makes the owner end c when the parent ends, instead of c following
+// the parent by itself: until the owner calls End, c is not done even if
+// the parent is. An owner that must act before the handler sees its
+// context end (answer the deadline, under its lock) watches the parent
+// and calls End. Call it after Init, before c is used.
+func (c *Context) Own() { c.owned = true }
+
 // Parent returns the parent given to Init.
 func (c *Context) Parent() context.Context { return c.parent }
 
@@ -67,8 +75,8 @@ func (c *Context) Untime() { c.untimed.Store(true) }
 
 // Deadline implements context.Context.
 func (c *Context) Deadline() (time.Time, bool) {
-	if c.untimed.Load() {
-		return c.parent.Deadline()
+	if c.untimed.Load() || c.deadline.IsZero() {
+		return c.parent.Deadline() // untimed, or timed only by the parent (Own)
 	}
 	return c.deadline, true
 }
@@ -93,6 +101,9 @@ func (c *Context) watchLocked() {
 		close(c.done)
 		return
 	}
+	if c.owned {
+		return // the owner watches the parent
+	}
 	// The callback runs on its own goroutine (or the canceller's), never
 	// under c.mu.
 	c.stopParent = context.AfterFunc(c.parent, c.parentDone)
@@ -109,6 +120,9 @@ func (c *Context) Err() error {
 		return err
 	}
 	// Without a watch (nobody asked for Done) the parent is read here.
+	if c.owned {
+		return nil
+	}
 	if perr := c.parent.Err(); perr != nil {
 		c.End(perr, nil)
 		return c.Err()

@@ -207,3 +207,40 @@ func TestAfterFuncsRunInOrderAndStop(t *testing.T) {
 		}
 	}
 }
+
+// An owned context ends only through its owner's End, even after its
+// parent has ended: the owner acts first (answers the deadline), then
+// whoever waits on the context sees it end, with the parent's error and
+// cause. Without a deadline of its own it reports the parent's.
+func TestOwnedContextEndsOnlyThroughEnd(t *testing.T) {
+	why := errors.New("the pipeline's timeout")
+	at := time.Now().Add(time.Hour)
+	base, cancel := context.WithCancelCause(context.Background())
+	parent, stopParent := context.WithDeadline(base, at)
+	defer stopParent()
+	var c Context
+	c.Init(parent, time.Time{})
+	c.Own()
+	if dl, ok := c.Deadline(); !ok || !dl.Equal(at) {
+		t.Fatalf("Deadline = %v, %v: want the parent's %v", dl, ok, at)
+	}
+	done := c.Done()
+	child, stop := context.WithCancel(&c)
+	defer stop()
+	cancel(why)
+	<-parent.Done()
+	if c.Err() != nil || child.Err() != nil {
+		t.Fatalf("Err = %v, child Err = %v before End: the parent ended it", c.Err(), child.Err())
+	}
+	select {
+	case <-done:
+		t.Fatal("Done closed before End")
+	default:
+	}
+	c.End(parent.Err(), nil)
+	<-done
+	<-child.Done()
+	if !errors.Is(c.Err(), context.Canceled) || context.Cause(&c) != why || context.Cause(child) != why {
+		t.Fatalf("Err = %v, Cause = %v, child's = %v: want the parent's", c.Err(), context.Cause(&c), context.Cause(child))
+	}
+}
