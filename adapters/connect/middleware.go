@@ -99,16 +99,11 @@ func (m *Middleware) StatsHandler() http.Handler {
 //	path, h := greetv1connect.NewGreetServiceHandler(svc, mw.HandlerOption())
 //	mux.Handle(path, mw.Handler(h))
 func (m *Middleware) Handler(next http.Handler) http.Handler {
-	return &handler{m: m, next: next}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
 }
 
-type handler struct {
-	m    *Middleware
-	next http.Handler
-}
-
-func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	m := h.m
+// serve is a call through Handler, whose next handler is next.
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	wi := classify(r)
 	var deadline time.Time
 	switch d, err := callerTimeout(wi, r.Header); {
@@ -124,7 +119,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		deadline = time.Now().Add(d)
 	}
 	info := calls.Get().(*Call)
-	*info = Call{Procedure: r.URL.Path, Header: r.Header, Request: r, wire: wi, m: m, next: h.next}
+	*info = Call{Procedure: r.URL.Path, Header: r.Header, Request: r, wire: wi, m: m, next: next}
 	var err error
 	if !m.timed && deadline.IsZero() {
 		// No deadline: the handler runs here, on the request's goroutine,
