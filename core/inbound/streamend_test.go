@@ -1,11 +1,9 @@
 package inbound
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,35 +21,6 @@ func (endAnswer) End(w http.ResponseWriter, _ error) bool {
 }
 func (endAnswer) Sent([]byte)   {}
 func (endAnswer) Streams() bool { return true }
-
-// lockedRecorder is a response recorder whose body may be read while a
-// late handler still holds the writer.
-type lockedRecorder struct {
-	mu   sync.Mutex
-	h    http.Header
-	code int
-	body bytes.Buffer
-}
-
-func (w *lockedRecorder) Header() http.Header { return w.h }
-func (w *lockedRecorder) WriteHeader(code int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.code == 0 {
-		w.code = code
-	}
-}
-func (w *lockedRecorder) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.body.Write(p)
-}
-func (w *lockedRecorder) Flush() {}
-func (w *lockedRecorder) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.body.String()
-}
 
 // A committed stream gets exactly one end when the deadline comes from a
 // custom pipeline's timeout, the caller's or an upstream one, which end
@@ -80,56 +49,56 @@ func TestCommittedStreamEndsOnceAtPipelineOrCallerDeadline(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			func() {
-				opts := Options{Timeout: tc.optsTime}
-				if tc.timeout > 0 {
-					p, err := resilience.NewBuilder[struct{}]().AddTimeout(resilience.TimeoutOptions{Timeout: tc.timeout}).Build()
-					if err != nil {
-						t.Fatal(err)
-					}
-					opts.Pipeline = p
+			opts := Options{Timeout: tc.optsTime}
+			if tc.timeout > 0 {
+				p, err := resilience.NewBuilder[struct{}]().AddTimeout(resilience.TimeoutOptions{Timeout: tc.timeout}).Build()
+				if err != nil {
+					t.Fatal(err)
 				}
-				m := mustNew(t, opts)
-				for i := range rounds {
-					w := &lockedRecorder{h: http.Header{}}
-					exited := make(chan struct{})
-					stream := func(w http.ResponseWriter, r *http.Request, _ any) {
-						defer close(exited)
-						_, _ = w.Write([]byte("MSG"))
-						http.NewResponseController(w).Flush() //nolint:errcheck // commits
-						<-r.Context().Done()
-						_, _ = w.Write([]byte("|END"))
-					}
-					var deadline time.Time
-					if tc.caller > 0 {
-						deadline = time.Now().Add(tc.caller)
-					}
-					req := httptest.NewRequest(http.MethodPost, "/", nil)
-					if tc.upstream > 0 {
-						ctx, cancel := context.WithTimeout(req.Context(), tc.upstream)
-						defer cancel()
-						req = req.WithContext(ctx)
-					}
-					req.ProtoMajor, req.ProtoMinor = 2, 0
-					func() {
-						defer func() {
-							if v := recover(); v != nil && v != http.ErrAbortHandler {
-								panic(v)
-							}
-						}()
-						_ = m.ServeAnswering(w, req, nil, stream, deadline, endAnswer{})
+				opts.Pipeline = p
+			}
+			m := mustNew(t, opts)
+			for i := range rounds {
+				w := newSyncRecorder()
+				exited := make(chan struct{})
+				stream := func(w http.ResponseWriter, r *http.Request, _ any) {
+					defer close(exited)
+					_, _ = w.Write([]byte("MSG"))
+					http.NewResponseController(w).Flush() //nolint:errcheck // commits
+					<-r.Context().Done()
+					_, _ = w.Write([]byte("|END"))
+				}
+				var deadline time.Time
+				if tc.caller > 0 {
+					deadline = time.Now().Add(tc.caller)
+				}
+				req := httptest.NewRequest(http.MethodPost, "/", nil)
+				cancel := context.CancelFunc(func() {})
+				if tc.upstream > 0 {
+					var ctx context.Context
+					ctx, cancel = context.WithTimeout(req.Context(), tc.upstream)
+					req = req.WithContext(ctx)
+				}
+				req.ProtoMajor, req.ProtoMinor = 2, 0
+				func() {
+					defer func() {
+						if v := recover(); v != nil && v != http.ErrAbortHandler {
+							panic(v)
+						}
 					}()
-					<-exited
-					switch got := w.String(); got {
-					case "MSG|END", "MSG|DEADLINE", "MSG", "ANSWER":
-					default:
-						t.Fatalf("round %d: the stream was %q: ended twice", i, got)
-					}
+					_ = m.ServeAnswering(w, req, nil, stream, deadline, endAnswer{})
+				}()
+				<-exited
+				cancel()
+				switch _, _, got := w.result(); got {
+				case "MSG|END", "MSG|DEADLINE", "MSG", "ANSWER":
+				default:
+					t.Fatalf("round %d: the stream was %q: ended twice", i, got)
 				}
-				// The last handler has returned; the engine records it
-				// just after, on the request's goroutine.
-				waitFor(t, func() bool { s := m.Stats(); return s.InFlight == 0 && s.Late == 0 })
-			}()
+			}
+			// The last handler has returned; the engine records it
+			// just after, on the request's goroutine.
+			waitFor(t, func() bool { s := m.Stats(); return s.InFlight == 0 && s.Late == 0 })
 		})
 	}
 }
