@@ -46,6 +46,12 @@ const (
 	// CapHTTP2: the server speaks HTTP/2 without TLS (h2c, prior
 	// knowledge), as NewHTTPServer's does. (fasthttp speaks HTTP/1 only.)
 	CapHTTP2 Capability = "http2"
+
+	// CapCloseOnShutdown: a 503 shutting-down carries Connection: close
+	// and the server closes the HTTP/1.1 connection after it. (A protocol
+	// with its own way to move clients off a leaving server, gRPC with
+	// GracefulStop's GOAWAY, has no such field.)
+	CapCloseOnShutdown Capability = "close-on-shutdown"
 )
 
 // Capabilities returns every capability the suite knows, in a stable order,
@@ -59,6 +65,7 @@ func Capabilities() []CapabilityInfo {
 		{CapOnTime504, "a complete 504 reaches the client at the deadline while a handler that ignores its context runs on"},
 		{CapShutdownRetryAfter, "a 503 shutting-down carries Retry-After like the other capacity 503s"},
 		{CapHTTP2, "the server speaks HTTP/2 without TLS (h2c, prior knowledge)"},
+		{CapCloseOnShutdown, "a 503 shutting-down carries Connection: close and the HTTP/1.1 connection is closed after it"},
 	}
 }
 

@@ -9,6 +9,7 @@ var allCases = concatCases(
 	viewCases,
 	rateLimitCases,
 	headerCases,
+	drainCases,
 	timeoutCases,
 	http2Cases,
 	disconnectCases,

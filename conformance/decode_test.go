@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"errors"
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 	"net/http"
 	"testing"
 
@@ -36,7 +37,7 @@ func TestRunUsesHarnessDecoder(t *testing.T) {
 // DecodeJSONRejection reads inbound's own bodies, and refuses one whose
 // status, content type or fields disagree.
 func TestDecodeJSONRejection(t *testing.T) {
-	m, err := inbound.New(inbound.Options{})
+	m, err := adapt.New(adapt.Framework{}, inbound.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

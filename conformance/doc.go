@@ -65,6 +65,7 @@
 //	retry-after-503s               every capacity 503 has Retry-After (1 s default, Options.RetryAfter)
 //	retry-after-shutting-down      the 503 shutting-down has Retry-After too
 //	rate-limit-headers-on-503      a 503 on a rate-limited route has the RateLimit fields
+//	shutting-down-closes-connection  the 503 shutting-down has Connection: close and ends its connection
 //	timeout-ignored-context        a handler that ignores its context still gets its client a 504 on time
 //	timeout-late-writes-discarded  after the 504, late writes and headers are dropped without a race
 //	timeout-nested-pipeline        a pipeline run inside the handler observes the inbound deadline
@@ -86,7 +87,7 @@
 // # Writing an adapter for a new framework
 //
 // An adapter does three things ("Writing an adapter" in docs/guide.md
-// says how): it describes its framework to inbound.NewFor (how to
+// says how): it describes its framework to adapt.New (how to
 // resolve the route, how to fill the request view), it runs the inbound
 // pipeline around the rest of the chain through the entry point that fits
 // (Middleware.Handler, Serve, ExecuteInPlace or Execute),

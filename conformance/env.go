@@ -209,6 +209,9 @@ type result struct {
 	body    []byte
 	err     error
 	elapsed time.Duration
+	// close: the response said Connection: close (net/http's client
+	// removes the field from header and sets Response.Close).
+	close bool
 }
 
 func (r result) String() string {
@@ -284,7 +287,7 @@ func (s *server) do(q req) result {
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	return result{status: resp.StatusCode, header: resp.Header, body: body, err: s.stoppedErr(err), elapsed: time.Since(start)}
+	return result{status: resp.StatusCode, header: resp.Header, body: body, err: s.stoppedErr(err), elapsed: time.Since(start), close: resp.Close}
 }
 
 // stoppedErr says so when a request failed because the case had already

@@ -1,10 +1,10 @@
 package conformance
 
 import (
+	"github.com/ylcnfrht/resilience/core/inbound/by"
 	"net/http"
 
 	resilience "github.com/ylcnfrht/resilience/core"
-	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 // Cases for fair sharing between flows of one priority. As in the
@@ -42,7 +42,7 @@ func fairSetup(e *env, queueLimit int) (*server, *holder, <-chan result) {
 		PermitLimit:  1,
 		QueueLimit:   queueLimit,
 		QueueTimeout: long,
-		Flow:         inbound.KeyByHeader(flowHeader),
+		Flow:         by.Header(flowHeader),
 	}), h)
 	run := s.send(req{path: "/held?id=run", header: flowOf("noisy")})
 	h.waitEntered("run")

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"github.com/ylcnfrht/resilience/core/inbound/by"
 	"strconv"
 	"time"
 
@@ -46,6 +47,6 @@ func perClientRateLimit(n int) *resilience.RateLimiterOptions {
 	return &resilience.RateLimiterOptions{
 		PermitLimit: n,
 		Window:      time.Hour,
-		Key:         inbound.KeyByHeader(clientHeader),
+		Key:         by.Header(clientHeader),
 	}
 }

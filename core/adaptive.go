@@ -48,6 +48,11 @@ type AdaptiveLimiterOptions struct {
 	FlowWeight   func(ctx context.Context) int
 	Overflow     OverflowPolicy
 	CoDel        *CoDelOptions
+	// (There is no Cost: the adaptive limiter takes one permit per
+	// execution, since its limit is learnt from the executions' latency,
+	// where a costly one already shows; see admission.go. Put costly
+	// routes behind a fixed ConcurrencyLimiter with a Cost.)
+	//
 	// Classify says how each finished execution counts. Default
 	// DefaultClassify.
 	Classify Classifier
@@ -316,7 +321,7 @@ func (a *AdaptiveLimiter) TryAcquire() (AdaptivePermit, bool) {
 		return AdaptivePermit{}, false
 	}
 	a.engine.TakeLocked()
-	weight := a.timingLocked()
+	weight := a.win.timing(&a.pick)
 	a.engine.Unlock()
 	return a.permit(weight), true
 }
@@ -339,7 +344,7 @@ func (a *AdaptiveLimiter) begin(ctx context.Context, tel *Telemetry) (AdaptivePe
 			return AdaptivePermit{}, 0, errLimitFull
 		}
 		a.engine.TakeLocked()
-		weight := a.timingLocked()
+		weight := a.win.timing(&a.pick)
 		a.engine.Unlock()
 		return a.permit(weight), 0, nil
 	}
@@ -487,8 +492,8 @@ func (a *AdaptiveLimiter) update(s limit.Sample, readCPU bool, cpuBound time.Dur
 		if math.IsNaN(next) || math.IsInf(next, 0) {
 			next = s.Limit
 		}
+		a.engine.Lock() // the bounds may change under it (Reconfigure)
 		next = min(max(next, float64(a.minLimit)), float64(a.maxLimit))
-		a.engine.Lock()
 		a.updating = false
 		a.estimate = next
 		if n := int(next); n != a.engine.LimitLocked() {

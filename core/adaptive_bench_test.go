@@ -13,7 +13,7 @@ func BenchmarkAdaptiveVsFixedAcquireRelease(b *testing.B) {
 		ctx := context.Background()
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := l.Acquire(ctx); err != nil {
+			if _, err := l.Acquire(ctx); err != nil {
 				b.Fatal(err)
 			}
 			l.Release()

@@ -76,20 +76,21 @@ type sampleWindow struct {
 	started     int // timed executions started since the window opened
 }
 
-// timingLocked decides whether the execution being admitted is timed and
+// timing decides whether the execution being admitted is timed and
 // returns its weight: 1 while the window has fewer than denseTimed timed
 // executions, then sparseEvery for one execution in sparseEvery, and 0
-// (untimed) for the rest. The engine's lock must be held.
-func (a *AdaptiveLimiter) timingLocked() int64 {
-	if a.win.started < denseTimed {
-		a.win.started++
+// (untimed) for the rest. pick is the limiter's xorshift state; the
+// engine's lock must be held.
+func (w *sampleWindow) timing(pick *uint64) int64 {
+	if w.started < denseTimed {
+		w.started++
 		return 1
 	}
-	x := a.pick
+	x := *pick
 	x ^= x << 13
 	x ^= x >> 7
 	x ^= x << 17
-	a.pick = x
+	*pick = x
 	if x>>60&(sparseEvery-1) == 0 { // the top bits are the best mixed
 		return sparseEvery
 	}

@@ -23,9 +23,9 @@ func TestLimiterCloseRejectsQueueAndNewcomers(t *testing.T) {
 			t.Fatal(err)
 		}
 		return limiter{
-			acquire: func(ctx context.Context) (func(), error) { return l.Release, l.Acquire(ctx) },
+			acquire: func(ctx context.Context) (func(), error) { p, err := l.Acquire(ctx); return p.Release, err },
 			try: func() bool {
-				ok := l.TryAcquire()
+				_, ok := l.TryAcquire()
 				if ok {
 					l.Release()
 				}

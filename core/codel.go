@@ -33,17 +33,24 @@ import "time"
 // full while CoDel drains the rest.
 //
 // Flows (a Flow function) are spared the same way within the best
-// priority: a flow that asks for well less than the heaviest flow (under
-// half as many of the recent requests that had to queue, per unit of
-// FlowWeight) and none of whose waiters was shed within the last Interval
-// is getting what it asks for, so its waiters keep their queue timeout
-// and are not rejected for waiting past Target; the flows that ask for
-// more than their share are held to Target, and CoDel drains theirs. A
-// quiet tenant is then served in full even when permits free in bursts
-// farther apart than Target, and when every flow asks for more than its
-// share the queue stays as short as without flows. A flow that was idle
-// (nothing queued, no permit from the queue) has no demand counted yet:
-// its first newcomers are held to Target.
+// priority: CoDel's drops land on the flows over their share, never on a
+// flow under it. A waiter whose flow holds, with its own waiters ahead of
+// it and itself, fewer than its share of the permits (the limit times its
+// FlowWeight over the active flows' weights) keeps its queue timeout and
+// is not rejected for waiting past Target: fewest permits held first
+// grants it before any waiter of a flow at or over its share, so it waits
+// only for the next permit to free. So does a waiter whose flow asks for
+// well less than the heaviest flow (under half as many of the recent
+// requests that had to queue, per unit of FlowWeight) and none of whose
+// waiters was shed within the last Interval, so that a quiet tenant is
+// served in full even when permits free in bursts farther apart than
+// Target and its requests pile up between them. The first test needs no
+// history, and holds for clients of every kind: a worker pool that sends
+// its next request when the last one ends, and re-sends at once after a
+// rejection, is never idle long enough to build one. A flow that had a
+// waiter shed within the last Interval while it used more than its share
+// is not spared by it: when every flow asks for more than its share, the
+// queue stays as short as without flows.
 //
 // Use it when a queue is configured (QueueLimit > 0) and overload can last
 // longer than a burst, which is the usual case for an inbound limiter. It

@@ -85,7 +85,7 @@ type ConcurrencyLimiterOptions struct {
 	Priority func(ctx context.Context) int
 	// Flow, when set, shares the permits fairly between the flows of one
 	// priority (tenants, API keys, clients): it returns an execution's
-	// flow key (inbound.KeyByHeader and inbound.KeyByClientIP are ready
+	// flow key (by.Header and by.ClientIP (package core/inbound/by) are ready
 	// made). A freed permit goes to the waiting flow that holds the fewest
 	// permits per unit of FlowWeight, flows that hold equally many take
 	// turns, and a flow's executions keep their arrival order; a full
@@ -97,9 +97,9 @@ type ConcurrencyLimiterOptions struct {
 	// lock. An execution admitted at once is not counted to its flow (when
 	// permits are free nobody waits). A flow is kept only while it has an
 	// execution queued or a permit from the queue, so memory is bounded by
-	// the limits. Permits taken with Acquire (not Execute) are ordered
-	// fairly but not counted to their flow, since Release cannot tell
-	// whose permit it returns. nil means one flow: arrival order within a
+	// the limits. A permit Acquire, AcquireN or Admit takes from the queue
+	// is counted to its flow (all its permits, for a costly one) until its
+	// ConcurrencyPermit is released. nil means one flow: arrival order within a
 	// priority. Ignored when QueueLimit is 0.
 	Flow func(ctx context.Context) string
 	// FlowWeight gives flows unequal shares (paid tiers): a flow of
@@ -109,6 +109,18 @@ type ConcurrencyLimiterOptions struct {
 	// as 1, above 1<<20 (1 048 576) as 1<<20. nil means 1. Requires
 	// Flow.
 	FlowWeight func(ctx context.Context) int
+	// Cost, when set, says how many permits an execution takes: an
+	// export or a large list may cost as much as many reads. Execute and
+	// Admit call it once per execution, before the fast path, with the
+	// execution's context; a caller that knows the cost uses AcquireN,
+	// TryAcquireN or AdmitN instead (Acquire and TryAcquire take one). A cost below 1 counts as 1, and a
+	// cost above the permit limit takes the whole limit (the execution
+	// then runs alone). A costly waiter at the head of the queue holds
+	// back the cheaper ones behind it until its permits are free, so it
+	// is never starved (see AcquireN). With a Flow function, a flow is
+	// charged every permit its executions hold. nil means 1 per
+	// execution, at no cost to the fast path.
+	Cost func(ctx context.Context) int
 	// Overflow is what happens when the queue is full. Default
 	// OverflowRejectNew, or OverflowDropLowestPriority when Priority is
 	// set (so that a full queue of less important waiters cannot turn a
@@ -267,7 +279,8 @@ func (l *ConcurrencyLimiter) strategyName() string {
 type LimiterStats struct {
 	// Limit is the current permit limit.
 	Limit int `json:"limit"`
-	// InFlight is the number of permits held. It can exceed Limit for a
+	// InFlight is the number of permits held: an execution that costs n
+	// (ConcurrencyLimiterOptions.Cost) holds n. It can exceed Limit for a
 	// while after the limit is lowered, as running work is not interrupted.
 	InFlight int `json:"inflight"`
 	// Queued is the number of executions waiting for a permit.
@@ -289,7 +302,7 @@ func (l *ConcurrencyLimiter) Stats() LimiterStats { return engineStats(&l.engine
 func engineStats(e *queue.Engine) LimiterStats {
 	limit, inFlight, queued := e.Stats()
 	s := LimiterStats{Limit: limit, InFlight: inFlight, Queued: queued}
-	flowStats(e, &s)
+	s.Flows, s.LargestFlowShare = e.FlowStats()
 	return s
 }
 
@@ -313,33 +326,16 @@ func (l *ConcurrencyLimiter) SetLimit(n int) {
 // is harmless.
 func (l *ConcurrencyLimiter) Close() { l.engine.Close() }
 
-// TryAcquire takes a permit if one is free and nobody is waiting, and
-// reports whether it did. It never queues. After true, the caller must call
-// Release exactly once.
-func (l *ConcurrencyLimiter) TryAcquire() bool { return l.engine.TryAcquire() }
+// Release returns a permit counted to no flow. If an execution is queued
+// and the limit allows, the permit passes directly to the best waiter.
+// Calling Release without holding a permit is a bug in the caller and
+// panics, since silently ignoring it would break the limit.
+//
+// Deprecated: release the ConcurrencyPermit that TryAcquire, Acquire or
+// Admit returned, which also returns its flow's count.
+func (l *ConcurrencyLimiter) Release() { l.release() }
 
-// Acquire takes a permit, queueing for one if the limiter's options allow.
-// It returns nil when a permit is held; the caller must then call Release
-// exactly once. Otherwise it returns a *ConcurrencyLimitRejectedError (ReasonFull,
-// ReasonQueueTimeout or ReasonDropped), or context.Cause(ctx) when ctx ended
-// first; an execution whose context has already ended is neither admitted
-// nor queued. A queued caller waits at most QueueTimeout and never past
-// ctx's deadline. The rejection errors are shared values: match them with
-// errors.As or errors.Is and do not modify them.
-func (l *ConcurrencyLimiter) Acquire(ctx context.Context) error {
-	if l.fair != nil {
-		_, r, _ := l.engine.AcquireRanked(ctx, l.fair.rankFunc(nil), false)
-		return engineError(ctx, r)
-	}
-	_, r := l.engine.Acquire(ctx, l.opts.Priority)
-	return engineError(ctx, r)
-}
-
-// Release returns a permit taken by Acquire or TryAcquire. If an execution
-// is queued and the limit allows, the permit passes directly to the best
-// waiter. Calling Release without holding a permit is a bug in the caller
-// and panics, since silently ignoring it would break the limit.
-func (l *ConcurrencyLimiter) Release() {
+func (l *ConcurrencyLimiter) release() {
 	if !l.engine.Release() {
 		panic("resilience: ConcurrencyLimiter.Release without a held permit")
 	}
@@ -356,6 +352,9 @@ func (l *ConcurrencyLimiter) Release() {
 // first returns context.Cause(ctx) and emits nothing, as that is the
 // caller's doing.
 func (l *ConcurrencyLimiter) Execute(ctx context.Context, tel Telemetry, next Next) error {
+	if l.opts.Cost != nil {
+		return l.executeCost(ctx, tel, next)
+	}
 	if l.fair != nil {
 		return l.executeFair(ctx, tel, next)
 	}
@@ -368,7 +367,7 @@ func (l *ConcurrencyLimiter) Execute(ctx context.Context, tel Telemetry, next Ne
 		emitLimiterRejection(ctx, tel, waited, err)
 		return err
 	}
-	defer l.Release()
+	defer l.release()
 	emitQueueAdmitted(ctx, tel, waited)
 	return next(ctx)
 }
@@ -408,4 +407,44 @@ func emitLimiterRejection(ctx context.Context, tel Telemetry, waited time.Durati
 func callPriority(ctx context.Context, tel *Telemetry, priority func(context.Context) int) int {
 	defer reportHookPanic(ctx, tel, event.HookPriority)
 	return priority(ctx)
+}
+
+// executeCost is Execute with a Cost function: the execution takes and
+// returns its cost in permits.
+func (l *ConcurrencyLimiter) executeCost(ctx context.Context, tel Telemetry, next Next) error {
+	h, err := l.acquireN(ctx, &tel, callHook(ctx, &tel, event.HookCost, l.opts.Cost))
+	if err != nil {
+		return err
+	}
+	defer l.engine.ReleaseN(h)
+	return next(ctx)
+}
+
+// acquireN takes n permits, queueing as the options allow, with Admit's
+// events on tel (none when tel is nil): AcquireN, AdmitN and executeCost.
+func (l *ConcurrencyLimiter) acquireN(ctx context.Context, tel *Telemetry, n int) (queue.Held, error) {
+	var (
+		waited time.Duration
+		r      queue.Result
+		h      queue.Held
+	)
+	if l.fair != nil {
+		waited, r, h = l.engine.AcquireN(ctx, l.fair.rankFunc(tel), true, n)
+	} else {
+		rank := l.opts.Priority
+		if p := rank; p != nil && tel != nil {
+			rank = func(ctx context.Context) int { return callPriority(ctx, tel, p) }
+		}
+		waited, r, h = l.engine.AcquirePriorityN(ctx, rank, n)
+	}
+	if err := engineError(ctx, r); err != nil {
+		if tel != nil {
+			emitLimiterRejection(ctx, *tel, waited, err)
+		}
+		return queue.Held{}, err
+	}
+	if tel != nil {
+		emitQueueAdmitted(ctx, *tel, waited)
+	}
+	return h, nil
 }

@@ -12,7 +12,7 @@ func BenchmarkConcurrencyLimiterAcquireRelease(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := l.Acquire(ctx); err != nil {
+		if _, err := l.Acquire(ctx); err != nil {
 			b.Fatal(err)
 		}
 		l.Release()
@@ -27,7 +27,7 @@ func BenchmarkConcurrencyLimiterAcquireReleaseParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		ctx := context.Background()
 		for pb.Next() {
-			if err := l.Acquire(ctx); err != nil {
+			if _, err := l.Acquire(ctx); err != nil {
 				b.Error(err)
 				return
 			}
@@ -72,13 +72,13 @@ func BenchmarkConcurrencyLimiterExecuteStrategy(b *testing.B) {
 func BenchmarkConcurrencyLimiterRejectFull(b *testing.B) {
 	l := newTestLimiter(b, ConcurrencyLimiterOptions{PermitLimit: 1})
 	ctx := context.Background()
-	if err := l.Acquire(ctx); err != nil {
+	if _, err := l.Acquire(ctx); err != nil {
 		b.Fatal(err)
 	}
 	defer l.Release()
 	b.ReportAllocs()
 	for b.Loop() {
-		if l.Acquire(ctx) == nil {
+		if acquireErr(l, ctx) == nil {
 			b.Fatal("admitted beyond the limit")
 		}
 	}
@@ -93,7 +93,7 @@ func BenchmarkConcurrencyLimiterQueuedHandoff(b *testing.B) {
 	b.SetParallelism(1)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if err := l.Acquire(ctx); err != nil {
+			if _, err := l.Acquire(ctx); err != nil {
 				b.Error(err)
 				return
 			}

@@ -238,7 +238,7 @@ func TestConcurrencyLimiterStateMachine(t *testing.T) {
 					ctx, cancel := context.WithCancel(clPriorityKey.With(context.Background(), e.priority))
 					cancel()
 					e.a = &clAcquirer{ctx: ctx, cancel: cancel, done: make(chan error, 1)}
-					e.a.done <- l.Acquire(ctx)
+					e.a.done <- acquireErr(l, ctx)
 					e.outcome = clCancelled
 					m.all = append(m.all, e)
 				},

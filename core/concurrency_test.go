@@ -65,7 +65,7 @@ type clAcquirer struct {
 func startAcquire(l *ConcurrencyLimiter, prio int) *clAcquirer {
 	ctx, cancel := context.WithCancel(clPriorityKey.With(context.Background(), prio))
 	a := &clAcquirer{ctx: ctx, cancel: cancel, done: make(chan error, 1)}
-	go func() { a.done <- l.Acquire(ctx) }()
+	go func() { a.done <- acquireErr(l, ctx) }()
 	synctest.Wait()
 	return a
 }
@@ -190,7 +190,7 @@ func FuzzConcurrencyLimiterOptions(f *testing.F) {
 		if err := l.validate(); err != nil {
 			t.Fatalf("built limiter fails Validate: %v", err)
 		}
-		if !l.TryAcquire() {
+		if _, ok := l.TryAcquire(); !ok {
 			t.Fatal("a new limiter has no free permit")
 		}
 		l.Release()
@@ -204,17 +204,17 @@ func TestConcurrencyLimiterFastPathAndFull(t *testing.T) {
 	l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 2})
 	ctx := context.Background()
 	for range 2 {
-		if err := l.Acquire(ctx); err != nil {
+		if _, err := l.Acquire(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
 	wantStats(t, l, LimiterStats{Limit: 2, InFlight: 2})
-	wantReason(t, l.Acquire(ctx), ReasonFull)
-	if l.TryAcquire() {
+	wantReason(t, acquireErr(l, ctx), ReasonFull)
+	if _, ok := l.TryAcquire(); ok {
 		t.Fatal("TryAcquire succeeded with every permit in use")
 	}
 	l.Release()
-	if !l.TryAcquire() {
+	if _, ok := l.TryAcquire(); !ok {
 		t.Fatal("TryAcquire failed with a free permit")
 	}
 	l.Release()
@@ -225,8 +225,8 @@ func TestConcurrencyLimiterFastPathAndFull(t *testing.T) {
 // The zero value rejects rather than panics or admits without limit.
 func TestConcurrencyLimiterZeroValueRejects(t *testing.T) {
 	var l ConcurrencyLimiter
-	wantReason(t, l.Acquire(context.Background()), ReasonFull)
-	if l.TryAcquire() {
+	wantReason(t, acquireErr(&l, context.Background()), ReasonFull)
+	if _, ok := l.TryAcquire(); ok {
 		t.Fatal("zero value granted a permit")
 	}
 	var ce *ConfigError
@@ -258,13 +258,13 @@ func TestConcurrencyLimiterDoneContextIsNotQueued(t *testing.T) {
 	cause := errors.New("client went away")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(cause)
-	if err := l.Acquire(ctx); err != cause {
+	if _, err := l.Acquire(ctx); err != cause {
 		t.Fatalf("free permit, done context: Acquire = %v, want the cause", err)
 	}
-	if !l.TryAcquire() {
+	if _, ok := l.TryAcquire(); !ok {
 		t.Fatal("permit lost")
 	}
-	if err := l.Acquire(ctx); err != cause {
+	if _, err := l.Acquire(ctx); err != cause {
 		t.Fatalf("full limiter, done context: Acquire = %v, want the cause", err)
 	}
 	wantStats(t, l, LimiterStats{Limit: 1, InFlight: 1})
@@ -280,7 +280,7 @@ func TestConcurrencyLimiterPriorityOnlyOnSlowPath(t *testing.T) {
 		var prioCalls atomic.Int32
 		l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, Overflow: OverflowRejectNew,
 			Priority: func(context.Context) int { prioCalls.Add(1); return 0 }})
-		if err := l.Acquire(context.Background()); err != nil {
+		if _, err := l.Acquire(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if prioCalls.Load() != 0 {
@@ -316,10 +316,10 @@ func TestConcurrencyLimiterPermitFreedWhilePrioritising(t *testing.T) {
 			l.Release() // the holder finishes while the newcomer is being ranked
 			return 0
 		}})
-	if !l.TryAcquire() {
+	if _, ok := l.TryAcquire(); !ok {
 		t.Fatal("no permit")
 	}
-	if err := l.Acquire(context.Background()); err != nil {
+	if _, err := l.Acquire(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	wantStats(t, l, LimiterStats{Limit: 1, InFlight: 1})
@@ -331,7 +331,7 @@ func TestConcurrencyLimiterPermitFreedWhilePrioritising(t *testing.T) {
 func TestConcurrencyLimiterGrantsByPriorityThenArrival(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 10, Priority: clPriority})
-		if err := l.Acquire(context.Background()); err != nil {
+		if _, err := l.Acquire(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		prios := []int{3, 1, 2, 1, 0, 3, 2}
@@ -340,7 +340,7 @@ func TestConcurrencyLimiterGrantsByPriorityThenArrival(t *testing.T) {
 		var wg sync.WaitGroup
 		for i, p := range prios {
 			wg.Go(func() {
-				if err := l.Acquire(clPriorityKey.With(context.Background(), p)); err != nil {
+				if _, err := l.Acquire(clPriorityKey.With(context.Background(), p)); err != nil {
 					t.Error(err)
 					return
 				}
@@ -354,7 +354,7 @@ func TestConcurrencyLimiterGrantsByPriorityThenArrival(t *testing.T) {
 		wantStats(t, l, LimiterStats{Limit: 1, InFlight: 1, Queued: len(prios)})
 		// A newcomer does not overtake the queue, even when it arrives just
 		// as the permit is released.
-		if l.TryAcquire() {
+		if _, ok := l.TryAcquire(); ok {
 			t.Fatal("TryAcquire overtook the queue")
 		}
 		l.Release()
@@ -372,7 +372,7 @@ func TestConcurrencyLimiterGrantsByPriorityThenArrival(t *testing.T) {
 func TestConcurrencyLimiterRejectNewWhenQueueFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 2, Priority: clPriority, Overflow: OverflowRejectNew})
-		if err := l.Acquire(context.Background()); err != nil {
+		if _, err := l.Acquire(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		a, b := startAcquire(l, 5), startAcquire(l, 5)
@@ -397,7 +397,7 @@ func TestConcurrencyLimiterRejectNewWhenQueueFull(t *testing.T) {
 func TestConcurrencyLimiterDropOldest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 2, Priority: clPriority, Overflow: OverflowDropOldest})
-		if err := l.Acquire(context.Background()); err != nil {
+		if _, err := l.Acquire(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		a := startAcquire(l, 0) // oldest and best, evicted anyway
@@ -427,7 +427,7 @@ func TestConcurrencyLimiterDropOldest(t *testing.T) {
 func TestConcurrencyLimiterDropLowestPriority(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 3, Priority: clPriority, Overflow: OverflowDropLowestPriority})
-		if err := l.Acquire(context.Background()); err != nil {
+		if _, err := l.Acquire(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		low1 := startAcquire(l, 5)
@@ -463,7 +463,7 @@ func TestConcurrencyLimiterDropLowestPriority(t *testing.T) {
 func TestConcurrencyLimiterDefaultOverflowFollowsPriority(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, Priority: clPriority})
-		if err := l.Acquire(context.Background()); err != nil {
+		if _, err := l.Acquire(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		low := startAcquire(l, 5)
@@ -477,7 +477,7 @@ func TestConcurrencyLimiterDefaultOverflowFollowsPriority(t *testing.T) {
 		l.Release()
 
 		plain := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1})
-		if err := plain.Acquire(context.Background()); err != nil {
+		if _, err := plain.Acquire(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		first := startAcquire(plain, 0)
@@ -495,11 +495,11 @@ func TestConcurrencyLimiterDefaultOverflowFollowsPriority(t *testing.T) {
 func TestConcurrencyLimiterQueueTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, QueueTimeout: 500 * time.Millisecond})
-		if err := l.Acquire(context.Background()); err != nil {
+		if _, err := l.Acquire(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		err := l.Acquire(context.Background())
+		_, err := l.Acquire(context.Background())
 		if waited := time.Since(start); waited != 500*time.Millisecond {
 			t.Fatalf("waited %v, want exactly the queue timeout", waited)
 		}
@@ -515,12 +515,12 @@ func TestConcurrencyLimiterQueueWaitBoundedByDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		for _, queueTimeout := range []time.Duration{0, time.Minute} {
 			l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, QueueTimeout: queueTimeout})
-			if err := l.Acquire(context.Background()); err != nil {
+			if _, err := l.Acquire(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			start := time.Now()
-			err := l.Acquire(ctx)
+			_, err := l.Acquire(ctx)
 			cancel()
 			if waited := time.Since(start); waited != 200*time.Millisecond {
 				t.Fatalf("QueueTimeout %v: waited %v, want the 200ms left on the deadline", queueTimeout, waited)
@@ -539,7 +539,7 @@ func TestConcurrencyLimiterQueueWaitBoundedByDeadline(t *testing.T) {
 func TestConcurrencyLimiterCancelWhileQueued(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 2})
-		if err := l.Acquire(context.Background()); err != nil {
+		if _, err := l.Acquire(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		a, b := startAcquire(l, 0), startAcquire(l, 0)
@@ -565,7 +565,7 @@ func TestConcurrencyLimiterCancelWhileQueued(t *testing.T) {
 func TestConcurrencyLimiterSetLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newTestLimiter(t, ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 5})
-		if err := l.Acquire(context.Background()); err != nil {
+		if _, err := l.Acquire(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		a, b, c := startAcquire(l, 0), startAcquire(l, 0), startAcquire(l, 0)
@@ -581,7 +581,7 @@ func TestConcurrencyLimiterSetLimit(t *testing.T) {
 		l.Release() // 2 in flight, still over the limit
 		synctest.Wait()
 		c.wantWaiting(t)
-		if l.TryAcquire() {
+		if _, ok := l.TryAcquire(); ok {
 			t.Fatal("admitted while in flight exceeds the lowered limit")
 		}
 		l.Release() // 1 in flight: at the limit
@@ -798,7 +798,7 @@ func TestConcurrencyLimiterContention(t *testing.T) {
 								cancel()
 							})
 						}
-						err := l.Acquire(ctx)
+						_, err := l.Acquire(ctx)
 						switch {
 						case err == nil:
 							granted.Add(1)
@@ -852,15 +852,15 @@ func TestConcurrencyLimiterNewcomerCancelledDuringPriorityIsNotQueued(t *testing
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := l.Acquire(context.Background()); err != nil {
+		if _, err := l.Acquire(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		victim := make(chan error, 1)
-		go func() { victim <- l.Acquire(context.Background()) }()
+		go func() { victim <- acquireErr(l, context.Background()) }()
 		synctest.Wait()
 		ctx, cancel := context.WithCancel(context.Background())
 		ctx = context.WithValue(ctx, cancelKey{}, cancel)
-		if err := l.Acquire(ctx); !errors.Is(err, context.Canceled) {
+		if _, err := l.Acquire(ctx); !errors.Is(err, context.Canceled) {
 			t.Fatalf("newcomer err = %v, want context.Canceled", err)
 		}
 		synctest.Wait()
@@ -878,4 +878,11 @@ func TestConcurrencyLimiterNewcomerCancelledDuringPriorityIsNotQueued(t *testing
 		}
 		l.Release()
 	})
+}
+
+// acquireErr is Acquire for a test that releases with the limiter's
+// Release (a permit counted to no flow) and wants only the error.
+func acquireErr(l *ConcurrencyLimiter, ctx context.Context) error {
+	_, err := l.Acquire(ctx)
+	return err
 }

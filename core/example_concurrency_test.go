@@ -64,7 +64,8 @@ func ExampleConcurrencyLimiter_priority() {
 		fmt.Println(err)
 		return
 	}
-	if err := limiter.Acquire(context.Background()); err != nil { // hold the only permit
+	held, err := limiter.Acquire(context.Background()) // hold the only permit
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -76,20 +77,21 @@ func ExampleConcurrencyLimiter_priority() {
 		tier int
 	}{{"batch-1", 2}, {"user-1", 0}, {"batch-2", 2}, {"user-2", 0}, {"internal", 1}} {
 		wg.Go(func() {
-			if err := limiter.Acquire(tier.With(context.Background(), req.tier)); err != nil {
+			p, err := limiter.Acquire(tier.With(context.Background(), req.tier))
+			if err != nil {
 				fmt.Println(err)
 				return
 			}
 			mu.Lock()
 			order = append(order, req.name)
 			mu.Unlock()
-			limiter.Release()
+			p.Release()
 		})
 		for limiter.Stats().Queued <= i { // wait until it has queued, to fix the arrival order
 			runtime.Gosched()
 		}
 	}
-	limiter.Release()
+	held.Release()
 	wg.Wait()
 	fmt.Println(order)
 	// Output: [user-1 user-2 internal batch-1 batch-2]
@@ -103,4 +105,26 @@ func ExampleParseOverflowPolicy() {
 	// Output:
 	// drop-lowest-priority <nil>
 	// resilience: invalid option ConcurrencyLimiterOptions.Overflow: unknown overflow policy "drop-newest"; want one of "reject-new", "drop-oldest", "drop-lowest-priority"
+}
+
+// The fixed and the adaptive limiter take and return permits the same
+// way: TryAcquire never queues, Acquire may, and the permit is released
+// once; the adaptive permit's Release takes the outcome the limit learns
+// from.
+func ExampleConcurrencyLimiter_TryAcquire() {
+	fixed, _ := resilience.NewConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{PermitLimit: 1})
+	adaptive, _ := resilience.NewAdaptiveLimiter(resilience.AdaptiveLimiterOptions{InitialLimit: 1, IgnoreCPUWait: true})
+
+	p, ok := fixed.TryAcquire()
+	_, again := fixed.TryAcquire()
+	fmt.Println("fixed:", ok, again)
+	p.Release()
+
+	q, ok := adaptive.TryAcquire()
+	_, again = adaptive.TryAcquire()
+	fmt.Println("adaptive:", ok, again)
+	_ = q.Release(resilience.LimitSampled)
+	// Output:
+	// fixed: true false
+	// adaptive: true false
 }

@@ -14,7 +14,7 @@ import (
 // With a Flow function, queued executions of one priority are granted
 // across the flows in turn, FIFO within a flow, so a tenant with a
 // backlog does not make the others wait behind it. (Behind an inbound
-// middleware, inbound.KeyByHeader or inbound.KeyByClientIP is the flow.)
+// middleware, by.Header or by.ClientIP (core/inbound/by) is the flow.)
 func ExampleConcurrencyLimiterOptions_flow() {
 	tenant := property.NewKey[string]("tenant")
 	limiter, err := resilience.NewConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/property"
 )
 
@@ -42,4 +43,15 @@ func ExampleNewKey() {
 	})
 	fmt.Println(who)
 	// Output: acme
+}
+
+// A custom strategy that calls a user's hook reports the hook's panic the
+// way core's strategies do, then decides what becomes of it.
+func ExampleTelemetry_EmitHookPanic() {
+	tel := resilience.NewTelemetry("checkout", "MyStrategy", event.ListenerFunc(func(_ context.Context, e event.Event) {
+		var hp *resilience.HookPanicError
+		fmt.Println(e.Name, e.Pipeline, e.Strategy, e.Reason, errors.As(e.Err, &hp))
+	}))
+	tel.EmitHookPanic(context.Background(), event.HookKey, "a bug")
+	// Output: OnHookPanic checkout MyStrategy Key true
 }

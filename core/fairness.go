@@ -50,8 +50,3 @@ func validateFlow(typeName string, flow func(context.Context) string, weight fun
 	}
 	return nil
 }
-
-// flowStats fills the flow figures of s from e.
-func flowStats(e *queue.Engine, s *LimiterStats) {
-	s.Flows, s.LargestFlowShare = e.FlowStats()
-}

@@ -137,7 +137,7 @@ func TestFlowHookPanicIsReported(t *testing.T) {
 				o.FlowWeight = func(context.Context) int { panic(hook) }
 			}
 			l := newTestLimiter(t, o)
-			if !l.TryAcquire() {
+			if _, ok := l.TryAcquire(); !ok {
 				t.Fatal("no free permit")
 			}
 			if v := recovered(func() { _ = l.Execute(context.Background(), tel, func(context.Context) error { return nil }) }); v != hook {

@@ -16,7 +16,7 @@ func TestFallbackAnswersBulkheadRejection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.Acquire(context.Background()); err != nil {
+	if _, err := cl.Acquire(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Release()

@@ -34,18 +34,18 @@ func TestPerExecutionHookPanicStaysInItsExecution(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !l.TryAcquire() {
+		if _, ok := l.TryAcquire(); !ok {
 			t.Fatal("no free permit")
 		}
 		ctx := context.WithValue(context.Background(), hookPanicKey{}, true)
-		if v := recovered(func() { _ = l.Acquire(ctx) }); v != "priority bug" {
+		if v := recovered(func() { _, _ = l.Acquire(ctx) }); v != "priority bug" {
 			t.Fatalf("recovered %v, want the priority function's panic", v)
 		}
 		if s := l.Stats(); s.InFlight != 1 || s.Queued != 0 {
 			t.Fatalf("stats %+v after the panic, want the held permit alone", s)
 		}
 		done := make(chan error, 1)
-		go func() { done <- l.Acquire(context.Background()) }()
+		go func() { done <- acquireErr(l, context.Background()) }()
 		for l.Stats().Queued != 1 {
 			time.Sleep(time.Millisecond)
 		}
@@ -114,7 +114,7 @@ func TestPerExecutionHookPanicIsReported(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !l.TryAcquire() {
+		if _, ok := l.TryAcquire(); !ok {
 			t.Fatal("no free permit")
 		}
 		check(t, event.HookPriority, func() { _ = l.Execute(context.Background(), tel, ok) })

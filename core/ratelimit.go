@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ylcnfrht/resilience/core/event"
@@ -16,8 +17,9 @@ import (
 
 // RateLimitStoreError reports that a rate limiter's ratelimit.Store failed, so no decision
 // was made. Match with errors.As, or errors.Is against ErrRateLimitStore; it
-// unwraps to the store's error. It is not a rejection (it does not match
-// ErrRejected): the limiter could not decide.
+// unwraps to the store's error (a *ratelimit.StoreError, when the store
+// reports its cause; Reason returns it). It is not a rejection (it does
+// not match ErrRejected): the limiter could not decide.
 type RateLimitStoreError struct {
 	// Policy is the name of the policy being applied.
 	Policy string
@@ -38,6 +40,10 @@ func (e *RateLimitStoreError) Error() string {
 
 // Unwrap returns the store's error.
 func (e *RateLimitStoreError) Unwrap() error { return e.Err }
+
+// Reason is the cause of the store's failure (ratelimit.ReasonOf of Err):
+// a bounded label such as "timeout" or "cluster-down".
+func (e *RateLimitStoreError) Reason() ratelimit.StoreReason { return ratelimit.ReasonOf(e.Err) }
 
 // Is reports whether target is ErrRateLimitStore.
 func (e *RateLimitStoreError) Is(target error) bool { return target == ErrRateLimitStore }
@@ -73,6 +79,16 @@ type RateLimiterOptions struct {
 	// key, …); nil means one partition shared by every execution, here and
 	// in inbound.Options. Each key has its own quota.
 	Key func(ctx context.Context) string
+	// Cost, when set, says how many permits an execution takes from its
+	// key's quota (an export may count as many reads): Execute and Take
+	// call it once per execution, with its context, and take that many
+	// permits at once, all or none (a refused execution takes nothing).
+	// A cost below 1 counts as 1, and a cost above PermitLimit as
+	// PermitLimit (a whole window's quota, or a full bucket: more could
+	// never pass). It needs a Store that takes n permits atomically, a
+	// ratelimit.CostStore (the in-memory store and extensions/redis
+	// are); NewRateLimiter refuses another. nil means 1 per execution.
+	Cost func(ctx context.Context) int
 	// MaxKeys caps the keys of the default in-memory store, so memory is
 	// bounded whatever traffic arrives; idle keys are evicted first (see
 	// ratelimit.MemoryStore). 0 means 10 000. Ignored when Store is set.
@@ -115,6 +131,7 @@ type RateLimiterOptions struct {
 type RateLimiter struct {
 	opts   RateLimiterOptions
 	policy ratelimit.Policy
+	live   atomic.Pointer[ratelimit.Policy] // set by Reconfigure; nil: policy
 	store  ratelimit.Store
 	maxLen int
 }
@@ -167,6 +184,9 @@ func (l *RateLimiter) validate() error {
 	if o.MaxKeys > maxRateLimitMaxKeys {
 		return configErrorf("RateLimiterOptions.MaxKeys", "is too large (%d); the maximum is %d", o.MaxKeys, maxRateLimitMaxKeys)
 	}
+	if err := validateRateCost(o); err != nil {
+		return err
+	}
 	if err := checkNonNegativeInt("RateLimiterOptions.MaxKeyLength", o.MaxKeyLength); err != nil {
 		return err
 	}
@@ -186,13 +206,16 @@ func (l *RateLimiter) strategyName() string {
 }
 
 // Policy returns the limiter's policy.
-func (l *RateLimiter) Policy() ratelimit.Policy { return l.policy }
+func (l *RateLimiter) Policy() ratelimit.Policy { return l.livePolicy() }
 
-// Allow takes one permit for the key opts.Key returns for ctx. A nil error
+// Allow takes one permit (Cost's, when set) for the key opts.Key returns for ctx. A nil error
 // comes with the store's decision. On a store failure the error is a
 // *RateLimitStoreError and the decision is what the limiter applies:
 // Allowed unless FailClosed, with the policy's Limit and Remaining 0.
 func (l *RateLimiter) Allow(ctx context.Context) (ratelimit.Decision, error) {
+	if l.opts.Cost != nil {
+		return l.allowCost(ctx, Telemetry{})
+	}
 	var key string
 	if l.opts.Key != nil {
 		key = l.opts.Key(ctx)
@@ -209,15 +232,16 @@ func (l *RateLimiter) AllowKey(ctx context.Context, key string) (ratelimit.Decis
 	if len(key) > l.maxLen {
 		key = shortenRateLimitKey(key, l.maxLen)
 	}
-	d, err := l.store.Take(ctx, key, l.policy)
+	policy := l.livePolicy()
+	d, err := l.store.Take(ctx, key, policy)
 	if err != nil {
 		return ratelimit.Decision{
 			Allowed: !l.opts.FailClosed,
-			Limit:   l.policy.Limit,
-			Policy:  l.policy,
-		}, &RateLimitStoreError{Policy: l.policy.Name, Err: err}
+			Limit:   policy.Limit,
+			Policy:  policy,
+		}, &RateLimitStoreError{Policy: policy.Name, Err: err}
 	}
-	d.Policy = l.policy
+	d.Policy = policy
 	return d, nil
 }
 
@@ -248,7 +272,11 @@ func (l *RateLimiter) Execute(ctx context.Context, tel Telemetry, next Next) err
 // (Reason "fail-open" or "fail-closed"), d then being what FailClosed
 // decides. A limiter not made by NewRateLimiter returns a *ConfigError.
 func (l *RateLimiter) Take(ctx context.Context, tel Telemetry) (d ratelimit.Decision, err error) {
-	d, err = l.AllowKey(ctx, callKey(ctx, tel, l.opts.Key))
+	if l.opts.Cost != nil {
+		d, err = l.allowCost(ctx, tel)
+	} else {
+		d, err = l.AllowKey(ctx, callKey(ctx, tel, l.opts.Key))
+	}
 	if err != nil {
 		var se *RateLimitStoreError
 		if !errors.As(err, &se) {
@@ -298,4 +326,65 @@ func callKey(ctx context.Context, tel Telemetry, key func(context.Context) strin
 	}
 	defer reportHookPanic(ctx, &tel, event.HookKey)
 	return key(ctx)
+}
+
+// livePolicy is the policy in force: the one built, until Reconfigure.
+// One atomic load; nothing allocated.
+func (l *RateLimiter) livePolicy() ratelimit.Policy {
+	if p := l.live.Load(); p != nil {
+		return *p
+	}
+	return l.policy
+}
+
+// validateRateCost refuses a Cost function with a store that cannot take
+// n permits atomically.
+func validateRateCost(o *RateLimiterOptions) error {
+	if o.Cost == nil || o.Store == nil {
+		return nil
+	}
+	if _, ok := o.Store.(ratelimit.CostStore); !ok {
+		return configErrorf("RateLimiterOptions.Cost", "needs a Store that takes n permits atomically (a ratelimit.CostStore); %T is not one", o.Store)
+	}
+	return nil
+}
+
+// allowCost is Allow and Take's decision under a Cost function: the key
+// and the cost, each read once (a panic reported on tel), then n permits
+// taken at once.
+func (l *RateLimiter) allowCost(ctx context.Context, tel Telemetry) (ratelimit.Decision, error) {
+	key := callKey(ctx, tel, l.opts.Key)
+	n := callHook(ctx, &tel, event.HookCost, l.opts.Cost)
+	return l.AllowKeyN(ctx, key, n)
+}
+
+// AllowKeyN is AllowKey for n permits, taken at once, all or none: n
+// below 1 counts as 1, above the policy's limit as the limit. It needs a
+// ratelimit.CostStore (as RateLimiterOptions.Cost does): with another
+// store, n above 1 returns a *ConfigError and takes nothing.
+func (l *RateLimiter) AllowKeyN(ctx context.Context, key string, n int) (ratelimit.Decision, error) {
+	policy := l.livePolicy()
+	if n = ratelimit.ClampCost(n, policy.Limit); n == 1 {
+		return l.AllowKey(ctx, key)
+	}
+	if l.store == nil {
+		return ratelimit.Decision{}, l.unusable()
+	}
+	cs, ok := l.store.(ratelimit.CostStore)
+	if !ok {
+		return ratelimit.Decision{}, &ConfigError{Field: "RateLimiterOptions.Store", Problem: "cannot take several permits at once: not a ratelimit.CostStore"}
+	}
+	if len(key) > l.maxLen {
+		key = shortenRateLimitKey(key, l.maxLen)
+	}
+	d, err := cs.TakeN(ctx, key, policy, n)
+	if err != nil {
+		return ratelimit.Decision{
+			Allowed: !l.opts.FailClosed,
+			Limit:   policy.Limit,
+			Policy:  policy,
+		}, &RateLimitStoreError{Policy: policy.Name, Err: err}
+	}
+	d.Policy = policy
+	return d, nil
 }

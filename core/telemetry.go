@@ -42,7 +42,16 @@ func (t Telemetry) Emit(ctx context.Context, e event.Event) {
 // lets it go on to the execution's caller with the same value.
 func reportHookPanic(ctx context.Context, tel *Telemetry, hook string) {
 	if v := recover(); v != nil {
-		tel.Emit(ctx, event.Event{Name: event.HookPanic, Reason: hook, Err: &HookPanicError{Hook: hook, Value: v}})
+		tel.EmitHookPanic(ctx, hook, v)
 		panic(v)
 	}
+}
+
+// EmitHookPanic emits event.HookPanic for v, the value a user's hook
+// (event.HookPriority, event.HookKey, …) panicked with, its Err a
+// *HookPanicError: the one report of a hook's panic, for core's
+// strategies, the inbound middleware and a custom strategy alike. What
+// happens to the panic next (raised again, or contained) is the caller's.
+func (t Telemetry) EmitHookPanic(ctx context.Context, hook string, v any) {
+	t.Emit(ctx, event.Event{Name: event.HookPanic, Reason: hook, Err: &HookPanicError{Hook: hook, Value: v}})
 }

@@ -1,8 +1,8 @@
 package resiliencechi
 
 import (
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 	"net/http"
-	"strings"
 	"sync"
 
 	"github.com/go-chi/chi/v5"
@@ -17,7 +17,7 @@ import (
 // timed-out or panicking request leaves nothing behind (permit and queue
 // place returned), as in inbound.Middleware.
 type Middleware struct {
-	in *inbound.Middleware
+	in *adapt.Kit
 	// rctxs recycles the scratch routing contexts of route lookups, which
 	// chi fills as it walks the tree.
 	rctxs sync.Pool
@@ -29,7 +29,7 @@ type Middleware struct {
 func New(opts inbound.Options) (*Middleware, error) {
 	m := &Middleware{}
 	m.rctxs.New = func() any { return chi.NewRouteContext() }
-	in, err := inbound.NewFor(inbound.Framework{Route: m.route}, opts)
+	in, err := adapt.New(adapt.Framework{Route: m.route}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -60,53 +60,7 @@ func (m *Middleware) route(raw any) string {
 	if !ok {
 		return ""
 	}
-	return routeFormat(m.pattern(r))
-}
-
-// routeFormat converts a chi pattern to inbound.Request.Route's format:
-// a parameter's regular expression is dropped, "{id:[0-9]+}" becoming
-// "{id}", as every adapter drops its framework's constraints, so that a
-// function comparing routes carries over between frameworks. chi's
-// "{name}" and trailing "*" are the format already.
-func routeFormat(p string) string {
-	if !strings.Contains(p, ":") {
-		return p // no regular expression: nothing to convert, no allocation
-	}
-	var b strings.Builder
-	b.Grow(len(p))
-	for i := 0; i < len(p); {
-		if p[i] != '{' {
-			b.WriteByte(p[i])
-			i++
-			continue
-		}
-		// The parameter ends at its matching brace: a regular expression
-		// may hold braces of its own ({d:\d{4}}), as chi's parser allows.
-		end, depth := -1, 0
-		for j := i; j < len(p) && end < 0; j++ {
-			switch p[j] {
-			case '{':
-				depth++
-			case '}':
-				if depth--; depth == 0 {
-					end = j
-				}
-			}
-		}
-		if end < 0 { // unbalanced: not chi's, keep it as it is
-			b.WriteString(p[i:])
-			break
-		}
-		name := p[i+1 : end]
-		if k := strings.IndexByte(name, ':'); k >= 0 {
-			name = name[:k]
-		}
-		b.WriteByte('{')
-		b.WriteString(name)
-		b.WriteByte('}')
-		i = end + 1
-	}
-	return b.String()
+	return adapt.BraceRoute(m.pattern(r))
 }
 
 // pattern finds the route r will take, by asking the router at the root of

@@ -300,9 +300,9 @@ func BenchmarkMiddleware(b *testing.B) {
 		opts inbound.Options
 		new  func(inbound.Options) (func(http.Handler) http.Handler, error)
 	}{
-		{"limiter-only/inbound", limiterOnly, inbound.NewMiddleware},
+		{"limiter-only/inbound", limiterOnly, inboundMiddleware},
 		{"limiter-only/chi", limiterOnly, resiliencechi.NewMiddleware},
-		{"rate-limit/inbound", rateLimited, inbound.NewMiddleware},
+		{"rate-limit/inbound", rateLimited, inboundMiddleware},
 		{"rate-limit/chi-with-route", rateLimited, resiliencechi.NewMiddleware},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -324,4 +324,14 @@ func BenchmarkMiddleware(b *testing.B) {
 			}
 		})
 	}
+}
+
+// inboundMiddleware is the plain net/http middleware, as a function of
+// the shape chi's NewMiddleware has.
+func inboundMiddleware(opts inbound.Options) (func(http.Handler) http.Handler, error) {
+	m, err := inbound.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	return m.Handler, nil
 }

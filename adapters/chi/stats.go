@@ -9,7 +9,7 @@ import (
 // Inbound returns the underlying inbound middleware: its Limiter to
 // change the limit at run time, and Drain, to call before the
 // server's Shutdown (inbound.Middleware.Drain says what it does).
-func (m *Middleware) Inbound() *inbound.Middleware { return m.in }
+func (m *Middleware) Inbound() *inbound.Middleware { return m.in.Middleware }
 
 // Stats returns the middleware's current load (see inbound.Stats).
 func (m *Middleware) Stats() inbound.Stats { return m.in.Stats() }

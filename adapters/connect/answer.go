@@ -10,7 +10,7 @@ import (
 	"connectrpc.com/connect"
 )
 
-// deadlineAnswer is a timed call's inbound.DeadlineAnswer: at its
+// deadlineAnswer is a timed call's adapt.DeadlineAnswer: at its
 // deadline inbound's engine has it answer DeadlineExceeded in the
 // caller's protocol, with the TIMEOUT ErrorInfo detail, on a response
 // nothing was sent to, or end a stream the handler started with the
@@ -38,13 +38,19 @@ type deadlineAnswer struct {
 
 // Answer writes DeadlineExceeded on the untouched response (over HTTP/1
 // inbound has set Connection: close: the late handler may still read the
-// body).
+// body). Over gRPC it is a trailers-only response, as the rejections are:
+// nothing of the handler's was sent, so there are no response headers to
+// keep apart from the status.
 func (a *deadlineAnswer) Answer(w http.ResponseWriter, cause error) {
 	// The error writer reads the method and these fields to tell the
 	// protocol.
 	r := &http.Request{Method: a.method, URL: a.url, Header: http.Header{
 		"Content-Type": {a.contentType}, "Connect-Protocol-Version": {a.protocolVersion}}}
 	a.answered = true
+	if a.wire == wireGRPC {
+		a.m.writeTrailersOnly(w, r, a.m.rej.timeout)
+		return
+	}
 	a.m.writeError(w, r, cause, a.m.rej.timeout)
 }
 

@@ -2,6 +2,7 @@ package resilienceconnect
 
 import (
 	"context"
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 	"net/http"
 	"strings"
 
@@ -38,7 +39,7 @@ type Call struct {
 // procedures. A subtree pattern ("/pkg.Service/", where generated
 // handlers are mounted) names no single route: the procedure is used.
 func (c *Call) route() string {
-	if p := inbound.PatternRoute(c.Request); p != "" && !strings.HasSuffix(p, "/") {
+	if p := adapt.PatternRoute(c.Request); p != "" && !strings.HasSuffix(p, "/") {
 		return p
 	}
 	return c.Procedure

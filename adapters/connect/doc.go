@@ -76,11 +76,13 @@
 // reads. (When the answer beats the client's own write of the request
 // message, grpc-go's Invoke returns that write's io.EOF, code Unknown,
 // instead of the status, grpc/grpc-go#7230; the attempt's retry policy
-// still acts on the status.) The DeadlineExceeded of a handler still running at its deadline
-// is framed as connect frames an error: a HEADERS frame (:status 200,
-// content-type, a trailer declaration), then a trailers HEADERS frame with
-// END_STREAM carrying grpc-status 4, its message and the ErrorInfo; a
-// stream that sent messages gets those trailers after them. gRPC-Web
+// still acts on the status.) The DeadlineExceeded of a handler still
+// running at its deadline with nothing sent yet (every unary call) is
+// trailers-only too: the same one HEADERS frame with END_STREAM, carrying
+// grpc-status 4, its message and the TIMEOUT ErrorInfo, and no pushback
+// (the call was admitted), as the grpc adapter's own deadline answer; a
+// stream that sent messages gets those fields as trailers after them.
+// gRPC-Web
 // rejections are trailers-only responses (the fields in the HTTP headers,
 // no body), and a gRPC-Web stream is ended by a trailers message;
 // Connect streaming gets a 200 whose body is the end-of-stream message
@@ -108,7 +110,7 @@
 // queueing; a queued call waits no longer than its caller's deadline.
 //
 // A call with a deadline runs on inbound's deadline engine
-// (inbound.Middleware.ServeAnswering), on a goroutine of its own: net/http
+// (adapt.Kit.ServeAnswering), on a goroutine of its own: net/http
 // ends a response, and sends gRPC's trailers, only when ServeHTTP
 // returns, so answering on time while the handler keeps running needs the
 // handler off the request's goroutine. At the deadline the handler's

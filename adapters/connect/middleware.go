@@ -3,6 +3,7 @@ package resilienceconnect
 import (
 	"context"
 	"encoding/json"
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 	"net/http"
 	"sync"
 	"time"
@@ -18,7 +19,7 @@ import (
 // it with New: the zero value is not usable. A rejected, timed-out or
 // panicking call leaves nothing behind (permit and queue place returned).
 type Middleware struct {
-	in     *inbound.Middleware
+	in     *adapt.Kit
 	errw   *connect.ErrorWriter
 	render func(error, inbound.Response) inbound.Response // Options.Render
 	rej    rejections
@@ -41,7 +42,7 @@ type Middleware struct {
 func New(opts inbound.Options) (*Middleware, error) {
 	render := opts.Render
 	opts.Render = nil // inbound's JSON is never sent; its headers are read unrestyled
-	in, err := inbound.NewFor(framework, opts)
+	in, err := adapt.New(framework, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -69,14 +70,14 @@ func NewMiddleware(opts inbound.Options) (func(http.Handler) http.Handler, error
 // framework tells inbound how to read a call: the route is Call.route
 // (the view's other fields come from the *http.Request, as Serve reads
 // them).
-var framework = inbound.Framework{
+var framework = adapt.Framework{
 	Route: func(raw any) string { return raw.(*Call).route() },
 }
 
 // Inbound returns the underlying inbound middleware: its Limiter to
 // change the limit at run time, its RateLimiter and AdaptiveLimiter, and
 // Drain, to call before the server's Shutdown (inbound.Middleware.Drain says what it does).
-func (m *Middleware) Inbound() *inbound.Middleware { return m.in }
+func (m *Middleware) Inbound() *inbound.Middleware { return m.in.Middleware }
 
 // Stats returns the middleware's current load: Inbound().Stats(), whose
 // Late and LateTotal count the handlers still running after their
@@ -160,6 +161,11 @@ func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, err error) {
 	e := m.rej.rejection(m.in, err)
 	if e == nil {
 		panic(http.ErrAbortHandler)
+	}
+	if m.in.ClosesConnection(err) {
+		// Draining: the client's next call must open a connection to
+		// another instance (HTTP/1.1 closes; HTTP/2 gets a GOAWAY).
+		w.Header()["Connection"] = []string{"close"}
 	}
 	m.writeRejection(w, r, err, e)
 }

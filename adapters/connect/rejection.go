@@ -3,6 +3,8 @@ package resilienceconnect
 import (
 	"context"
 	"errors"
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
+	"github.com/ylcnfrht/resilience/core/retryafter"
 	"net/http"
 	"strconv"
 	"time"
@@ -38,12 +40,12 @@ const noRetry = "-1"
 // Messages sent to clients: inbound's, constant, never internal error
 // text.
 const (
-	msgCapacity     = inbound.MessageCapacity
-	msgShuttingDown = inbound.MessageShuttingDown
-	msgTimeout      = inbound.MessageTimeout
-	msgRate         = inbound.MessageRateLimited
-	msgRejected     = inbound.MessageRejected
-	msgInternal     = inbound.MessageInternal
+	msgCapacity     = adapt.MessageCapacity
+	msgShuttingDown = adapt.MessageShuttingDown
+	msgTimeout      = adapt.MessageTimeout
+	msgRate         = adapt.MessageRateLimited
+	msgRejected     = adapt.MessageRejected
+	msgInternal     = adapt.MessageInternal
 	pushbackName    = "Grpc-Retry-Pushback-Ms"
 )
 
@@ -81,7 +83,7 @@ func newRejection(code connect.Code, msg, infoReason, reason string, retryAfter 
 	e.AddDetail(errorInfo(infoReason, reason))
 	if retryAfter > 0 {
 		e.AddDetail(retryInfo(retryAfter))
-		e.Meta().Set("Retry-After", strconv.FormatInt(inbound.RetryAfter(retryAfter), 10))
+		e.Meta().Set("Retry-After", retryafter.Format(retryAfter))
 		// Rounded up: a retry at the pushback must not arrive before the
 		// wait is over.
 		e.Meta().Set(pushbackName, strconv.FormatInt(int64((retryAfter+time.Millisecond-1)/time.Millisecond), 10))
@@ -100,7 +102,7 @@ func withoutRetry(e *connect.Error) *connect.Error {
 // did not run, to the connect error to send, or nil when nothing must be
 // sent (the client went away). in renders the rate limit's header fields
 // (Retry-After, RateLimit-*).
-func (rs *rejections) rejection(in *inbound.Middleware, err error) *connect.Error {
+func (rs *rejections) rejection(in *adapt.Kit, err error) *connect.Error {
 	var bulk *resilience.ConcurrencyLimitRejectedError
 	var rate *resilience.RateLimitRejectedError
 	switch {
@@ -110,7 +112,7 @@ func (rs *rejections) rejection(in *inbound.Middleware, err error) *connect.Erro
 		e := newRejection(connect.CodeResourceExhausted, msgRate, inbound.CodeRateLimited, "", rate.RetryAfter)
 		if resp, ok := in.Render(err); ok {
 			for k, v := range resp.Header {
-				if k != "Content-Type" {
+				if k != "Content-Type" && k != "Connection" { // reject sets Connection on the response itself
 					e.Meta()[k] = v
 				}
 			}
@@ -205,11 +207,16 @@ func (m *Middleware) writeRejection(w http.ResponseWriter, r *http.Request, err 
 		m.writeError(w, r, err, e)
 		return
 	}
-	// connect's ErrorWriter declares the gRPC status fields as trailers
-	// and sets them after WriteHeader. Rendered straight into w's header
-	// map with its WriteHeader held back, they are moved to the headers by
-	// dropping the declaration, and no body follows: net/http sends one
-	// HEADERS frame with END_STREAM.
+	m.writeTrailersOnly(w, r, e)
+}
+
+// writeTrailersOnly sends e to a gRPC call as a trailers-only response,
+// on a response nothing was written to yet. connect's ErrorWriter
+// declares the gRPC status fields as trailers and sets them after
+// WriteHeader. Rendered straight into w's header map with its WriteHeader
+// held back, they are moved to the headers by dropping the declaration,
+// and no body follows: net/http sends one HEADERS frame with END_STREAM.
+func (m *Middleware) writeTrailersOnly(w http.ResponseWriter, r *http.Request, e *connect.Error) {
 	h := w.Header()
 	_ = m.errw.Write(headerOnly{h}, r, e)
 	delete(h, "Trailer")
@@ -227,7 +234,8 @@ func (headerOnly) Write(p []byte) (int, error) { return len(p), nil }
 
 // writeError sends e, the connect error for err, in the caller's protocol
 // as connect's ErrorWriter renders it, on a response nothing was written
-// to yet: over gRPC response headers then trailers, over gRPC-Web a
+// to yet: over gRPC response headers then trailers (rejections and the
+// deadline's answer use writeTrailersOnly instead), over gRPC-Web a
 // trailers-only response, over Connect streaming an end-of-stream message,
 // over the Connect protocol's unary mapping a status and JSON body, which
 // Options.Render may restyle (given Connect's own response as the
@@ -244,7 +252,7 @@ func (m *Middleware) writeError(w http.ResponseWriter, r *http.Request, err erro
 	if resp.Status < 100 || resp.Status > 999 {
 		resp = def // a faulty hook cannot break the reply
 	}
-	inbound.WriteResponse(w, resp)
+	adapt.WriteResponse(w, resp)
 }
 
 // captureWriter records the response connect's ErrorWriter writes, as the

@@ -2,6 +2,7 @@ package resilienceconnect_test
 
 import (
 	"context"
+	"github.com/ylcnfrht/resilience/core/inbound/by"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -18,7 +19,7 @@ import (
 )
 
 // The connect adapter's request view carries the call's headers, so
-// inbound.IsRetry (and RetryPriority) sees a Connect or gRPC retry's
+// by.IsRetry (and RetryPriority) sees a Connect or gRPC retry's
 // grpc-previous-rpc-attempts, and outbound.Transport under a connect
 // client marks its retries with it.
 //
@@ -30,7 +31,7 @@ func TestConnectSeesMarkedRetries(t *testing.T) {
 	mw, err := resilienceconnect.New(inbound.Options{
 		RateLimit: &resilience.RateLimiterOptions{PermitLimit: 1000, Window: time.Minute, Key: func(ctx context.Context) string {
 			mu.Lock()
-			seen = append(seen, inbound.IsRetry(ctx))
+			seen = append(seen, by.IsRetry(ctx))
 			mu.Unlock()
 			return "k"
 		}},

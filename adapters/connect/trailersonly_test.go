@@ -50,9 +50,9 @@ func (ts *testServer) grpcPost(t *testing.T, procedure, msg string, extra ...str
 // before the handler runs has its status, details and retry advice in the
 // response headers, with no body and no trailers (a trailers-only
 // response, the only failure gRPC clients' retry policies retry); a
-// handler still running at its deadline is answered with headers, then
-// the status in trailers. interop/grpc reads the frames themselves and
-// runs grpc-go's client against them.
+// handler still running at its deadline, nothing sent yet, is answered
+// trailers-only too, without a pushback. interop/grpc reads the frames
+// themselves and runs grpc-go's client against them.
 func TestGRPCRejectionsTrailersOnly(t *testing.T) {
 	t.Run("rejections", func(t *testing.T) {
 		ts := startServer(t, inbound.Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}})
@@ -86,8 +86,12 @@ func TestGRPCRejectionsTrailersOnly(t *testing.T) {
 	t.Run("deadline-of-running-call", func(t *testing.T) {
 		ts := startServer(t, inbound.Options{Timeout: 50 * time.Millisecond})
 		resp, body := ts.grpcPost(t, sayProcedure, msgHold)
-		if len(body) != 0 || resp.Header.Get("Grpc-Status") != "" || resp.Trailer.Get("Grpc-Status") != "4" {
-			t.Errorf("headers %v, body %q, trailers %v: want grpc-status 4 in trailers after the headers", resp.Header, body, resp.Trailer)
+		h := resp.Header
+		if len(body) != 0 || len(resp.Trailer) != 0 || h.Get("Grpc-Status") != "4" || h.Get("Grpc-Status-Details-Bin") == "" || h.Get("Trailer") != "" {
+			t.Errorf("headers %v, body %q, trailers %v: want trailers-only, grpc-status 4 with details in the headers", h, body, resp.Trailer)
+		}
+		if v := h.Values("Grpc-Retry-Pushback-Ms"); len(v) != 0 {
+			t.Errorf("pushback %q on the deadline of an admitted call", v)
 		}
 	})
 }

@@ -7,7 +7,6 @@ import (
 
 	resilienceecho "github.com/ylcnfrht/resilience/adapters/echo"
 	"github.com/ylcnfrht/resilience/conformance"
-	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 // echoHarness mounts the suite the way an echo user would: the health
@@ -28,8 +27,9 @@ func echoHarness() conformance.Harness {
 			h := echo.WrapHandler(cfg.Handler)
 			g.Any("/*", h)
 			g.Any("/route/:id", h) // conformance.RoutePattern
-			// DetachHTTP2: the 504 then ends its HTTP/2 stream cleanly.
-			return conformance.NewHTTPServer(inbound.DetachHTTP2(e), mw.Inbound().Stats)
+			// As the quick start serves it: the 504 then ends its HTTP/2
+			// stream cleanly.
+			return conformance.NewHTTPServer(mw.Router(e), mw.Inbound().Stats)
 		},
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 	"io"
 	"log"
 	"net"
@@ -108,7 +109,7 @@ func waitIdle(t *testing.T, mw *resilienceecho.Middleware) {
 
 func rendered(t *testing.T, mw *resilienceecho.Middleware, err error) inbound.Response {
 	t.Helper()
-	resp, ok := mw.Inbound().Render(err)
+	resp, ok := (&adapt.Kit{Middleware: mw.Inbound()}).Render(err)
 	if !ok {
 		t.Fatalf("nothing rendered for %v", err)
 	}

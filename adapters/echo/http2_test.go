@@ -1,6 +1,7 @@
 package resilienceecho_test
 
 import (
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -54,7 +55,7 @@ func TestHTTP2TimeoutWholeThenReset(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body) // a reset after the body is allowed
 	resp.Body.Close()
-	want, _ := mw.Inbound().Render(&resilience.TimeoutRejectedError{})
+	want, _ := (&adapt.Kit{Middleware: mw.Inbound()}).Render(&resilience.TimeoutRejectedError{})
 	if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusGatewayTimeout || string(body) != string(want.Body) {
 		t.Fatalf("got %s %d %q, want HTTP/2 504 %q", resp.Proto, resp.StatusCode, body, want.Body)
 	}

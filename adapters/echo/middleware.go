@@ -2,6 +2,7 @@ package resilienceecho
 
 import (
 	"encoding/json"
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 	"net/http"
 	"sync"
 
@@ -18,7 +19,7 @@ import (
 // timed-out or panicking request leaves nothing behind (permit and queue
 // place returned), as in inbound.Middleware.
 type Middleware struct {
-	in *inbound.Middleware
+	in *adapt.Kit
 	// customRender: Options.Render may render a body that is not JSON.
 	customRender bool
 	// timed: the handler gets the timed writer (a timeout or a custom
@@ -33,7 +34,7 @@ type Middleware struct {
 // *resilience.ConfigError naming the first invalid field (errors.Is
 // resilience.ErrInvalidOptions).
 func New(opts inbound.Options) (*Middleware, error) {
-	in, err := inbound.NewFor(inbound.Framework{Route: route}, opts)
+	in, err := adapt.New(adapt.Framework{Route: route}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -56,11 +57,24 @@ func NewMiddleware(opts inbound.Options) (echo.MiddlewareFunc, error) {
 	return m.Handler, nil
 }
 
+// Router returns router ready to be the server's handler
+// (srv.Handler = mw.Router(e)): over HTTP/2 each request runs on a
+// goroutine of its own, so that a 504 at the deadline ends its stream
+// cleanly while a late handler runs on (see the package documentation).
+// HTTP/1 requests pass through. Any http.Handler that routes to this
+// middleware may be passed, *echo.Echo or a wrapper of one.
+func (m *Middleware) Router(router http.Handler) http.Handler {
+	if !m.timed {
+		return router // nothing is answered at a deadline: nothing to detach
+	}
+	return adapt.DetachHTTP2(router)
+}
+
 // route is the inbound RouteFunc: echo has routed before its middleware
 // runs, so the pattern is c.Path(), in the route format chi gives.
 func route(raw any) string {
 	if c, ok := raw.(echo.Context); ok {
-		return inbound.ColonRoute(c.Path())
+		return adapt.ColonRoute(c.Path())
 	}
 	return ""
 }
@@ -133,7 +147,7 @@ func (m *Middleware) finish(c echo.Context, cl *call, orig http.ResponseWriter, 
 	res := c.Response()
 	res.Writer = orig
 	c.SetRequest(req)
-	err, answered := cl.err, m.timed && inbound.Answered(cl.w)
+	err, answered := cl.err, m.timed && adapt.Answered(cl.w)
 	*cl = call{}
 	calls.Put(cl)
 	if answered {

@@ -43,7 +43,7 @@
 // app.Listen, or OnTimeHandler(app.Handler()) for a fasthttp.Server of your
 // own, runs each request's fiber handler on a goroutine of its own while
 // the connection's goroutine waits. At the deadline the middleware hands it
-// the 504 (through inbound.Middleware.ExecuteInPlace), and it returns after
+// the 504 (through adapt.Kit.ExecuteInPlace), and it returns after
 // calling RequestCtx.TimeoutErrorWithResponse: fasthttp sends that
 // complete 504 (with Connection: close) and never reuses the RequestCtx,
 // which the still-running handler, fiber's Ctx and the permit keep until

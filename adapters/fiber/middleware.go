@@ -3,6 +3,7 @@ package resiliencefiber
 import (
 	"context"
 	"errors"
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 	"net"
 	"net/http"
 	"reflect"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/log"
 
 	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/inbound"
@@ -23,11 +25,13 @@ import (
 // panicking request leaves nothing behind (permit and queue place
 // returned), as in inbound.Middleware.
 type Middleware struct {
-	in     *inbound.Middleware
+	in     *adapt.Kit
 	routes routeCache
 	// rateFields says whether admitted responses carry RateLimit fields,
 	// which a 504 built aside must repeat.
 	rateFields bool
+	// offTime: a timed request came without ServeOnTime, and was logged.
+	offTime atomic.Bool
 }
 
 // New validates opts and returns the middleware, or a
@@ -43,9 +47,8 @@ func New(opts inbound.Options) (*Middleware, error) {
 		ro.Key = keepKey(ro.Key)
 		opts.RateLimit = &ro
 	}
-	style, _ := inbound.ParseRateLimitHeaderStyle(string(opts.RateLimitHeaders)) // an invalid one fails NewFor
-	m := &Middleware{rateFields: opts.RateLimit != nil && style != inbound.RateLimitHeadersOff}
-	in, err := inbound.NewFor(inbound.Framework{
+	m := &Middleware{}
+	in, err := adapt.New(adapt.Framework{
 		Route:     func(raw any) string { return m.route(raw.(*fiber.Ctx)) },
 		View:      fillView,
 		SetHeader: func(raw any, name, value string) { raw.(*fiber.Ctx).Set(name, value) },
@@ -53,7 +56,7 @@ func New(opts inbound.Options) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.in = in
+	m.in, m.rateFields = in, in.RateLimitFields()
 	return m, nil
 }
 
@@ -167,6 +170,10 @@ func (m *Middleware) Handler(c *fiber.Ctx) error {
 		}()
 		err = m.in.ExecuteInPlace(x.parent, c, x.run, x.expired)
 	} else {
+		if m.in.Timed() && !c.Request().IsBodyStream() && m.offTime.CompareAndSwap(false, true) {
+			// Not silent: without ServeOnTime the 504 waits for the handler.
+			log.Warn("resiliencefiber: a timed request reached the middleware on an app without resiliencefiber.ServeOnTime(app) (or OnTimeHandler): its 504 is sent only when its handler returns, not at the deadline")
+		}
 		x = calls.Get().(*call)
 		x.m, x.c, x.parent = m, c, c.UserContext()
 		defer func() {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ylcnfrht/resilience/core/inbound/by"
 	"io"
 	"net"
 	"net/http"
@@ -362,7 +363,7 @@ func rejections(t *testing.T, url string, entered, hold chan struct{}) (full, li
 func rejectionOptions() inbound.Options {
 	return inbound.Options{
 		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1},
-		RateLimit:   &resilience.RateLimiterOptions{PermitLimit: 2, Window: time.Hour, Key: inbound.KeyByHeader("X-Client")},
+		RateLimit:   &resilience.RateLimiterOptions{PermitLimit: 2, Window: time.Hour, Key: by.Header("X-Client")},
 	}
 }
 

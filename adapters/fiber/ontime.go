@@ -2,8 +2,8 @@ package resiliencefiber
 
 import (
 	"context"
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
@@ -31,7 +31,7 @@ func ServeOnTime(app *fiber.App) {
 //
 //	srv := &fasthttp.Server{Handler: resiliencefiber.OnTimeHandler(app.Handler())}
 //
-// Each request runs h on a goroutine of its own (inbound.Go's) while the
+// Each request runs h on a goroutine of its own (adapt.Go's) while the
 // connection's goroutine waits for it to return or for the middleware to
 // report the deadline. At the deadline the connection's goroutine hands the 504 to
 // fasthttp with RequestCtx.TimeoutErrorWithResponse and returns: fasthttp
@@ -62,87 +62,47 @@ func OnTimeHandler(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 		s := slots.Get().(*slot)
 		rc.SetUserValue(slotKey{}, s)
 		s.h, s.rc = h, rc
-		inbound.Go(context.Background(), s) // a goroutine whose stack has grown already, mostly
-		<-s.signal
-		if s.state.Load() == stateExpired {
+		s.hand.Start(context.Background(), s) // on a goroutine whose stack has grown already, mostly
+		if s.hand.Wait() {
 			// The late handler keeps s: it is not recycled.
 			rc.TimeoutErrorWithResponse(s.resp)
 			return
 		}
+		// The handler returned first (a panic of its was raised by Wait),
+		// and with it ExecuteInPlace, which leaves no expired call
+		// running: nothing holds s any more.
 		rc.RemoveUserValue(slotKey{})
-		panicked, v := s.panicked, s.panicVal
-		// The handler returned first, and with it ExecuteInPlace, which
-		// leaves no expired call running: nothing holds s any more.
-		s.state.Store(stateRunning)
-		s.resp, s.panicked, s.panicVal, s.h, s.rc = nil, false, nil, nil, nil
+		s.resp, s.h, s.rc = nil, nil, nil
 		slots.Put(s)
-		if panicked {
-			panic(v)
-		}
 	}
 }
 
 // slots recycles the slots of requests answered by their handler.
-var slots = sync.Pool{New: func() any { return &slot{signal: make(chan struct{}, 1)} }}
+var slots = sync.Pool{New: func() any { return new(slot) }}
 
 // slotKey is the RequestCtx user value under which OnTimeHandler leaves a
 // request's slot for the middleware.
 type slotKey struct{}
 
-const (
-	stateRunning = iota
-	stateDone    // the handler returned first
-	stateExpired // the deadline came first: the 504 is being sent
-)
-
-// slot links one request's middleware with OnTimeHandler. Whichever of the
-// handler's return and the deadline moves state first signals the
-// connection's goroutine, once.
+// slot links one request's middleware with OnTimeHandler: the handler runs
+// through its Handoff, which the deadline answers with the 504 in resp.
 type slot struct {
-	state  atomic.Int32
-	signal chan struct{}
-	resp   *fasthttp.Response // the 504, set before the expired signal
-
-	panicked bool // set before the done signal
-	panicVal any
+	hand adapt.Handoff
+	resp *fasthttp.Response // the 504, set between Claim and Wake
 
 	h  fasthttp.RequestHandler // what Run runs
 	rc *fasthttp.RequestCtx
 }
 
-// Run runs the handler, on a goroutine of its own.
-func (s *slot) Run() {
-	h, rc := s.h, s.rc
-	returned := false
-	defer func() {
-		if returned {
-			if s.state.CompareAndSwap(stateRunning, stateDone) {
-				s.signal <- struct{}{}
-			}
-			return
-		}
-		p := recover()
-		if s.state.CompareAndSwap(stateRunning, stateDone) {
-			s.panicked, s.panicVal = true, p
-			s.signal <- struct{}{}
-			return
-		}
-		// The 504 went already and the connection's goroutine moved on:
-		// the panic is raised here, as fasthttp would have let it.
-		panic(p)
-	}()
-	h(rc)
-	returned = true
-}
+// Run runs the handler, on its worker. A panic after the 504 is raised
+// again there, as fasthttp would have let it.
+func (s *slot) Run() { s.h(s.rc) }
 
 // expire sends resp at once, unless the handler returned first.
 func (s *slot) expire(resp *fasthttp.Response) {
-	if s.state.Load() != stateRunning {
-		return
-	}
-	s.resp = resp
-	if s.state.CompareAndSwap(stateRunning, stateExpired) {
-		s.signal <- struct{}{}
+	if s.hand.Claim() {
+		s.resp = resp
+		s.hand.Wake()
 	}
 }
 

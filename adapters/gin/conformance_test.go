@@ -7,7 +7,6 @@ import (
 
 	resiliencegin "github.com/ylcnfrht/resilience/adapters/gin"
 	"github.com/ylcnfrht/resilience/conformance"
-	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 // ginHarness mounts the suite the way a gin user would: the health route
@@ -37,8 +36,9 @@ func ginHarness(fallback bool) conformance.Harness {
 			g.Any("/:first", h)
 			g.Any("/:first/*rest", h)
 			g.Any("/route/:id", h) // conformance.RoutePattern
-			// DetachHTTP2: the 504 then ends its HTTP/2 stream cleanly.
-			return conformance.NewHTTPServer(inbound.DetachHTTP2(e), mw.Inbound().Stats)
+			// As the quick start serves it: the 504 then ends its HTTP/2
+			// stream cleanly.
+			return conformance.NewHTTPServer(mw.Router(e), mw.Inbound().Stats)
 		},
 	}
 }

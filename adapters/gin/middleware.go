@@ -1,6 +1,7 @@
 package resiliencegin
 
 import (
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -15,7 +16,7 @@ import (
 // timed-out or panicking request leaves nothing behind (permit and queue
 // place returned), as in inbound.Middleware.
 type Middleware struct {
-	in    *inbound.Middleware
+	in    *adapt.Kit
 	timed bool // the chain gets the timed writer
 }
 
@@ -23,7 +24,7 @@ type Middleware struct {
 // *resilience.ConfigError naming the first invalid field (errors.Is
 // resilience.ErrInvalidOptions).
 func New(opts inbound.Options) (*Middleware, error) {
-	in, err := inbound.NewFor(inbound.Framework{Route: route}, opts)
+	in, err := adapt.New(adapt.Framework{Route: route}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -42,11 +43,24 @@ func NewMiddleware(opts inbound.Options) (gin.HandlerFunc, error) {
 	return m.Handler, nil
 }
 
+// Router returns router ready to be the server's handler
+// (srv.Handler = mw.Router(r)): over HTTP/2 each request runs on a
+// goroutine of its own, so that a 504 at the deadline ends its stream
+// cleanly while a late handler runs on (see the package documentation).
+// HTTP/1 requests pass through. Any http.Handler that routes to this
+// middleware may be passed, *gin.Engine or a wrapper of one.
+func (m *Middleware) Router(router http.Handler) http.Handler {
+	if !m.timed {
+		return router // nothing is answered at a deadline: nothing to detach
+	}
+	return adapt.DetachHTTP2(router)
+}
+
 // route is the inbound RouteFunc: gin has routed before its middleware
 // runs, so the pattern is c.FullPath(), in the route format chi gives.
 func route(raw any) string {
 	if c, ok := raw.(*gin.Context); ok {
-		return inbound.ColonRoute(c.FullPath())
+		return adapt.ColonRoute(c.FullPath())
 	}
 	return ""
 }
@@ -154,7 +168,7 @@ func (m *Middleware) reject(c *gin.Context, req *http.Request, err error) {
 		dropConnection(c, req)
 		return
 	}
-	inbound.WriteResponse(c.Writer, resp)
+	adapt.WriteResponse(c.Writer, resp)
 }
 
 // dropConnection ends a request whose client left with nothing written.

@@ -62,13 +62,15 @@
 // is being written reads those two fields as they change (the race
 // detector reports it).
 //
-// Over HTTP/2 the 504 ends its stream cleanly only with the router
-// wrapped in inbound.DetachHTTP2 (srv.Handler = inbound.DetachHTTP2(r)):
-// HTTP/2 ends a stream only when ServeHTTP returns, and gin's chain cannot
-// return before a late handler does, since gin recycles its context then.
-// Without the wrapper the 504 goes out whole at the deadline and its
-// stream is then reset: a client that reads the body to its end sees a
-// stream error after the complete 504.
+// Serve the router through Middleware.Router (srv.Handler = mw.Router(r)),
+// as the quick start does: over HTTP/2 it runs each request on a goroutine
+// of its own, so that the 504 at the deadline ends its stream cleanly
+// while a late handler runs on. HTTP/2 ends a stream only when ServeHTTP
+// returns, and gin's chain cannot return before a late handler does,
+// since gin recycles its context then: the middleware alone cannot do
+// it. A timed HTTP/2 request that arrives without Router is logged, once,
+// to the server's ErrorLog; its 504 goes out whole at the deadline and its
+// stream is then reset. HTTP/1 requests pass through Router unchanged.
 //
 // Every capability of the conformance suite is supported; nothing is
 // declared missing.

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 	"io"
 	"log"
 	"net"
@@ -96,7 +97,7 @@ func (ts *testServer) get(t *testing.T, path string) (int, string, http.Header) 
 // timeoutBody is the 504 body every adapter sends, rendered by inbound.
 func timeoutBody(t *testing.T, mw *resiliencegin.Middleware) string {
 	t.Helper()
-	resp, ok := mw.Inbound().Render(&resilience.TimeoutRejectedError{})
+	resp, ok := (&adapt.Kit{Middleware: mw.Inbound()}).Render(&resilience.TimeoutRejectedError{})
 	if !ok {
 		t.Fatal("no 504 rendered")
 	}
@@ -347,7 +348,7 @@ func TestRejectionAbortsChain(t *testing.T) {
 		<-entered
 
 		// The same rejections through the plain net/http middleware.
-		ref, err := inbound.New(opts)
+		ref, err := adapt.New(adapt.Framework{}, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -459,7 +460,7 @@ func testOuterAfter504(t *testing.T, fallback bool, opts inbound.Options, upstre
 	e.Use(mw.Handler)
 	e.GET("/", func(c *gin.Context) { <-c.Request.Context().Done() })
 	ts := serveGin(t, e)
-	resp, ok := mw.Inbound().Render(cause)
+	resp, ok := (&adapt.Kit{Middleware: mw.Inbound()}).Render(cause)
 	if !ok {
 		t.Fatal("no 504 rendered")
 	}

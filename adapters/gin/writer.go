@@ -3,14 +3,13 @@ package resiliencegin
 import (
 	"bufio"
 	"errors"
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 	"io"
 	"net"
 	"net/http"
 	"sync"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 // responseWriter is c.Writer while the chain behind the middleware runs.
@@ -158,7 +157,7 @@ func (w *responseWriter) Unwrap() http.ResponseWriter { return w.w }
 // answered reports whether the inbound middleware answered the request at
 // its deadline (it sent the 504, or cut the committed response): nothing
 // may be written any more.
-func (w *responseWriter) answered() bool { return inbound.Answered(w.w) }
+func (w *responseWriter) answered() bool { return adapt.Answered(w.w) }
 
 // install puts w in c.Writer, in front of gin's writer, before the
 // inbound middleware runs. gin's writer is read here, while no deadline is

@@ -9,7 +9,9 @@ import (
 
 	resiliencegrpc "github.com/ylcnfrht/resilience/adapters/grpc"
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/budget"
 	"github.com/ylcnfrht/resilience/core/inbound"
+	"github.com/ylcnfrht/resilience/core/throttle"
 )
 
 // TestAdmittedCallAllocatesNothing: with the concurrency limiter and no
@@ -105,4 +107,62 @@ func TestCapacityRejectionAllocatesNothing(t *testing.T) {
 	if got := ks.trailer.Get("retry-after"); len(got) != 1 || got[0] != "1" {
 		t.Errorf("trailer %v, want retry-after 1", ks.trailer)
 	}
+}
+
+// TestClientCallAllocations: a unary call that succeeds at once
+// allocates nothing of the Client's own (its call state, callback and
+// header and trailer options are pooled); what is left is the
+// pipeline's, at most one per strategy (the retry, and the throttle).
+func TestClientCallAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not exact under the race detector")
+	}
+	b, err := budget.New(budget.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th, err := throttle.New(throttle.Options[any]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		opts resiliencegrpc.ClientOptions
+		max  float64
+	}{
+		{"retry", resiliencegrpc.ClientOptions{}, 1},
+		{"retry, budget and throttle", resiliencegrpc.ClientOptions{Budget: b, Throttle: th}, 2},
+	} {
+		c, err := resiliencegrpc.NewClient(tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unary := c.UnaryInterceptor()
+		if n := testing.AllocsPerRun(500, func() { _ = unary(ctx, "/s/M", nil, nil, nil, invoker) }); n > tc.max {
+			t.Errorf("%s: %v allocations per call, want at most %v", tc.name, n, tc.max)
+		}
+	}
+}
+
+// BenchmarkClientUnaryInterceptor is the Client's cost on a call that
+// succeeds at once, without the network: the retry, the budget and the
+// throttle around a no-op invoker.
+func BenchmarkClientUnaryInterceptor(b *testing.B) {
+	bud, _ := budget.New(budget.Options{})
+	th, _ := throttle.New(throttle.Options[any]{})
+	c, err := resiliencegrpc.NewClient(resiliencegrpc.ClientOptions{Budget: bud, Throttle: th})
+	if err != nil {
+		b.Fatal(err)
+	}
+	unary := c.UnaryInterceptor()
+	invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_ = unary(ctx, "/s/M", nil, nil, nil, invoker)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package resiliencegrpc
 
 import (
 	"context"
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -104,7 +105,7 @@ func (r *rpc) admit(ctx context.Context) {
 // (part of the call's state: no allocation per call), the route and path
 // are the full method, the headers the incoming metadata, the remote
 // address the peer's.
-var framework = inbound.Framework{
+var framework = adapt.Framework{
 	Route: func(raw any) string {
 		m, _ := grpc.Method(raw.(*rpc).ctx)
 		return m

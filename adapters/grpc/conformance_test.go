@@ -53,6 +53,8 @@ func grpcHarness() conformance.Harness {
 		Start: startConformance,
 		Missing: map[conformance.Capability]string{
 			conformance.CapRoute: "gRPC has no route patterns: the view's Route is the full method, here conformance.HTTP/Serve for every request",
+			conformance.CapCloseOnShutdown: "gRPC has no Connection field (grpc-go's clients refuse one); GracefulStop's GOAWAY moves the clients, " +
+				"and the harness's front server keeps its HTTP/1.1 connection",
 			conformance.CapShutdownRetryAfter: "draining never ends on this instance, so gRPC clients are told not to retry here " +
 				"(grpc-retry-pushback-ms -1, as connect does), and a retry-after field would contradict that",
 		},

@@ -134,4 +134,19 @@
 // GracefulStop drains the middleware (queued and arriving calls get
 // UNAVAILABLE shutting-down at once, running ones finish) and then stops
 // the server with grpc.Server.GracefulStop, bounded by its context.
+//
+// # Client side
+//
+// NewClient returns a Client whose UnaryInterceptor and StreamInterceptor
+// give grpc-go clients what outbound.Transport gives net/http ones: a
+// retry of UNAVAILABLE (and of RESOURCE_EXHAUSTED with a pushback) that
+// draws on a budget.Budget, a client-side throttle (any
+// *throttle.Throttle[T]) that refuses attempts locally with a
+// *ThrottledError while the server refuses most of them, retries marked
+// with grpc-previous-rpc-attempts (AttemptsMetadata) for the server to
+// rank, the server's pushback honoured, and no retry whose wait would
+// outlast the call's deadline. Server streams are retried until their
+// first response, client and bidi streams only when they cannot be
+// established. Client has the rules; the README's "Client side" compares
+// it with grpc-go's own retryPolicy and retryThrottling.
 package resiliencegrpc

@@ -2,11 +2,13 @@ package resiliencegrpc
 
 import (
 	"context"
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
+	"runtime/debug"
 	"sync"
-	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/grpclog"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -22,7 +24,7 @@ import (
 // is not usable. A rejected, timed-out or panicking call leaves nothing
 // behind (permit and queue place returned).
 type Middleware struct {
-	in    *inbound.Middleware
+	in    *adapt.Kit
 	rej   rejections
 	timed bool      // inbound's Timed: a deadline can answer for every call
 	pool  sync.Pool // of *untimedCall
@@ -36,7 +38,7 @@ func New(opts inbound.Options) (*Middleware, error) {
 	if opts.Render != nil {
 		return nil, &resilience.ConfigError{Field: "Options.Render", Problem: "gRPC rejections are statuses (see the package documentation's table), not HTTP responses; leave it nil"}
 	}
-	in, err := inbound.NewFor(framework, opts)
+	in, err := adapt.New(framework, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -222,77 +224,60 @@ func (u *untimedCall) call(ctx context.Context) error {
 
 // serveTimed runs fn, the rest of the call, through the pipeline with a
 // deadline of the middleware and returns the reply fn left in t.reply and
-// fn's error, or the status of a rejection. fn runs on a goroutine of its
-// own, so that the call is answered at the deadline whether or not fn
-// watches its context; t guards what fn may still send afterwards.
+// fn's error, or the status of a rejection. fn runs on a worker through
+// core's Handoff, so that the call is answered at the deadline whether or
+// not fn watches its context; t guards what fn may still send afterwards.
 func (m *Middleware) serveTimed(ctx context.Context, fn func(hctx context.Context, t *timedCall) error) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, m.reject(ctx, err, nil) // expired on arrival
 	}
-	t := &timedCall{rpc: rpc{ctx: ctx}, sts: grpc.ServerTransportStreamFromContext(ctx), out: make(chan timedOutcome, 2)}
+	t := &timedCall{rpc: rpc{ctx: ctx}, sts: grpc.ServerTransportStreamFromContext(ctx)}
 	t.m, t.ctx, t.fn = m, ctx, fn
-	inbound.Go(ctx, t) // a goroutine whose stack has grown already, mostly
-	res := <-t.out
-	if res.expired {
-		if t.state.CompareAndSwap(timedRunning, timedAnswered) {
-			// The deadline passed while fn runs on: fn keeps its permit
-			// until it returns, and what it sends is dropped. The
-			// RateLimit fields went out as its headers (or, should the
-			// deadline come first, are its goroutine's still): none here.
-			return nil, m.reject(ctx, res.err, nil)
-		}
-		res = <-t.out // fn returned as the deadline passed: its result decides
+	t.hand.Start(ctx, t) // a goroutine whose stack has grown already, mostly
+	if t.hand.Wait() {
+		// The deadline passed while fn runs on: fn keeps its permit
+		// until it returns, and what it sends is dropped. The RateLimit
+		// fields went out as its headers (or, should the deadline come
+		// first, are its goroutine's still): none here.
+		return nil, m.reject(ctx, t.cause, nil)
 	}
-	if res.panicked {
-		panic(res.val) // on the call's goroutine, as without the middleware
+	// fn's panic, if any, was raised by Wait, on the call's goroutine.
+	switch {
+	case !t.ran:
+		return nil, m.reject(ctx, t.err, &t.rpc) // not admitted
+	case isTimeout(t.err):
+		return nil, m.reject(ctx, t.err, &t.rpc) // fn returned after the middleware's timeout
+	case t.err != nil:
+		return nil, t.err
 	}
-	if t.state.CompareAndSwap(timedRunning, timedAnswered) {
-		return nil, m.reject(ctx, res.err, &t.rpc) // not admitted
-	}
-	if isTimeout(res.err) {
-		return nil, m.reject(ctx, res.err, &t.rpc) // fn returned after the middleware's timeout
-	}
-	if res.err != nil {
-		return nil, res.err
-	}
-	return t.reply, nil // written before fn's state changed to returned
+	return t.reply, nil
 }
 
-// timedOutcome is what a timed call's goroutine reports: the deadline's
-// answer (expired), or ExecuteInPlace's return or fn's panic.
-type timedOutcome struct {
-	expired  bool
-	err      error
-	panicked bool
-	val      any
-}
-
-// Run is a timed call's goroutine: fn through ExecuteInPlace, whose
-// expired callback reports the deadline while fn runs on. A panic of fn
-// is handed to the call's goroutine, or dropped once the deadline has
-// answered the call.
+// Run is a timed call's work, on its worker: fn through ExecuteInPlace,
+// whose expired callback answers the deadline while fn runs on.
 func (t *timedCall) Run() {
-	m, ctx, fn := t.m, t.ctx, t.fn
-	panicked := true
-	var err error
-	defer func() {
-		res := timedOutcome{err: err}
-		if panicked {
-			res.panicked, res.val = true, recover()
-		}
-		t.out <- res // buffered: never blocks, read or not
-	}()
-	err = m.in.ExecuteInPlace(ctx, &t.rpc, func(hctx context.Context) error {
+	t.err = t.m.in.ExecuteInPlace(t.ctx, &t.rpc, func(hctx context.Context) error {
+		t.ran = true
 		t.hctx = hctx
 		sctx := grpc.NewContextWithServerTransportStream(hctx, t)
 		t.rpc.admit(sctx)
-		err := fn(sctx, t)
-		if t.state.CompareAndSwap(timedRunning, timedReturned) {
-			return err
-		}
-		return nil // answered already; nobody reads it
-	}, func(cause error) { t.out <- timedOutcome{expired: true, err: cause} })
-	panicked = false
+		return t.fn(sctx, t)
+	}, t.expire)
+}
+
+// expire answers the deadline: the call's goroutine sends the status for
+// cause, unless fn returned first.
+func (t *timedCall) expire(cause error) {
+	if t.hand.Claim() {
+		t.cause = cause
+		t.hand.Wake()
+	}
+}
+
+// LatePanic reports a panic of fn after its call was answered, which has
+// no call left to reach: grpc-go would have ended the program with it.
+func (t *timedCall) LatePanic(v any) {
+	grpclog.Component("resilience").Errorf("panic in a handler after its call's deadline was answered: %v\n%s", v, debug.Stack())
 }
 
 // isTimeout reports whether err is the middleware's timeout, as
@@ -352,25 +337,19 @@ func (m *Middleware) GracefulStop(ctx context.Context, s *grpc.Server) error {
 	return err
 }
 
-// The states of a timed call: whichever of fn's return and the answer
-// (a rejection or the deadline) comes first decides.
-const (
-	timedRunning uint32 = iota
-	timedReturned
-	timedAnswered
-)
-
 // timedCall is the state a timed call's handler shares with the call. It
 // is also what grpc.SetHeader, grpc.SendHeader and grpc.SetTrailer reach
 // from the handler's context: grpc-go's stream until the call is
 // answered.
 type timedCall struct {
-	rpc   rpc // the call's Request.Raw; its fields are the timed goroutine's until it reports
-	state atomic.Uint32
-	hctx  context.Context            // the handler's, set before it runs
-	sts   grpc.ServerTransportStream // grpc-go's; nil outside a grpc-go server (tests)
-	reply any                        // a unary handler's, read once it returned in time
-	out   chan timedOutcome          // the deadline's answer, then run's end
+	hand  adapt.Handoff   // fn on its worker, and the call waiting for its return or its answer
+	rpc   rpc             // the call's Request.Raw; its fields are the worker's until Wait returns
+	hctx  context.Context // the handler's, set before it runs
+	sts   grpc.ServerTransportStream
+	ran   bool  // fn ran: the call was admitted
+	reply any   // a unary handler's, read once it returned in time
+	err   error // ExecuteInPlace's, read once it returned in time
+	cause error // the deadline's, set between Claim and Wake
 
 	m   *Middleware // what Run runs
 	ctx context.Context
@@ -379,14 +358,14 @@ type timedCall struct {
 
 // errLate is what a handler's sends and receives get once its call was
 // answered at the deadline.
-var errLate = status.Error(codes.DeadlineExceeded, inbound.MessageTimeout)
+var errLate = status.Error(codes.DeadlineExceeded, adapt.MessageTimeout)
 
 // refusing reports whether the handler must no longer touch the stream:
 // its call was answered, or its deadline has passed (a handler woken by
 // its context's end must find the stream refusing, or it could send after
 // the deadline before the call is answered).
 func (t *timedCall) refusing() bool {
-	return t.state.Load() == timedAnswered || t.hctx.Err() == context.DeadlineExceeded
+	return t.hand.Answered() || t.hctx.Err() == context.DeadlineExceeded
 }
 
 // dec guards a unary call's decode function: once the call is answered

@@ -3,6 +3,7 @@ package resiliencegrpc
 import (
 	"context"
 	"errors"
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 	"strconv"
 	"strings"
 	"time"
@@ -57,10 +58,10 @@ type rejections struct {
 // newRejections renders the constant rejections of in. Their retry advice
 // is in's (Options.RetryAfter), and the retry-after field of the capacity
 // rejections the one in's own 503s carry.
-func newRejections(in *inbound.Middleware) rejections {
+func newRejections(in *adapt.Kit) rejections {
 	advice := in.CapacityRetryAfter()
 	capacity := func(reason resilience.RejectReason) rejection {
-		r := newRejection(codes.Unavailable, inbound.MessageCapacity, inbound.CodeBulkheadFull, string(reason), advice)
+		r := newRejection(codes.Unavailable, adapt.MessageCapacity, inbound.CodeBulkheadFull, string(reason), advice)
 		return r.withFields(in, &resilience.ConcurrencyLimitRejectedError{Reason: reason})
 	}
 	return rejections{
@@ -72,12 +73,12 @@ func newRejections(in *inbound.Middleware) rejections {
 		// this server, and the client's load balancer moves on once
 		// GracefulStop's GOAWAY arrives. No retry-after, which would say
 		// the opposite.
-		shuttingDown: newRejection(codes.Unavailable, inbound.MessageShuttingDown, inbound.CodeBulkheadFull, string(resilience.ReasonShuttingDown), -1),
-		timeout:      newRejection(codes.DeadlineExceeded, inbound.MessageTimeout, inbound.CodeTimeout, "", 0),
+		shuttingDown: newRejection(codes.Unavailable, adapt.MessageShuttingDown, inbound.CodeBulkheadFull, string(resilience.ReasonShuttingDown), -1),
+		timeout:      newRejection(codes.DeadlineExceeded, adapt.MessageTimeout, inbound.CodeTimeout, "", 0),
 		// The caller's own budget is spent: a retry cannot help.
-		callerTimeout: newRejection(codes.DeadlineExceeded, inbound.MessageTimeout, inbound.CodeTimeout, "", -1),
-		rejected:      newRejection(codes.Unavailable, inbound.MessageRejected, inbound.CodeRejected, "", advice).withFields(in, resilience.ErrRejected),
-		internal:      newRejection(codes.Internal, inbound.MessageInternal, inbound.CodeInternal, "", 0),
+		callerTimeout: newRejection(codes.DeadlineExceeded, adapt.MessageTimeout, inbound.CodeTimeout, "", -1),
+		rejected:      newRejection(codes.Unavailable, adapt.MessageRejected, inbound.CodeRejected, "", advice).withFields(in, resilience.ErrRejected),
+		internal:      newRejection(codes.Internal, adapt.MessageInternal, inbound.CodeInternal, "", 0),
 	}
 }
 
@@ -108,15 +109,17 @@ func newRejection(code codes.Code, msg, infoReason, reason string, retryAfter ti
 }
 
 // withFields adds the header fields of in's response for err (Retry-After,
-// RateLimit-*; not its Content-Type) to r's trailers, as metadata keys in
-// lower case.
-func (r rejection) withFields(in *inbound.Middleware, err error) rejection {
+// RateLimit-*; not its Content-Type nor Connection) to r's trailers, as
+// metadata keys in lower case.
+func (r rejection) withFields(in *adapt.Kit, err error) rejection {
 	resp, ok := in.Render(err)
 	if !ok {
 		return r
 	}
 	for k, v := range resp.Header {
-		if k == "Content-Type" {
+		if k == "Content-Type" || k == "Connection" {
+			// Connection is no gRPC field (grpc-go's clients refuse
+			// it); GracefulStop's GOAWAY moves the clients instead.
 			continue
 		}
 		if r.trailer == nil {
@@ -160,7 +163,7 @@ func withDetails(st *status.Status, details ...protoadapt.MessageV1) *status.Sta
 // rejectionFor maps an error from inbound's Execute, for a call that never
 // reached its handler, to what to send; ok is false when nothing must be
 // sent (the client went away).
-func (rs *rejections) rejectionFor(ctx context.Context, in *inbound.Middleware, err error) (rejection, bool) {
+func (rs *rejections) rejectionFor(ctx context.Context, in *adapt.Kit, err error) (rejection, bool) {
 	if err == nil {
 		return rejection{}, false
 	}
@@ -191,14 +194,22 @@ func (rs *rejections) rejectionFor(ctx context.Context, in *inbound.Middleware, 
 	return rs.internal, true
 }
 
+// msgRateLimited is the grpc-message of a rate-limited call
+// (RESOURCE_EXHAUSTED). It names where a gRPC client finds the wait: the
+// RetryInfo detail's retry_delay, and the grpc-retry-pushback-ms trailer
+// that grpc-go's retry policy reads (-1 when no retry can succeed in the
+// caller's deadline). adapt.MessageRateLimited, the HTTP adapters'
+// message, names the Retry-After header instead.
+const msgRateLimited = "Too many requests; retry after the delay in the RetryInfo detail (grpc-retry-pushback-ms)."
+
 // rateRejection is the RESOURCE_EXHAUSTED of a rate-limited call: its
 // RetryInfo and pushback are the limiter's wait, and the fields inbound
 // renders for it (Retry-After, RateLimit-*) go out as trailers. A wait
 // that outlasts the caller's deadline gets a pushback of -1: a retry could
 // only end in DEADLINE_EXCEEDED, so the client is better told at once.
-func rateRejection(ctx context.Context, in *inbound.Middleware, err error, rate *resilience.RateLimitRejectedError) rejection {
+func rateRejection(ctx context.Context, in *adapt.Kit, err error, rate *resilience.RateLimitRejectedError) rejection {
 	wait := max(rate.RetryAfter, time.Millisecond)
-	r := newRejection(codes.ResourceExhausted, inbound.MessageRateLimited, inbound.CodeRateLimited, "", wait)
+	r := newRejection(codes.ResourceExhausted, msgRateLimited, inbound.CodeRateLimited, "", wait)
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 		r.trailer[PushbackTrailer] = []string{"-1"}
 	}

@@ -2,11 +2,13 @@ package resiliencegrpc_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
 
 	resiliencegrpc "github.com/ylcnfrht/resilience/adapters/grpc"
 	resilience "github.com/ylcnfrht/resilience/core"
@@ -175,6 +177,11 @@ func TestRateLimited(t *testing.T) {
 	}
 	if len(r.trailer.Get("retry-after")) != 1 || len(r.trailer.Get("ratelimit-limit")) != 1 {
 		t.Errorf("trailers %v, want Retry-After and the RateLimit fields", r.trailer)
+	}
+	// The message points a gRPC client at the RetryInfo detail and the
+	// pushback its retry policy reads, not at HTTP's Retry-After header.
+	if msg := status.Convert(r.err).Message(); !strings.Contains(msg, "RetryInfo") || !strings.Contains(msg, "grpc-retry-pushback-ms") || strings.Contains(msg, "Retry-After") {
+		t.Errorf("message %q, want it to name RetryInfo and grpc-retry-pushback-ms", msg)
 	}
 }
 

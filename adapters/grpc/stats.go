@@ -8,7 +8,7 @@ import (
 
 // Inbound returns the underlying inbound middleware: its Limiter to change
 // the limit at run time, its RateLimiter and AdaptiveLimiter, and Drain.
-func (m *Middleware) Inbound() *inbound.Middleware { return m.in }
+func (m *Middleware) Inbound() *inbound.Middleware { return m.in.Middleware }
 
 // Stats returns the middleware's current load: Inbound().Stats(), whose
 // Late and LateTotal count the handlers still running after their

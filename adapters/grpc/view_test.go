@@ -2,6 +2,7 @@ package resiliencegrpc_test
 
 import (
 	"context"
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 	"net/netip"
 	"sync"
 	"testing"
@@ -66,7 +67,7 @@ func TestCallFromOutsideAView(t *testing.T) {
 	if _, ok := resiliencegrpc.CallFrom(context.Background()); ok {
 		t.Error("CallFrom(Background) reported a call")
 	}
-	ctx := inbound.NewContext(context.Background(), &inbound.Request{Raw: 42})
+	ctx := adapt.NewContext(context.Background(), &inbound.Request{Raw: 42})
 	if _, ok := resiliencegrpc.CallFrom(ctx); ok {
 		t.Error("CallFrom reported a call for a view of another framework")
 	}

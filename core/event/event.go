@@ -12,6 +12,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
 // Name names a telemetry event. The values are stable strings.
@@ -32,13 +34,25 @@ const (
 	RateLimiterRejected Name = "OnRateLimiterRejected"
 	// RateLimiterStoreError: a rate limiter's store failed. Event.Reason
 	// is "fail-open" (the execution ran) or "fail-closed" (it was
-	// refused); Event.Err is the *resilience.RateLimitStoreError.
+	// refused); Event.Err is the *resilience.RateLimitStoreError, whose
+	// cause (timeout, connection-refused, cluster-down, ...) is
+	// ratelimit.ReasonOf(Event.Err).
 	RateLimiterStoreError Name = "OnRateLimiterStoreError"
 	// QueueAdmitted: an execution that had queued in a concurrency or
 	// adaptive limiter got its permit after Event.Duration in the queue.
 	// An execution admitted at once emits nothing; one rejected after
 	// queueing emits ConcurrencyLimiterRejected instead.
 	QueueAdmitted Name = "OnQueueAdmitted"
+	// ShadowDecision: an inbound stage in shadow (inbound.Options.Shadow)
+	// decided against a request and did not enforce it; Reason is what
+	// enforcing would have answered ("rate-limited", "queued", "full",
+	// "timeout"), and the request went on.
+	ShadowDecision Name = "OnShadowDecision"
+	// Reconfigured: inbound.Middleware.Reconfigure was called; Reason is
+	// ReasonReconfigureOK (the new options are in force) or
+	// ReasonReconfigureFailed (refused, Event.Err says why by field; the
+	// old options stay).
+	Reconfigured Name = "OnReconfigured"
 
 	// Retry: a retry strategy is about to wait Event.Duration and try
 	// again; Event.Attempt is the number of the attempt that failed (0 is
@@ -95,6 +109,8 @@ const (
 	HookFlowWeight = "FlowWeight"
 	// HookKey is a rate limiter's Key function.
 	HookKey = "Key"
+	// HookCost is a limiter's Cost function (concurrency or rate).
+	HookCost = "Cost"
 	// HookClassifier is an adaptive limiter's Classifier.
 	HookClassifier = "Classifier"
 )
@@ -107,6 +123,12 @@ const (
 
 // ReasonRateLimited is the Event.Reason of a rate limiter's rejection.
 const ReasonRateLimited = "rate-limited"
+
+// Reasons of Reconfigured.
+const (
+	ReasonReconfigureOK     = "ok"
+	ReasonReconfigureFailed = "failed"
+)
 
 // Event is one telemetry event. Fields that do not apply to an event are
 // zero.
@@ -151,7 +173,8 @@ func (f ListenerFunc) OnEvent(ctx context.Context, e Event) { f(ctx, e) }
 
 // NewSlogListener returns a Listener that logs each event to logger as one
 // record with the attributes event, pipeline, strategy and, when set,
-// reason, duration and error. Rejections and timeouts log at Warn. A nil
+// reason, duration and error; a RateLimiterStoreError also has cause, the
+// store's failure as a ratelimit.StoreReason. Rejections and timeouts log at Warn. A nil
 // logger means slog.Default().
 func NewSlogListener(logger *slog.Logger) Listener {
 	if logger == nil {
@@ -177,13 +200,16 @@ func (s slogListener) OnEvent(ctx context.Context, e Event) {
 	if !s.logger.Enabled(ctx, level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 7)
+	attrs := make([]slog.Attr, 0, 8)
 	attrs = append(attrs,
 		slog.String("event", string(e.Name)),
 		slog.String("pipeline", e.Pipeline),
 		slog.String("strategy", e.Strategy))
 	if e.Reason != "" {
 		attrs = append(attrs, slog.String("reason", e.Reason))
+	}
+	if e.Name == RateLimiterStoreError {
+		attrs = append(attrs, slog.String("cause", string(ratelimit.ReasonOf(e.Err))))
 	}
 	if e.Duration != 0 {
 		attrs = append(attrs, slog.Duration("duration", e.Duration))

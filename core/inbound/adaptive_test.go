@@ -241,7 +241,7 @@ func TestAdaptiveExecuteClassification(t *testing.T) {
 					ctx, cancel = c.ctx(ctx)
 					defer cancel()
 				}
-				_ = m.Execute(ctx, nil, c.fn)
+				_ = m.execute(ctx, nil, c.fn)
 				if got := rec.outcome(); got != c.want {
 					t.Fatalf("counted as %v, want %v", got, c.want)
 				}
@@ -252,14 +252,14 @@ func TestAdaptiveExecuteClassification(t *testing.T) {
 	m := mustNew(t, adaptiveOptions(rec, 0))
 	func() {
 		defer func() { _ = recover() }()
-		_ = m.Execute(context.Background(), nil, func(context.Context) error { panic("boom") })
+		_ = m.execute(context.Background(), nil, func(context.Context) error { panic("boom") })
 	}()
 	if got := rec.outcome(); got != resilience.LimitIgnored || m.Stats().InFlight != 0 {
 		t.Fatalf("panic: counted as %v, stats %+v", got, m.Stats())
 	}
 	// A full limiter rejects through Execute like the fixed one.
 	p, _ := m.AdaptiveLimiter().TryAcquire()
-	err := m.Execute(context.Background(), nil, func(context.Context) error { return nil })
+	err := m.execute(context.Background(), nil, func(context.Context) error { return nil })
 	if !errorsIsBulkhead(err) {
 		t.Fatalf("Execute on a full limiter = %v", err)
 	}

@@ -62,13 +62,13 @@ func TestAdmittedFastPathAllocatesNothing(t *testing.T) {
 				t.Errorf("%s: Handler allocates %v per admitted request, want %v", name, n, l.httpAllocs)
 			}
 			if n := testing.AllocsPerRun(200, func() {
-				if err := m.Serve(w, r, raw, continueGinLike); err != nil {
+				if err := m.serve(w, r, raw, continueGinLike); err != nil {
 					t.Fatal(err)
 				}
 			}); n != l.httpAllocs {
 				t.Errorf("%s: Serve allocates %v per admitted request, want %v", name, n, l.httpAllocs)
 			}
-			if n := testing.AllocsPerRun(200, func() { _ = m.Execute(context.Background(), raw, nopFn) }); n != 0 {
+			if n := testing.AllocsPerRun(200, func() { _ = m.execute(context.Background(), raw, nopFn) }); n != 0 {
 				t.Errorf("%s: Execute allocates %v per admitted request, want 0", name, n)
 			}
 		}
@@ -117,14 +117,14 @@ func BenchmarkMiddlewareAdmitted(b *testing.B) {
 func TestExecuteTimedPathAllocations(t *testing.T) {
 	m := mustNew(t, Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 10}, Timeout: 5 * time.Second})
 	raw := &ginLike{next: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})}
-	if n := testing.AllocsPerRun(200, func() { _ = m.Execute(context.Background(), raw, nopFn) }); n != 1 {
+	if n := testing.AllocsPerRun(200, func() { _ = m.execute(context.Background(), raw, nopFn) }); n != 1 {
 		t.Errorf("Execute with a timeout allocates %v per admitted request, want 1", n)
 	}
 	// ExecuteInPlace costs the same: the deadline that times the
 	// callback answers it directly, without a context.AfterFunc
 	// registration per request.
 	expired := func(error) {}
-	if n := testing.AllocsPerRun(200, func() { _ = m.ExecuteInPlace(context.Background(), raw, nopFn, expired) }); n != 1 {
+	if n := testing.AllocsPerRun(200, func() { _ = m.executeInPlace(context.Background(), raw, nopFn, expired) }); n != 1 {
 		t.Errorf("ExecuteInPlace with a timeout allocates %v per admitted request, want 1", n)
 	}
 }

@@ -64,7 +64,7 @@ func TestAnsweredReportsTheDeadlinesAnswer(t *testing.T) {
 				// A cut response ends in http.ErrAbortHandler, so that
 				// net/http drops the connection.
 				defer func() { panicked = recover() }()
-				err = m.Serve(rec, req, nil, func(w http.ResponseWriter, r *http.Request, _ any) {
+				err = m.serve(rec, req, nil, func(w http.ResponseWriter, r *http.Request, _ any) {
 					got = w
 					tc.handler(w, r)
 				})
@@ -72,12 +72,12 @@ func TestAnsweredReportsTheDeadlinesAnswer(t *testing.T) {
 			if err != nil || (panicked == http.ErrAbortHandler) != tc.cut {
 				t.Fatalf("Serve returned %v, panicked %v", err, panicked)
 			}
-			if a := Answered(got); a != tc.want || rec.Code != tc.status {
+			if a := wasAnswered(got); a != tc.want || rec.Code != tc.status {
 				t.Errorf("Answered %v, status %d; want %v, %d", a, rec.Code, tc.want, tc.status)
 			}
 		})
 	}
-	if Answered(httptest.NewRecorder()) {
+	if wasAnswered(httptest.NewRecorder()) {
 		t.Error("Answered is true for a writer Serve never gave out")
 	}
 }

@@ -18,7 +18,7 @@ type ClientIPOptions struct {
 	// to the left of it were written by the client and are never used.
 	TrustedProxies []netip.Prefix
 	// IPv6Prefix, when not 0, groups IPv6 clients by network for keys
-	// (KeyByClientIP, Request.ClientKey): a client usually controls a
+	// (by.ClientIP, Request.ClientKey): a client usually controls a
 	// whole /64, so keying on single addresses would let it rotate through
 	// them. Between 1 and 128; 0 keeps the full address. IPv4 addresses
 	// are never grouped.
@@ -64,7 +64,7 @@ func (o *ClientIPOptions) trusted(a netip.Addr) bool {
 // zones dropped, so one client has one form.
 //
 // It allocates nothing and is safe for concurrent use.
-func ResolveClientIP(remoteAddr string, xff []string, opts ClientIPOptions) netip.Addr {
+func resolveClientIP(remoteAddr string, xff []string, opts ClientIPOptions) netip.Addr {
 	peer, ok := parseIP(remoteAddr)
 	if !ok || len(opts.TrustedProxies) == 0 || !opts.trusted(peer) {
 		return peer

@@ -48,7 +48,7 @@ func TestResolveClientIP(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := ResolveClientIP(c.remote, c.xff, c.opts)
+			got := resolveClientIP(c.remote, c.xff, c.opts)
 			if got.String() != c.want {
 				t.Fatalf("ResolveClientIP(%q, %q) = %v, want %s", c.remote, c.xff, got, c.want)
 			}
@@ -83,7 +83,7 @@ func TestClientKeyIPv6Grouping(t *testing.T) {
 func TestResolveClientIPAllocatesNothing(t *testing.T) {
 	opts := ClientIPOptions{TrustedProxies: mustPrefixes(t, "10.0.0.0/8")}
 	xff := []string{"6.6.6.6, 198.51.100.1, 10.9.9.9"}
-	if n := testing.AllocsPerRun(100, func() { ResolveClientIP("10.1.2.3:80", xff, opts) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { resolveClientIP("10.1.2.3:80", xff, opts) }); n != 0 {
 		t.Fatalf("allocs = %v, want 0", n)
 	}
 }
@@ -100,7 +100,7 @@ func FuzzClientIP(f *testing.F) {
 	f.Add("", "")
 	opts := ClientIPOptions{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
 	f.Fuzz(func(t *testing.T, remote, xff string) {
-		got := ResolveClientIP(remote, []string{xff}, opts)
+		got := resolveClientIP(remote, []string{xff}, opts)
 		peer, ok := parseIP(remote)
 		if !ok {
 			if got.IsValid() {

@@ -29,6 +29,7 @@ import (
 // afterwards, which then finds the request ended and leaves.
 type timing struct {
 	m      *Middleware
+	tc     *timeoutConf     // the middleware's timeout when armed (Reconfigure may replace it)
 	dctx   deadline.Context // also holds the parent: what ctx derives from
 	node   deadline.Node
 	timer  *time.Timer     // its own timer, when the deadline list could not take it
@@ -40,19 +41,61 @@ type timing struct {
 	ans answerer
 
 	mu    sync.Mutex // also the timed writer's
-	timed bool       // under the middleware's timeout or a caller's deadline
-	owned bool       // the parent's end reaches the handler's context through pass
-	own   bool       // the timer is the middleware's timeout, not an earlier deadline
-	ended bool       // the request returned, or is no longer timed: nothing to answer
-	late  bool       // answered while the handler runs on: counted in Stats.Late
+	kind  deadlineKind
+	phase phase
+	// owned: the parent's end reaches the handler's context through pass
+	// (set once, by arm), not by itself.
+	owned bool
+	// shadowT counts the timeout of a request whose timeout runs in
+	// shadow (Options.Shadow.Timeout), instead of answering it.
+	shadowT shadowTimer
 }
+
+// deadlineKind is which deadline times a request, set once by arm.
+type deadlineKind uint8
+
+const (
+	untimed      deadlineKind = iota // no deadline of the middleware or the caller
+	ownTimeout                       // Options.Timeout: reported as the middleware's timeout
+	earlierLimit                     // a caller's or an upstream deadline, before the timeout
+)
+
+// phase is where a timed request stands. Each transition has one owner
+// and happens under mu:
+//
+//	             pass (the deadline, once)
+//	running ────────────────────────────────▶ answered
+//	│  │                                          │
+//	│  │ returnedLocked                           │ returnedLocked
+//	│  ▼                                          ▼
+//	│ returned                               lateReturned
+//	│
+//	└─ untime (Hijack) ──▶ untimedNow
+//
+// pass answers the deadline (the 504, an adapter's answer) and counts
+// the request timed out and late at that moment; returnedLocked, at the
+// handler's return, ends the late count. Nothing is answered from
+// returned, lateReturned or untimedNow.
+type phase uint8
+
+const (
+	running      phase = iota // the handler runs, its deadline not answered
+	answered                  // answered and counted timed out; the handler runs on, late
+	returned                  // the handler returned before any answer
+	lateReturned              // the handler returned after its answer
+	untimedNow                // hijacked: no longer timed, nothing to answer
+)
+
+// answeredEarly reports whether the deadline was answered, and the
+// request counted, before the handler returned.
+func (t *timing) answeredEarly() bool { return t.phase == answered || t.phase == lateReturned }
 
 // ctx is the handler's context: the deadline's once timed, else the
 // parent (the request's own context, or a custom pipeline's). Kept as
 // methods rather than fields: the request's one allocation stays in a
 // smaller size class.
 func (t *timing) ctx() context.Context {
-	if t.timed || t.owned {
+	if t.kind != untimed || t.owned {
 		return &t.dctx
 	}
 	return t.dctx.Parent()
@@ -95,29 +138,36 @@ func isTimeout(cause error) bool {
 // committed stream when its context ends cannot write its own end between
 // the two and have the answerer's follow it.
 func (t *timing) arm(m *Middleware, parent, client context.Context, arrival, caller time.Time, custom bool) {
-	t.m, t.client = m, client
+	t.m, t.client, t.tc = m, client, m.tconf.Load()
 	t.dctx.Init(parent, time.Time{})
 	watch := custom
-	if m.timeout > 0 || !caller.IsZero() {
+	own := m.hasTimeout
+	if own && m.shadow.timeout.Load() > 0 && shadowed(&m.shadow.timeout) {
+		// In shadow the timeout only counts (shadow.go); a caller's
+		// deadline still times the request.
+		own = false
+		t.shadowT = m.startShadowTimer(parent, arrival, t.tc)
+	}
+	if own || !caller.IsZero() {
 		now := time.Now()
 		var at time.Time
-		if m.timeout > 0 {
-			at = handlerDeadline(now, m.timeout, arrival)
-			t.own = true
+		t.kind = earlierLimit
+		if own {
+			at = handlerDeadline(now, t.tc.d, arrival)
+			t.kind = ownTimeout
 		}
 		if !caller.IsZero() && (at.IsZero() || caller.Before(at)) {
-			at, t.own = caller, false
+			at, t.kind = caller, earlierLimit
 		}
 		dl := at
 		if pd, ok := parent.Deadline(); ok && pd.Before(at) {
 			dl = pd // a budget from upstream ends first
 			if t.ans != nil {
-				at, t.own = pd, false
+				at, t.kind = pd, earlierLimit
 				watch = true
 			}
 		}
 		t.dctx.Init(parent, dl) // dl is at whenever an answerer answers it
-		t.timed = true
 		t.node.Owner = t
 		if budget := at.Sub(now); !m.deadlines.Add(&t.node, now, budget) {
 			t.timer = time.AfterFunc(budget, t.Fire)
@@ -133,11 +183,11 @@ func (t *timing) arm(m *Middleware, parent, client context.Context, arrival, cal
 // Fire is the deadline, on the timer's goroutine.
 func (t *timing) Fire() {
 	if t.ans == nil {
-		t.dctx.End(context.DeadlineExceeded, t.m.timeoutErr)
+		t.dctx.End(context.DeadlineExceeded, t.tc.cause())
 		return
 	}
-	if t.pass(true) && t.own {
-		t.m.emitTimeout(t.parent())
+	if t.pass(true) && t.kind == ownTimeout {
+		t.m.emitTimeout(t.parent(), t.tc)
 	}
 }
 
@@ -159,21 +209,22 @@ func (t *timing) pass(fire bool) bool {
 	if !fire && t.owned {
 		t.dctx.End(t.parent().Err(), nil) // the parent's error and cause
 	}
-	if t.ended || t.late || t.clientGone() {
+	if t.phase != running || t.clientGone() {
 		return false
 	}
 	first := true
 	if fire {
 		var cause error
-		if t.own {
-			cause = t.m.timeoutErr
+		if t.kind == ownTimeout {
+			cause = t.tc.err
 		}
 		first = t.dctx.End(context.DeadlineExceeded, cause)
 	} else if !isTimeout(context.Cause(t.parent())) {
 		return false
 	}
-	t.late = true
+	t.phase = answered
 	t.m.lateBegins()
+	t.m.requests.timedOut.Add(1) // counted as it is answered, not when the handler returns
 	t.ans.expireLocked(context.Cause(t.ctx()))
 	return first
 }
@@ -190,7 +241,8 @@ func (t *timing) clientGone() bool {
 // deadline being answered at this moment finds the request's state and
 // acts on it.
 func (t *timing) disarm() {
-	if t.timed {
+	t.shadowT.stop()
+	if t.kind != untimed {
 		if t.timer != nil {
 			t.timer.Stop()
 		} else {
@@ -205,9 +257,11 @@ func (t *timing) disarm() {
 // returnedLocked records that the handler returned: nothing is answered
 // from now on, and a late handler is late no more. mu held.
 func (t *timing) returnedLocked() {
-	t.ended = true
-	if t.late {
-		t.late = false
+	switch t.phase {
+	case running:
+		t.phase = returned
+	case answered:
+		t.phase = lateReturned
 		t.m.lateEnds()
 	}
 }
@@ -215,7 +269,7 @@ func (t *timing) returnedLocked() {
 // endCtx ends the handler's context once it returned, as a CancelFunc
 // does.
 func (t *timing) endCtx() {
-	if t.timed || t.owned {
+	if t.kind != untimed || t.owned {
 		t.dctx.End(context.Canceled, nil)
 	}
 }
@@ -237,8 +291,8 @@ func (t *timing) finish() {
 // the caller's that came first is not reported (the request still gets
 // its 504), as core's timeout strategy does not report it: the caller set
 // it, and sees it end.
-func (m *Middleware) emitTimeout(ctx context.Context) {
-	m.timeoutTel.Emit(ctx, event.Event{Name: event.Timeout, Duration: m.timeout, Err: m.timeoutErr})
+func (m *Middleware) emitTimeout(ctx context.Context, tc *timeoutConf) {
+	m.timeoutTel.Emit(ctx, event.Event{Name: event.Timeout, Duration: tc.d, Err: tc.err})
 }
 
 // runFn runs a callback (Execute, ExecuteInPlace) with the timeout, under
@@ -246,7 +300,7 @@ func (m *Middleware) emitTimeout(ctx context.Context) {
 // (c.expired set), the deadline is answered when it passes, not when fn
 // returns.
 func (m *Middleware) runFn(ctx context.Context, c *call, custom bool) error {
-	if m.timeout == 0 && c.expired == nil {
+	if !m.hasTimeout && c.expired == nil {
 		return c.fn(ctx)
 	}
 	t := &timing{}
@@ -254,13 +308,16 @@ func (m *Middleware) runFn(ctx context.Context, c *call, custom bool) error {
 		t.ans = expireFunc(c.expired)
 	}
 	t.arm(m, ctx, c.ctx, c.arrival, time.Time{}, custom)
-	defer t.finish()
+	defer func() {
+		t.finish()
+		c.counted = t.answeredEarly()
+	}()
 	err := c.fn(t.ctx())
-	if m.timeout > 0 && context.Cause(t.ctx()) == error(m.timeoutErr) {
+	if m.hasTimeout && context.Cause(t.ctx()) == error(t.tc.err) {
 		if c.expired == nil {
-			m.emitTimeout(ctx)
+			m.emitTimeout(ctx, t.tc)
 		}
-		return m.timeoutErr
+		return t.tc.err
 	}
 	return err
 }
@@ -295,7 +352,9 @@ func (m *Middleware) serveTimed(ctx context.Context, c *call, custom bool, res *
 		t.tw.ans = c.ans
 		t.detached = c.detached
 	case !t.tw.h1:
-		t.detached = findDetached(c.w)
+		if t.detached = findDetached(c.w); t.detached == nil && c.next == nil {
+			m.warnUndetached(r)
+		}
 	}
 	t.ans = t
 	t.arm(m, ctx, r.Context(), c.arrival, c.deadline, custom)
@@ -303,6 +362,15 @@ func (m *Middleware) serveTimed(ctx context.Context, c *call, custom bool, res *
 	defer func() { t.finish(completed, res) }()
 	c.invoke(&t.tw, r.WithContext(t.ctx()))
 	completed = true
+}
+
+// invoke calls the rest of the chain with the writer and request to use.
+func (c *call) invoke(w http.ResponseWriter, r *http.Request) {
+	if c.next != nil {
+		c.next.ServeHTTP(w, r)
+		return
+	}
+	c.cont(w, r, c.raw)
 }
 
 // expireLocked answers the deadline with the timed writer: the 504 (or
@@ -327,14 +395,14 @@ func (t *timedRequest) expireLocked(error) {
 // is the constant default and allocates nothing.
 func (t *timedRequest) timeoutResponse() (Response, []string) {
 	m := t.m
-	if m.opts.Render == nil {
+	if m.opts.Render == nil && !m.draining.Load() { // draining: Render adds Connection: close
 		return respTimeout, timeoutContentLengthValue
 	}
-	cause := error(m.timeoutErr)
+	cause := t.tc.cause()
 	if t.ctx().Err() != nil {
 		cause = context.Cause(t.ctx()) // a custom pipeline's timeout, an upstream deadline
 	}
-	resp, ok := m.Render(cause)
+	resp, ok := m.render(cause)
 	if !ok {
 		resp = respTimeout
 	}
@@ -345,19 +413,19 @@ func (t *timedRequest) timeoutResponse() (Response, []string) {
 // run, as Fire would (the timer, if it runs yet, finds the request ended).
 func (t *timedRequest) expireNow() {
 	var cause error
-	if t.own {
-		cause = t.m.timeoutErr
+	if t.kind == ownTimeout {
+		cause = t.tc.err
 	}
-	if t.dctx.End(context.DeadlineExceeded, cause) && t.own {
-		t.m.emitTimeout(t.parent())
+	if t.dctx.End(context.DeadlineExceeded, cause) && t.kind == ownTimeout {
+		t.m.emitTimeout(t.parent(), t.tc)
 	}
 }
 
 // untime stops timing a hijacked request. Called with mu held.
 func (t *timedRequest) untime() {
 	t.disarm() // if it already fired, Fire finds the request ended
-	t.ended = true
-	if t.timed {
+	t.phase = untimedNow
+	if t.kind != untimed {
 		t.dctx.Untime()
 	}
 }
@@ -371,7 +439,7 @@ func (t *timedRequest) finish(completed bool, res *result) {
 		// context ends here, as the parent's would have ended it.
 		t.dctx.End(t.parent().Err(), nil)
 	}
-	if completed && t.tw.ans != nil && t.timed && t.ctx().Err() == nil && !time.Now().Before(t.dctx.At()) {
+	if completed && t.tw.ans != nil && t.kind != untimed && t.ctx().Err() == nil && !time.Now().Before(t.dctx.At()) {
 		// The deadline passed and its timer has not answered yet: it is
 		// answered here, as it would have been (the handler may have
 		// returned on a deadline of its own, a moment later than ours).
@@ -400,18 +468,18 @@ func (t *timedRequest) finish(completed bool, res *result) {
 			abort = true
 			tw.state = stateDone
 		} else {
-			resp, _ := t.m.Render(errShuttingDown)
+			resp, _ := t.m.render(errShuttingDown)
 			tw.state = stateDone
 			tw.status = int16(resp.Status)
-			WriteResponse(tw.w, resp)
+			writeResponse(tw.w, resp)
 		}
 	} else {
 		before = tw.finishLocked(completed, expired)
 	}
-	if res != nil {
-		*res = result{completed: completed, state: before, status: int(tw.status), clientGone: t.clientGone()}
-	}
 	t.returnedLocked()
+	if res != nil {
+		*res = result{completed: completed, state: before, status: int(tw.status), clientGone: t.clientGone(), counted: t.answeredEarly()}
+	}
 	t.mu.Unlock()
 	t.endCtx()
 	if abort || (completed && before == stateAborted) {

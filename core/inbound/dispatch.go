@@ -27,28 +27,33 @@ type gate struct {
 	tel      resilience.Telemetry
 }
 
-// permit is a permit of the gate's limiter: free is one TryAcquire took
-// (not counted to a flow), queued one Admit took.
+// permit is a permit of the gate's limiter: both limiters take and
+// release theirs the same way (TryAcquire, Admit, the permit's Release).
 type permit struct {
-	free     bool
-	queued   resilience.ConcurrencyPermit
+	fixed    resilience.ConcurrencyPermit
 	adaptive resilience.AdaptivePermit
 }
 
 func (g *gate) tryAcquire() (permit, bool) {
 	if g.fixed != nil {
-		return permit{free: true}, g.fixed.TryAcquire()
+		p, ok := g.fixed.TryAcquire()
+		return permit{fixed: p}, ok
 	}
 	p, ok := g.adaptive.TryAcquire()
 	return permit{adaptive: p}, ok
 }
 
 // acquire queues for a permit, or rejects, with ctx carrying the view the
-// Priority and Flow functions read.
-func (g *gate) acquire(ctx context.Context) (permit, error) {
+// Priority and Flow functions read. cost is the request's permits (see
+// cost.go), 0 without a Cost function.
+func (g *gate) acquire(ctx context.Context, cost int) (permit, error) {
 	if g.fixed != nil {
+		if cost > 0 {
+			p, err := g.fixed.AdmitN(ctx, g.tel, cost)
+			return permit{fixed: p}, err
+		}
 		p, err := g.fixed.Admit(ctx, g.tel)
-		return permit{queued: p}, err
+		return permit{fixed: p}, err
 	}
 	p, err := g.adaptive.Admit(ctx, g.tel)
 	return permit{adaptive: p}, err
@@ -57,12 +62,8 @@ func (g *gate) acquire(ctx context.Context) (permit, error) {
 // release returns p with the request's outcome (the fixed limiter ignores
 // it).
 func (g *gate) release(ctx context.Context, p permit, o resilience.LimitOutcome) {
-	switch {
-	case p.free:
-		g.fixed.Release()
-		return
-	case g.fixed != nil:
-		p.queued.Release()
+	if g.fixed != nil {
+		p.fixed.Release()
 		return
 	}
 	if err := p.adaptive.Release(o); err != nil {
@@ -83,7 +84,12 @@ func (g *gate) stats() resilience.LimiterStats {
 // with a panic of the user's Classifier reported before it fails this
 // request.
 func (g *gate) classify(ctx context.Context, c resilience.Classifier, err error) resilience.LimitOutcome {
-	defer reportHookPanic(ctx, g.tel, event.HookClassifier)
+	defer func() {
+		if v := recover(); v != nil { // reported, then on to the request (core's rule for hooks)
+			g.tel.EmitHookPanic(ctx, event.HookClassifier, v)
+			panic(v)
+		}
+	}()
 	return c(ctx, err)
 }
 
@@ -96,10 +102,13 @@ type call struct {
 	w    http.ResponseWriter
 	r    *http.Request
 	next http.Handler // Handler
-	cont Continue     // Serve
+	cont continueFunc // Serve
 	fn   func(ctx context.Context) error
 	// expired, for ExecuteInPlace, answers the deadline while fn runs on.
 	expired func(cause error)
+	// counted: fn's deadline was answered, and the request counted, before
+	// fn returned (set by runFn as it ends, also when fn panics).
+	counted bool
 	// arrival is the deadline of the request's budget when it counts
 	// from arrival and the request had to queue; zero otherwise.
 	arrival time.Time
@@ -107,32 +116,24 @@ type call struct {
 	// adapter's answerer, and the request's engine and detached writer,
 	// allocated with it.
 	deadline time.Time
-	ans      DeadlineAnswer
+	ans      deadlineAnswer
 	timed    *timedRequest
 	detached *detachedWriter
 }
 
 func (c *call) isHTTP() bool { return c.r != nil }
 
-// invoke calls the rest of the chain with the writer and request to use.
-func (c *call) invoke(w http.ResponseWriter, r *http.Request) {
-	if c.next != nil {
-		c.next.ServeHTTP(w, r)
-		return
-	}
-	c.cont(w, r, c.raw)
-}
-
 // exchange is a request that needs its view (a rate-limit key, a
 // Priority function or a custom pipeline may read it): the view embedded
 // with its context, so view and context are one allocation, and, for a
 // custom pipeline, what its callback runs.
 type exchange struct {
-	m   *Middleware
-	c   call
-	vc  viewContext
-	ran atomic.Bool // the pipeline's callback ran the handler
-	res result      // how a net/http request under the pipeline ended
+	m    *Middleware
+	c    call
+	vc   viewContext
+	ran  atomic.Bool // the pipeline's callback ran the handler
+	res  result      // how a net/http request under the pipeline ended
+	cost int         // the request's permits, under a Cost function (cost.go)
 }
 
 // newExchange returns an exchange for c with its view built.
@@ -174,7 +175,7 @@ func (x *exchange) runPipeline() error {
 	counted := false
 	defer func() {
 		if !counted && x.ran.Load() { // the handler panicked (see runHeld)
-			x.m.requests.panicked(httpTimedOut(&x.res))
+			x.m.requests.panicked(httpTimedOut(&x.res), x.counted())
 		}
 	}()
 	_, err := x.m.pipeline.Execute(x.viewCtx(), func(ctx context.Context) (struct{}, error) {
@@ -185,13 +186,16 @@ func (x *exchange) runPipeline() error {
 	case !x.ran.Load():
 		x.m.requests.rejected(err)
 	case x.c.isHTTP():
-		x.m.requests.ran(httpTimedOut(&x.res))
+		x.m.requests.ran(httpTimedOut(&x.res), x.res.counted)
 		return nil // answered by the handler or the timed writer
 	default:
-		x.m.requests.ran(fnTimedOut(err))
+		x.m.requests.ran(fnTimedOut(err), x.c.counted)
 	}
 	return err
 }
+
+// counted reports whether the request's deadline answer counted it.
+func (x *exchange) counted() bool { return x.c.counted || x.res.counted }
 
 // run is a custom pipeline's callback, with the pipeline's context.
 func (x *exchange) run(ctx context.Context) error {
@@ -209,11 +213,11 @@ func (x *exchange) run(ctx context.Context) error {
 		// emits its event) only when the callback fails; the 504 itself
 		// was sent by the timed writer.
 		return context.Cause(ctx)
-	case m.timeoutErr != nil && httpTimedOut(&x.res):
+	case m.hasTimeout && httpTimedOut(&x.res):
 		// The middleware's deadline answered 504: the pipeline's
 		// strategies (an execution timer, a limiter's classifier) see
 		// the client's outcome, not the late handler's return.
-		return m.timeoutErr
+		return m.tconf.Load().err
 	}
 	return nil
 }
@@ -236,9 +240,13 @@ func (m *Middleware) dispatch(c *call) (err error) {
 	var x *exchange // set once the request needs its view
 	if m.rate != nil {
 		x = m.newExchange(c)
-		if err := m.takeRate(x); err != nil {
-			m.requests.rejected(err)
-			return err
+		shadow := m.shadow.rate.Load() > 0 && shadowed(&m.shadow.rate)
+		if err := m.takeRate(x, shadow); err != nil {
+			if !shadow {
+				m.requests.rejected(err)
+				return err
+			}
+			m.shadowRate(x.viewCtx()) // counted, not enforced: the request goes on
 		}
 	}
 	switch {
@@ -250,11 +258,25 @@ func (m *Middleware) dispatch(c *call) (err error) {
 	case m.gate == nil:
 		return m.runHeld(c.ctx, c, nil, permit{})
 	}
+	if m.cost != nil {
+		return m.dispatchCost(c, x) // cost.go
+	}
 	// The free-permit shortcut: no view, no telemetry, no allocation.
 	if c.ctx.Err() == nil {
 		if p, ok := m.gate.tryAcquire(); ok {
 			return m.runHeld(c.ctx, c, m.gate, p)
 		}
+	}
+	return m.queueOrShed(c, x, 0)
+}
+
+// queueOrShed is dispatch once no permit was free: the request runs
+// without one in shadow, or queues or is shed, with its view in x when
+// it was built (nil: built here if the queue reads it). cost is its
+// permits under a Cost function, 0 without one.
+func (m *Middleware) queueOrShed(c *call, x *exchange, cost int) error {
+	if m.shadow.conc.Load() > 0 && c.ctx.Err() == nil && shadowed(&m.shadow.conc) {
+		return m.runOver(c) // no free permit: counted, and run without one
 	}
 	ctx := c.ctx
 	if m.queueView && x == nil {
@@ -271,10 +293,13 @@ func (m *Middleware) dispatch(c *call) (err error) {
 		ctx, cancel = context.WithDeadline(ctx, c.deadline)
 		defer cancel()
 	}
-	p, err := m.gate.acquire(ctx)
+	p, err := m.gate.acquire(ctx, cost)
 	if err != nil {
 		m.requests.rejected(err)
 		return err
+	}
+	if cost > 1 {
+		return m.runCostly(ctx, c, p)
 	}
 	return m.runHeld(ctx, c, m.gate, p)
 }
@@ -300,19 +325,19 @@ func (m *Middleware) runHeldFn(ctx context.Context, c *call, g *gate, p permit) 
 	counted := false
 	defer func() {
 		if !counted {
-			m.requests.panicked(false)
+			m.requests.panicked(false, c.counted)
 		}
 	}()
 	if g == nil {
 		err = m.runFn(c.ctx, c, false)
-		m.requests.ran(fnTimedOut(err))
+		m.requests.ran(fnTimedOut(err), c.counted)
 		counted = true
 		return err
 	}
 	outcome := resilience.LimitIgnored // if fn panics
 	defer func() { g.release(ctx, p, outcome) }()
 	err = m.runFn(c.ctx, c, false)
-	m.requests.ran(fnTimedOut(err))
+	m.requests.ran(fnTimedOut(err), c.counted)
 	counted = true
 	if m.measure {
 		outcome = g.classify(ctx, m.classify, err)
@@ -329,7 +354,7 @@ func (m *Middleware) runHeldHTTP(ctx context.Context, c *call, g *gate, p permit
 	// unwinds: as timed out if its 504 went first.
 	defer func() {
 		if !counted {
-			m.requests.panicked(httpTimedOut(&res))
+			m.requests.panicked(httpTimedOut(&res), res.counted)
 		}
 		if g != nil {
 			o := resilience.LimitIgnored
@@ -344,7 +369,7 @@ func (m *Middleware) runHeldHTTP(ctx context.Context, c *call, g *gate, p permit
 		r = m.timedResult(c, &res)
 	}
 	m.runHTTP(c.ctx, c, r, false)
-	m.requests.ran(httpTimedOut(&res))
+	m.requests.ran(httpTimedOut(&res), res.counted)
 	counted = true
 }
 
@@ -352,7 +377,7 @@ func (m *Middleware) runHeldHTTP(ctx context.Context, c *call, g *gate, p permit
 // timed writer fills it at no cost), nil otherwise (an untimed request
 // cannot time out, and recording its status would cost a writer).
 func (m *Middleware) timedResult(c *call, res *result) *result {
-	if m.timeout > 0 || m.pipeline != nil || c.ans != nil {
+	if m.hasTimeout || m.pipeline != nil || c.ans != nil {
 		return res
 	}
 	return nil
@@ -362,7 +387,7 @@ func (m *Middleware) timedResult(c *call, res *result) *result {
 // custom pipeline (whose timeout strategy may end ctx) can end it. A
 // non-nil res receives how the request ended.
 func (m *Middleware) runHTTP(ctx context.Context, c *call, res *result, custom bool) {
-	if m.timeout > 0 || custom || c.ans != nil {
+	if m.hasTimeout || custom || c.ans != nil {
 		m.serveTimed(ctx, c, custom, res)
 		return
 	}
@@ -396,6 +421,7 @@ type result struct {
 	state      writerState // the writer's state when it returned
 	status     int         // the response status; 0 if none was written
 	clientGone bool        // the request's own context ended, not by time
+	counted    bool        // the deadline's answer counted it, before the handler returned
 }
 
 // outcome is the inbound classification: a request that hit the timeout
@@ -420,10 +446,14 @@ func (r *result) outcome() resilience.LimitOutcome {
 }
 
 // takeRate applies the rate limit to the request in x, with core's
-// events, and records the decision on its view, and on the response's
+// events (none in shadow), and records the decision on its view, and on the response's
 // header when admitted.
-func (m *Middleware) takeRate(x *exchange) error {
-	d, err := m.rate.Take(x.viewCtx(), m.rateTel) // core's decision and events
+func (m *Middleware) takeRate(x *exchange, shadow bool) error {
+	tel := m.rateTel
+	if shadow {
+		tel = resilience.Telemetry{} // a refusal is reported as a shadow decision instead
+	}
+	d, err := m.rate.Take(x.viewCtx(), tel) // core's decision and events
 	if !d.Allowed {
 		return err
 	}
@@ -447,15 +477,4 @@ func (m *Middleware) takeRate(x *exchange) error {
 		}
 	}
 	return nil
-}
-
-// reportHookPanic, deferred around a user's hook that runs for one request
-// alone, emits event.HookPanic for a panic passing through and lets it go
-// on, with the same value, to that request (see the core package
-// documentation, User hooks).
-func reportHookPanic(ctx context.Context, tel resilience.Telemetry, hook string) {
-	if v := recover(); v != nil {
-		tel.Emit(ctx, event.Event{Name: event.HookPanic, Reason: hook, Err: &resilience.HookPanicError{Hook: hook, Value: v}})
-		panic(v)
-	}
 }

@@ -9,13 +9,18 @@
 //
 //   - Options (Concurrency or Adaptive, Timeout, RateLimit) and New, for a
 //     Middleware whose Handler wraps a net/http handler; Drain at
-//     shutdown, Stats for health checks and dashboards;
-//   - KeyByClientIP, KeyByHeader and PriorityByHeader, the ready-made key
-//     and priority functions, which read the request view (RequestFrom);
-//   - to write an adapter, NewFor with a Framework, the entry points Serve,
-//     ExecuteInPlace and Execute, Render for rejections, and DetachHTTP2
-//     around a router that recycles its context (gin, echo) so a 504
-//     ends its HTTP/2 stream cleanly.
+//     shutdown, Stats for health checks and dashboards, Reconfigure to
+//     change the limits while serving (Settings reads them back);
+//   - the request view (Request, RequestFrom) that key, flow and priority
+//     functions read; package core/inbound/by has ready-made ones
+//     (by.ClientIP, by.Header, by.Priority, by.RetriesLast);
+//   - package core/inbound/ready, the readiness probe that fails before
+//     Drain starts refusing.
+//
+// With a framework, use its adapter (adapters/chi, gin, echo, fiber,
+// connect, grpc), which returns this package's Middleware for Drain and
+// Stats. Writing an adapter takes package core/inbound/adapt, the kit
+// adapters are built with.
 //
 // Rejections are JSON, rendered once at start-up, and never carry
 // internal error text: 503 BULKHEAD_FULL (reason full, queue-timeout,

@@ -12,7 +12,11 @@ const drainPoll = 5 * time.Millisecond
 // From that moment every new request and every request waiting in the
 // concurrency limiter's queue is answered at once with 503 BULKHEAD_FULL,
 // reason "shutting-down" (resilience.ReasonShuttingDown), instead of being
-// admitted during the grace period or cut off when it ends. Running
+// admitted during the grace period or cut off when it ends. Every answer
+// the middleware renders from then on carries "Connection: close"
+// (ClosesConnection), so kept-alive clients reconnect to another
+// instance; the answers of handlers still running are the server's
+// (http.Server.SetKeepAlivesEnabled(false) at the same moment). Running
 // handlers are not interrupted. Drain returns nil once none is in flight,
 // or ctx's error when ctx ends first (the grace period is over).
 //

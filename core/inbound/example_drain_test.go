@@ -13,7 +13,8 @@ import (
 
 // At shutdown, Drain comes before http.Server.Shutdown, under the same
 // grace period: from then on queued requests and new arrivals get a 503
-// at once, and Drain returns when the running handlers have finished.
+// at once, with Connection: close so kept-alive clients reconnect
+// elsewhere, and Drain returns when the running handlers have finished.
 func ExampleMiddleware_Drain() {
 	m, err := inbound.New(inbound.Options{
 		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 100, QueueLimit: 50},
@@ -30,8 +31,10 @@ func ExampleMiddleware_Drain() {
 
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
-	fmt.Println(w.Code, w.Body)
+	fmt.Println(w.Code, "Connection:", w.Header().Get("Connection"))
+	fmt.Println(w.Body)
 	// Output:
 	// drain: <nil>
-	// 503 {"statusCode":503,"error":"Service Unavailable","message":"The server is shutting down; retry later.","code":"BULKHEAD_FULL","reason":"shutting-down"}
+	// 503 Connection: close
+	// {"statusCode":503,"error":"Service Unavailable","message":"The server is shutting down; retry later.","code":"BULKHEAD_FULL","reason":"shutting-down"}
 }

@@ -9,6 +9,7 @@ import (
 
 	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/inbound"
+	"github.com/ylcnfrht/resilience/core/inbound/by"
 	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
@@ -33,7 +34,7 @@ func ExampleNew_recommended() {
 			Algorithm:   ratelimit.TokenBucket,
 			PermitLimit: 100, // per second and client
 			Window:      time.Second,
-			Key:         inbound.KeyByClientIP,
+			Key:         by.ClientIP,
 		},
 	})
 	if err != nil {
@@ -81,9 +82,11 @@ func ExampleMiddleware_Handler_healthCheck() {
 		IdleTimeout:       60 * time.Second, // idle keep-alive connections are closed
 	}
 
-	// At shutdown: Drain, then Shutdown, under one grace period.
+	// At shutdown: Drain, then Shutdown, under one grace period; no more
+	// keep-alives, so running handlers' answers close their connections.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	srv.SetKeepAlivesEnabled(false)
 	_ = m.Drain(ctx)
 	_ = srv.Shutdown(ctx)
 

@@ -32,7 +32,7 @@ func TestExecuteTimeoutContext(t *testing.T) {
 		m := mustNew(t, Options{Timeout: timeout})
 		var s seen
 		var fnCtx context.Context
-		err := m.Execute(parent, nil, func(ctx context.Context) error {
+		err := m.execute(parent, nil, func(ctx context.Context) error {
 			fnCtx = ctx
 			s.deadline, s.hasDeadline = ctx.Deadline()
 			s.value = ctx.Value(ctxKey{})

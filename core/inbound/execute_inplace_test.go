@@ -15,7 +15,7 @@ import (
 // expired hands the 504 to the layer that answers at the deadline.
 func TestExecuteInPlaceReportsDeadlineHandlerKeepsPermit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m, err := NewFor(fakeFramework, Options{
+		m, err := newFor(fakeFramework, Options{
 			Timeout:     time.Second,
 			Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1},
 		})
@@ -27,11 +27,11 @@ func TestExecuteInPlaceReportsDeadlineHandlerKeepsPermit(t *testing.T) {
 		result := make(chan error, 1)
 		start := time.Now()
 		go func() {
-			result <- m.ExecuteInPlace(t.Context(), &fakeRequest{}, func(ctx context.Context) error {
+			result <- m.executeInPlace(t.Context(), &fakeRequest{}, func(ctx context.Context) error {
 				<-release // ignores its context
 				return nil
 			}, func(cause error) {
-				if resp, ok := m.Render(cause); ok {
+				if resp, ok := m.render(cause); ok {
 					wire.send(resp)
 				}
 			})
@@ -66,13 +66,13 @@ func TestExecuteInPlaceReportsDeadlineHandlerKeepsPermit(t *testing.T) {
 // and a handler's error comes back unchanged.
 func TestExecuteInPlaceInTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m, err := NewFor(fakeFramework, Options{Timeout: time.Second, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}})
+		m, err := newFor(fakeFramework, Options{Timeout: time.Second, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		own := errors.New("handler error")
 		expired := 0
-		err = m.ExecuteInPlace(t.Context(), &fakeRequest{}, func(ctx context.Context) error {
+		err = m.executeInPlace(t.Context(), &fakeRequest{}, func(ctx context.Context) error {
 			time.Sleep(999 * time.Millisecond)
 			return own
 		}, func(error) { expired++ })

@@ -22,7 +22,7 @@ import (
 func fakeServe(m *Middleware, ctx context.Context, req *fakeRequest, wire *fakeWire, handler func(ctx context.Context, req *fakeRequest) error) {
 	returned, expired := make(chan error, 1), make(chan error, 1)
 	go func() {
-		returned <- m.ExecuteInPlace(ctx, req, func(ctx context.Context) error { return handler(ctx, req) },
+		returned <- m.executeInPlace(ctx, req, func(ctx context.Context) error { return handler(ctx, req) },
 			func(cause error) { expired <- cause })
 	}()
 	var err error
@@ -31,7 +31,7 @@ func fakeServe(m *Middleware, ctx context.Context, req *fakeRequest, wire *fakeW
 	case err = <-expired:
 	}
 	if err != nil {
-		if resp, ok := m.Render(err); ok {
+		if resp, ok := m.render(err); ok {
 			wire.send(resp)
 		}
 		return
@@ -45,7 +45,7 @@ func fakeServe(m *Middleware, ctx context.Context, req *fakeRequest, wire *fakeW
 func TestExecuteInPlaceAnswersAtDeadlineHandlerKeepsPermit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var timeouts atomic.Int32
-		m, err := NewFor(fakeFramework, Options{
+		m, err := newFor(fakeFramework, Options{
 			Timeout:     time.Second,
 			Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1},
 			Listener: event.ListenerFunc(func(_ context.Context, e event.Event) {
@@ -118,7 +118,7 @@ func TestExecuteInPlaceAnswersAtDeadlineHandlerKeepsPermit(t *testing.T) {
 // and its panic propagates to the adapter with the permit returned.
 func TestExecuteInPlaceInTimeAndPanic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m, err := NewFor(fakeFramework, Options{Timeout: time.Second, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}})
+		m, err := newFor(fakeFramework, Options{Timeout: time.Second, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +132,7 @@ func TestExecuteInPlaceInTimeAndPanic(t *testing.T) {
 			t.Errorf("in time: %+v", r)
 		}
 		boom := errors.New("boom")
-		if err := m.ExecuteInPlace(t.Context(), &fakeRequest{}, func(context.Context) error { return boom }, func(error) {}); err != boom {
+		if err := m.executeInPlace(t.Context(), &fakeRequest{}, func(context.Context) error { return boom }, func(error) {}); err != boom {
 			t.Errorf("fn's error: %v", err)
 		}
 		func() {
@@ -141,14 +141,14 @@ func TestExecuteInPlaceInTimeAndPanic(t *testing.T) {
 					t.Errorf("recovered %v", r)
 				}
 			}()
-			_ = m.ExecuteInPlace(t.Context(), &fakeRequest{}, func(context.Context) error { panic("panic in handler") }, func(error) {})
+			_ = m.executeInPlace(t.Context(), &fakeRequest{}, func(context.Context) error { panic("panic in handler") }, func(error) {})
 			t.Error("no panic")
 		}()
 		synctest.Wait()
 		if s := m.Stats(); s.InFlight != 0 || s.LateTotal != 0 {
 			t.Errorf("stats %+v", s)
 		}
-		if err := m.ExecuteInPlace(t.Context(), nil, nil, func(error) {}); err != resilience.ErrNilCallback {
+		if err := m.executeInPlace(t.Context(), nil, nil, func(error) {}); err != resilience.ErrNilCallback {
 			t.Errorf("nil fn: %v", err)
 		}
 	})
@@ -161,7 +161,7 @@ func TestExecuteInPlaceCustomPipelineTimeout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := NewFor(fakeFramework, Options{Pipeline: p})
+		m, err := newFor(fakeFramework, Options{Pipeline: p})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +205,7 @@ func TestExecuteInPlaceAdaptiveOutcome(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rec := &outcomeRecorder{}
-				m, err := NewFor(fakeFramework, adaptiveOptions(rec, 5*time.Second))
+				m, err := newFor(fakeFramework, adaptiveOptions(rec, 5*time.Second))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -1,6 +1,8 @@
 package inbound
 
 import (
+	"context"
+	"github.com/ylcnfrht/resilience/core/internal/route"
 	"net/http"
 	"sync"
 )
@@ -19,7 +21,7 @@ type fakeRequest struct {
 }
 
 // fakeFramework describes the fake framework to the middleware.
-var fakeFramework = Framework{
+var fakeFramework = framework{
 	View: func(raw any, v *Request) {
 		r := raw.(*fakeRequest)
 		v.Method, v.Path, v.RemoteAddr = r.method, r.path, r.addr
@@ -27,7 +29,7 @@ var fakeFramework = Framework{
 			v.Header = r.header
 		}
 	},
-	Route: func(raw any) string { return ColonRoute(raw.(*fakeRequest).route) },
+	Route: func(raw any) string { return route.Colon(raw.(*fakeRequest).route) },
 }
 
 // fakeWire is the client's side of one fake connection: every response
@@ -53,4 +55,20 @@ func (w *fakeWire) all() []Response {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]Response(nil), w.responses...)
+}
+
+// keyByClientIP and keyByHeader are by.ClientIP and by.Header, which this
+// package's tests cannot import (package by imports inbound).
+func keyByClientIP(ctx context.Context) string {
+	r, _ := RequestFrom(ctx)
+	return r.ClientKey()
+}
+
+func keyByHeader(name string) func(ctx context.Context) string {
+	return func(ctx context.Context) string {
+		if r, ok := RequestFrom(ctx); ok && r.Header != nil {
+			return r.Header.Get(name)
+		}
+		return ""
+	}
 }

@@ -32,15 +32,15 @@ func TestLimiterOnlyFastPathKeepsTheRules(t *testing.T) {
 // connection aborted.
 func serveAsHandler(m *Middleware, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		err := m.Serve(w, r, nil, func(w http.ResponseWriter, r *http.Request, _ any) { h.ServeHTTP(w, r) })
+		err := m.serve(w, r, nil, func(w http.ResponseWriter, r *http.Request, _ any) { h.ServeHTTP(w, r) })
 		if err == nil {
 			return
 		}
-		resp, ok := m.RenderServe(w, r, err)
+		resp, ok := m.renderServe(w, r, err)
 		if !ok {
 			panic(http.ErrAbortHandler)
 		}
-		WriteResponse(w, resp)
+		writeResponse(w, resp)
 	})
 }
 

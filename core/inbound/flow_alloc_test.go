@@ -38,13 +38,13 @@ func TestAdmittedFastPathWithFlowAllocatesNothing(t *testing.T) {
 			t.Errorf("%s: Handler allocates %v per admitted request, want %v", c.name, n, c.httpAllocs)
 		}
 		if n := testing.AllocsPerRun(200, func() {
-			if err := m.Serve(w, r, raw, continueGinLike); err != nil {
+			if err := m.serve(w, r, raw, continueGinLike); err != nil {
 				t.Fatal(err)
 			}
 		}); n != c.httpAllocs {
 			t.Errorf("%s: Serve allocates %v per admitted request, want %v", c.name, n, c.httpAllocs)
 		}
-		if n := testing.AllocsPerRun(200, func() { _ = m.Execute(context.Background(), raw, nopFn) }); n != 0 {
+		if n := testing.AllocsPerRun(200, func() { _ = m.execute(context.Background(), raw, nopFn) }); n != 0 {
 			t.Errorf("%s: Execute allocates %v per admitted request, want 0", c.name, n)
 		}
 	}
@@ -57,7 +57,7 @@ func TestAdmittedFastPathWithFlowAllocatesNothing(t *testing.T) {
 // loaded machine it refuses some requests with a permit free, and those
 // would measure the gate, not the fast path.
 func BenchmarkAdmittedWithFlow(b *testing.B) {
-	flow := KeyByHeader("X-Tenant")
+	flow := keyByHeader("X-Tenant")
 	for _, bc := range []struct {
 		name string
 		opts Options

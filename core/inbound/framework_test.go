@@ -3,9 +3,9 @@ package inbound
 import (
 	"context"
 	"errors"
+	"github.com/ylcnfrht/resilience/core/internal/route"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,31 +13,6 @@ import (
 
 	resilience "github.com/ylcnfrht/resilience/core"
 )
-
-// Route has one format for every framework: colon-style patterns convert
-// to it, so a priority function comparing routes carries over unchanged.
-func TestColonRoute(t *testing.T) {
-	for in, want := range map[string]string{
-		"":                        "",
-		"/":                       "/",
-		"/users":                  "/users",
-		"/users/:id":              "/users/{id}",
-		"/users/:id/posts/:post":  "/users/{id}/posts/{post}",
-		"/files/*filepath":        "/files/*",
-		"/static/*":               "/static/*",
-		"*":                       "*",
-		"/users/:id?":             "/users/{id}",
-		"/users/:id<int>":         "/users/{id}",
-		"/users/:id<range(1,9)>/": "/users/{id}/",
-		"/files/+":                "/files/*",
-		"/a:b":                    "/a:b", // a colon inside a segment is literal
-		"/users/{id}":             "/users/{id}",
-	} {
-		if got := ColonRoute(in); got != want {
-			t.Errorf("ColonRoute(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
 
 // The net/http default reads the ServeMux pattern without its method or
 // host.
@@ -53,11 +28,11 @@ func TestPatternRoute(t *testing.T) {
 		"DELETE  /spaced/{id}":          "/spaced/{id}",
 		"GET /users/{id}/friends/{fid}": "/users/{id}/friends/{fid}",
 	} {
-		if got := PatternRoute(&http.Request{Pattern: in}); got != want {
+		if got := patternRoute(&http.Request{Pattern: in}); got != want {
 			t.Errorf("PatternRoute(%q) = %q, want %q", in, got, want)
 		}
 	}
-	if got := PatternRoute("not a request"); got != "" {
+	if got := patternRoute("not a request"); got != "" {
 		t.Errorf("PatternRoute(string) = %q", got)
 	}
 }
@@ -67,9 +42,9 @@ func TestPatternRoute(t *testing.T) {
 // it.
 func TestRouteResolvedOnceAndOnlyWhenRead(t *testing.T) {
 	var calls atomic.Int32
-	fw := Framework{Route: func(raw any) string {
+	fw := framework{Route: func(raw any) string {
 		calls.Add(1)
-		return ColonRoute(raw.(*http.Request).Header.Get("X-Route"))
+		return route.Colon(raw.(*http.Request).Header.Get("X-Route"))
 	}}
 	readers := func(read bool) Options {
 		return Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 1 << 20, Window: time.Hour, Key: func(ctx context.Context) string {
@@ -93,7 +68,7 @@ func TestRouteResolvedOnceAndOnlyWhenRead(t *testing.T) {
 	}
 	for _, read := range []bool{false, true} {
 		calls.Store(0)
-		m, err := NewFor(fw, readers(read))
+		m, err := newFor(fw, readers(read))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,14 +123,14 @@ func TestTimedIsWhatServeDoes(t *testing.T) {
 		raw := &ginLike{next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, timedWriter = w.(*timeoutWriter)
 		})}
-		if err := m.Serve(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil), raw, continueGinLike); err != nil {
+		if err := m.serve(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil), raw, continueGinLike); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if m.Timed() != timedWriter {
-			t.Errorf("%s: Timed() %v, but the chain got the timed writer: %v", name, m.Timed(), timedWriter)
+		if m.timed() != timedWriter {
+			t.Errorf("%s: Timed() %v, but the chain got the timed writer: %v", name, m.timed(), timedWriter)
 		}
-		if want := opts.Timeout > 0 || opts.Pipeline != nil; m.Timed() != want {
-			t.Errorf("%s: Timed() %v, want %v", name, m.Timed(), want)
+		if want := opts.Timeout > 0 || opts.Pipeline != nil; m.timed() != want {
+			t.Errorf("%s: Timed() %v, want %v", name, m.timed(), want)
 		}
 	}
 }
@@ -168,7 +143,7 @@ func TestServeReturnsRejectionsAndPassesRaw(t *testing.T) {
 	var sawRaw any
 	var sawRoute string
 	entered, release := make(chan struct{}), make(chan struct{})
-	m, err := NewFor(Framework{Route: func(raw any) string { return ColonRoute("/hold/:id") }}, Options{
+	m, err := newFor(framework{Route: func(raw any) string { return route.Colon("/hold/:id") }}, Options{
 		Timeout: time.Minute,
 		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1, Priority: func(ctx context.Context) int {
 			v, _ := RequestFrom(ctx)
@@ -190,12 +165,12 @@ func TestServeReturnsRejectionsAndPassesRaw(t *testing.T) {
 	w1 := httptest.NewRecorder()
 	r1 := httptest.NewRequest("GET", "/hold/1", nil)
 	done := make(chan error, 1)
-	go func() { done <- m.Serve(w1, r1, held, continueGinLike) }()
+	go func() { done <- m.serve(w1, r1, held, continueGinLike) }()
 	<-entered
 
 	second := &ginLike{next: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("rejected request ran") })}
 	w2 := httptest.NewRecorder()
-	err = m.Serve(w2, httptest.NewRequest("GET", "/hold/2", nil), second, continueGinLike)
+	err = m.serve(w2, httptest.NewRequest("GET", "/hold/2", nil), second, continueGinLike)
 	var b *resilience.ConcurrencyLimitRejectedError
 	if !errors.As(err, &b) || b.Reason != resilience.ReasonFull {
 		t.Fatalf("Serve while full = %v, want a bulkhead rejection", err)
@@ -203,7 +178,7 @@ func TestServeReturnsRejectionsAndPassesRaw(t *testing.T) {
 	if w2.Code != 200 || w2.Body.Len() != 0 || len(w2.Header()) != 0 {
 		t.Errorf("Serve wrote the rejection itself: %d %v %q", w2.Code, w2.Header(), w2.Body)
 	}
-	if resp, ok := m.Render(err); !ok || resp.Status != 503 {
+	if resp, ok := m.render(err); !ok || resp.Status != 503 {
 		t.Errorf("Render = %d %v", resp.Status, ok)
 	}
 	// The queue is 0, so the Priority function never ran.
@@ -214,64 +189,28 @@ func TestServeReturnsRejectionsAndPassesRaw(t *testing.T) {
 	if err := <-done; err != nil || w1.Code != 201 || held.w == nil || held.r == r1 {
 		t.Fatalf("held: err %v, status %d; the continuation got writer %v and the original request %v", err, w1.Code, held.w != nil, held.r == r1)
 	}
-	if err := m.Serve(w1, r1, nil, nil); err != resilience.ErrNilCallback {
+	if err := m.serve(w1, r1, nil, nil); err != resilience.ErrNilCallback {
 		t.Errorf("nil continuation: %v", err)
 	}
 
 	// With a queue, the priority function sees the framework's object and
 	// the route.
-	mq, _ := NewFor(Framework{Route: func(raw any) string { return ColonRoute("/q/:id") }}, Options{
+	mq, _ := newFor(framework{Route: func(raw any) string { return route.Colon("/q/:id") }}, Options{
 		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, QueueTimeout: time.Nanosecond, Priority: func(ctx context.Context) int {
 			v, _ := RequestFrom(ctx)
 			sawRaw, sawRoute = v.Raw, v.Route()
 			return 0
 		}},
 	})
-	if !mq.Limiter().TryAcquire() {
+	if _, ok := mq.Limiter().TryAcquire(); !ok {
 		t.Fatal("no permit")
 	}
 	q := &ginLike{next: okHandler}
-	if err := mq.Serve(httptest.NewRecorder(), httptest.NewRequest("GET", "/q/1", nil), q, continueGinLike); !errors.As(err, &b) {
+	if err := mq.serve(httptest.NewRecorder(), httptest.NewRequest("GET", "/q/1", nil), q, continueGinLike); !errors.As(err, &b) {
 		t.Errorf("queued request: %v, want a queue timeout", err)
 	}
 	mq.Limiter().Release()
 	if sawRaw != q || sawRoute != "/q/{id}" {
 		t.Errorf("priority saw Raw %v and Route %q", sawRaw, sawRoute)
 	}
-}
-
-// The route converters never panic and are idempotent: a converted route
-// is already in Request.Route's format, so converting it again changes
-// nothing, and no segment of it starts with a colon.
-func FuzzRouteFormat(f *testing.F) {
-	for _, s := range []string{"/users/:id", "/files/*filepath", "/a/:b<int>?/c", "GET example.com/x/{p...}", "/x/{$}", ":", "*", "+", "/:/:", "GET  /"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, p string) {
-		c := ColonRoute(p)
-		if ColonRoute(c) != c {
-			t.Errorf("ColonRoute not idempotent: %q → %q → %q", p, c, ColonRoute(c))
-		}
-		if strings.HasPrefix(c, ":") || strings.Contains(c, "/:") {
-			t.Errorf("ColonRoute(%q) = %q keeps a colon parameter", p, c)
-		}
-		if !validMuxPattern(p) {
-			return
-		}
-		r := muxRoute(p)
-		if muxRoute(r) != r || !strings.HasPrefix(r, "/") || strings.Contains(r, "...}") {
-			t.Errorf("muxRoute(%q) = %q, then %q", p, r, muxRoute(r))
-		}
-	})
-}
-
-// validMuxPattern reports whether http.ServeMux accepts p.
-func validMuxPattern(p string) (ok bool) {
-	defer func() {
-		if recover() != nil {
-			ok = false
-		}
-	}()
-	http.NewServeMux().Handle(p, okHandler)
-	return true
 }

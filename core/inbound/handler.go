@@ -2,6 +2,7 @@ package inbound
 
 import (
 	"context"
+	"github.com/ylcnfrht/resilience/core/internal/worker"
 	"net/http"
 	"runtime/debug"
 	"sync"
@@ -13,7 +14,7 @@ import (
 
 // Handler returns next wrapped in the inbound pipeline, for plain
 // net/http: the view's Raw is the *http.Request and its Route comes from
-// the Framework's RouteFunc (PatternRoute by default, which needs the
+// the adapter's adapt.RouteFunc (adapt.PatternRoute by default, which needs the
 // middleware inside the ServeMux, around each registered handler, where
 // the request's Pattern is set). "The net/http middleware" in
 // docs/guide.md says what the wrapped handler is guaranteed.
@@ -27,7 +28,7 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.ProtoMajor >= 2 && h.m.Timed() {
+	if r.ProtoMajor >= 2 && h.m.timed() {
 		serveDetached(w, r, (*admitting)(h), false)
 		return
 	}
@@ -62,41 +63,21 @@ func (h *handler) serveHTTP(w http.ResponseWriter, r *http.Request) {
 // stops every write at the deadline, so only those controls need the
 // guard.
 type detachedWriter struct {
-	w http.ResponseWriter
-	// wake is held from the start until the work is done or its deadline
-	// answered, whichever comes first, and ServeHTTP waits by locking it:
-	// a Mutex may be unlocked by another goroutine, and unlike a channel
-	// it costs no allocation. woken makes the first signal the only one.
-	wake  sync.Mutex
-	woken atomic.Bool
+	w    http.ResponseWriter
+	hand worker.Handoff // the work on its worker, and ServeHTTP waiting for it
 
 	// guard: writes too are refused once ServeHTTP returned (DetachHTTP2,
 	// where the framework, not the timed writer, writes last).
 	guard bool
 	spare http.Header // Header once gone, under guard
 
-	signalled atomic.Bool // the deadline's answer is out
-	abort     atomic.Bool // ... and it cut the response: ServeHTTP aborts it
+	abort atomic.Bool // the deadline's answer cut the response: ServeHTTP aborts it
 
-	mu       sync.Mutex
-	gone     bool // ServeHTTP has returned
-	finished bool // the middleware's work returned
-
-	panicked bool
-	panicVal any
+	mu   sync.Mutex
+	gone bool // ServeHTTP has returned
 
 	r    *http.Request // the detached work, for Run
 	next http.Handler
-}
-
-// start readies d for wait, before the work starts.
-func (d *detachedWriter) start() { d.wake.Lock() }
-
-// wakeUp lets wait return, once.
-func (d *detachedWriter) wakeUp() {
-	if d.woken.CompareAndSwap(false, true) {
-		d.wake.Unlock()
-	}
 }
 
 func (d *detachedWriter) Header() http.Header {
@@ -181,9 +162,9 @@ func (d *detachedWriter) EnableFullDuplex() error {
 // writer's mutex held; two timed writers over one detached request signal
 // it once.
 func (d *detachedWriter) signalTimedOut(abort bool) {
-	if d.signalled.CompareAndSwap(false, true) {
+	if d.hand.Claim() {
 		d.abort.Store(abort)
-		d.wakeUp()
+		d.hand.Wake()
 	}
 }
 
@@ -203,17 +184,18 @@ func findDetached(w http.ResponseWriter) *detachedWriter {
 	return nil
 }
 
-// DetachHTTP2 returns h, a framework's router (gin, echo) whose adapter
-// uses Serve, so that each HTTP/2 request runs on a goroutine of its own:
-// ServeHTTP then returns once the 504 sent at the deadline is out, and
-// HTTP/2 ends its stream cleanly while the late handler runs on, as
-// Handler does by itself. Without it, under Serve the stream is reset
-// after the complete 504 (HTTP/2 ends a stream only when ServeHTTP
-// returns, and the framework owns that call). Set it as the server's
-// handler: srv.Handler = inbound.DetachHTTP2(router). HTTP/1 requests
-// pass through; an HTTP/2 request costs a goroutine and a few
-// allocations.
-func DetachHTTP2(h http.Handler) http.Handler { return detach{h} }
+// detachHTTP2 is adapt.DetachHTTP2, documented there: a timed HTTP/2
+// request under Serve runs detached, so its 504 ends the stream cleanly.
+func detachHTTP2(h http.Handler) http.Handler { return detach{h} }
+
+// warnUndetached logs, once, that an HTTP/2 request reached Serve with
+// its router not detached: its 504 would end in a stream reset, a
+// mistake nothing else would show.
+func (m *Middleware) warnUndetached(r *http.Request) {
+	if m.undetached.CompareAndSwap(false, true) {
+		worker.LogPanic(r, "resilience: an HTTP/2 request reached a timed middleware whose router is not served through its adapter's Router (adapt.DetachHTTP2): a 504 at its deadline ends in a stream reset. Set the server's Handler to the adapter's Router(router).")
+	}
+}
 
 type detach struct{ next http.Handler }
 
@@ -232,100 +214,62 @@ func (x detach) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the way net/http logs a handler's panic.
 func serveDetached(w http.ResponseWriter, r *http.Request, next http.Handler, guard bool) {
 	d := &detachedWriter{w: w, guard: guard, r: r, next: next}
-	d.start()
-	Go(r.Context(), d)
+	d.hand.Start(r.Context(), (*detachedWork)(d))
 	d.wait()
 }
 
-// wait returns when the detached work is done or its deadline answered.
-// It re-raises the work's panic, and aborts a response the deadline cut.
-func (d *detachedWriter) wait() {
-	d.wake.Lock()
-	d.mu.Lock()
-	d.gone = true
-	if !d.finished {
-		d.mu.Unlock()
-		if d.abort.Load() {
-			panic(http.ErrAbortHandler) // the handler runs on; the client sees a cut response
-		}
-		return // the handler runs on, past its answer
-	}
-	d.mu.Unlock()
-	if d.panicked {
-		panic(d.panicVal)
-	}
-}
-
-// Run is the detached work, on its own goroutine.
-func (d *detachedWriter) Run() {
-	r := d.r
-	completed := false
+// wait returns when the detached work is done or its deadline answered,
+// and reports which. It re-raises the work's panic, and aborts a response
+// the deadline cut.
+func (d *detachedWriter) wait() (answered bool) {
 	defer func() {
-		var v any
-		if !completed {
-			v = recover()
-		}
-		d.end(r, completed, v, "its 504")
+		d.mu.Lock()
+		d.gone = true
+		d.mu.Unlock()
 	}()
-	d.next.ServeHTTP(d, r)
-	completed = true
+	if answered = d.hand.Wait(); answered && d.abort.Load() {
+		panic(http.ErrAbortHandler) // the handler runs on; the client sees a cut response
+	}
+	return answered
 }
 
-// end records the end of the detached work, on its goroutine: a panic
-// (completed false, v recovered) goes to ServeHTTP while it waits, and is
-// logged, after what (the answer it got), once ServeHTTP has returned.
-func (d *detachedWriter) end(r *http.Request, completed bool, v any, after string) {
-	d.mu.Lock()
-	gone := d.gone
-	d.panicked, d.panicVal = !completed, v
-	d.finished = true
-	d.mu.Unlock()
-	d.wakeUp()
-	if gone && !completed && v != http.ErrAbortHandler {
-		LogPanic(r, "http: panic serving %v after %s: %v\n%s", r.RemoteAddr, after, v, debug.Stack())
+// detachedWork is a detached request's middleware and handler, as its
+// worker runs them.
+type detachedWork detachedWriter
+
+func (x *detachedWork) Run() { x.next.ServeHTTP((*detachedWriter)(x), x.r) }
+
+// LatePanic logs a panic after the 504 the way net/http logs a handler's.
+func (x *detachedWork) LatePanic(v any) { logLatePanic(x.r, v, "its 504") }
+
+// logLatePanic logs v, a panic of r's handler after its answer (after
+// says which), as net/http logs a handler's panic; http.ErrAbortHandler
+// is not logged, as net/http does not.
+func logLatePanic(r *http.Request, v any, after string) {
+	if v != http.ErrAbortHandler {
+		worker.LogPanic(r, "http: panic serving %v after %s: %v\n%s", r.RemoteAddr, after, v, debug.Stack())
 	}
 }
 
 // answering is a request under ServeAnswering: its detached writer, the
 // call and its deadline engine, in one allocation.
 type answering struct {
-	d   detachedWriter
+	d   detachedWriter // its worker.Handoff runs the answering
 	t   timedRequest
 	c   call
 	m   *Middleware
 	err error // dispatch's, read once finished
 }
 
-// ServeAnswering is Serve for an adapter that answers a timed request's
-// deadline itself, in its own protocol (connect: a DeadlineExceeded
-// error in the caller's protocol, gRPC's trailers), while the handler
-// runs on: answer says how, and sees the body as it is sent. deadline is
-// the caller's own, read by the adapter from the request (gRPC's
-// grpc-timeout, Connect-Timeout-Ms), zero for none: it bounds the wait in
-// the queue and times the handler like Options.Timeout, whichever ends
-// first.
-//
-// A streaming call (answer.Streams), and every call over HTTP/2, runs the
-// middleware and the handler on a goroutine of its own (see Go), so that
-// ServeAnswering returns once the answer is out, and net/http ends the
-// response, while the handler keeps its permit until it returns. It then
-// returns nil and the adapter must not touch w or r again. A call over
-// HTTP/1 that does not stream runs on the caller's goroutine, as under
-// Serve: its answer goes out whole (Content-Length, Connection: close)
-// while the handler runs on, and ServeAnswering returns nil when the
-// handler does. A response the handler had committed that cannot be ended
-// (a write was under way, or answer.End refused) is aborted:
-// ServeAnswering panics with http.ErrAbortHandler. Otherwise it behaves as
-// Serve: a rejection is returned for the adapter to render on w, and the
-// handler's panics propagate; one after a detached call's answer is
-// logged. An untimed request (no timeout, no pipeline, zero deadline) is
-// served as by Serve, on the caller's goroutine.
-func (m *Middleware) ServeAnswering(w http.ResponseWriter, r *http.Request, raw any, next Continue, deadline time.Time, answer DeadlineAnswer) error {
+// serveAnswering is adapt.Kit.ServeAnswering, documented there: a
+// stream, or any call over HTTP/2, runs detached (answering.Run); a call
+// that does not stream, over HTTP/1, runs here (serveAnsweringHere).
+func (m *Middleware) serveAnswering(w http.ResponseWriter, r *http.Request, raw any, next continueFunc, deadline time.Time, answer deadlineAnswer) error {
 	if next == nil || answer == nil {
 		return resilience.ErrNilCallback
 	}
-	if !m.Timed() && deadline.IsZero() {
-		return m.Serve(w, r, raw, next)
+	if !m.timed() && deadline.IsZero() {
+		return m.serve(w, r, raw, next)
 	}
 	if raw == nil {
 		raw = r
@@ -335,23 +279,19 @@ func (m *Middleware) ServeAnswering(w http.ResponseWriter, r *http.Request, raw 
 	}
 	a := &answering{m: m}
 	a.d.w = w
-	a.d.start()
 	a.c = call{ctx: r.Context(), raw: raw, w: &a.d, r: r, cont: next, deadline: deadline, ans: answer, timed: &a.t, detached: &a.d}
 	defer m.pipelineDeadline(&a.c)()
-	Go(r.Context(), a)
-	a.d.wait()
-	a.d.mu.Lock()
-	defer a.d.mu.Unlock()
-	if a.d.finished {
-		return a.err
+	a.d.hand.Start(r.Context(), a)
+	if a.d.wait() {
+		return nil // answered at the deadline
 	}
-	return nil // answered at the deadline
+	return a.err
 }
 
 // serveAnsweringHere is ServeAnswering for a call that does not stream,
 // over HTTP/1: on the caller's goroutine, like the net/http middleware's
 // HTTP/1 requests.
-func (m *Middleware) serveAnsweringHere(w http.ResponseWriter, r *http.Request, raw any, next Continue, deadline time.Time, answer DeadlineAnswer) error {
+func (m *Middleware) serveAnsweringHere(w http.ResponseWriter, r *http.Request, raw any, next continueFunc, deadline time.Time, answer deadlineAnswer) error {
 	c := call{ctx: r.Context(), raw: raw, w: w, r: r, cont: next, deadline: deadline, ans: answer}
 	defer m.pipelineDeadline(&c)()
 	return m.dispatch(&c)
@@ -371,15 +311,7 @@ func (m *Middleware) pipelineDeadline(c *call) context.CancelFunc {
 }
 
 // Run is the answering request's work, on its own goroutine.
-func (a *answering) Run() {
-	completed := false
-	defer func() {
-		var v any
-		if !completed {
-			v = recover()
-		}
-		a.d.end(a.c.r, completed, v, "its deadline was answered")
-	}()
-	a.err = a.m.dispatch(&a.c)
-	completed = true
-}
+func (a *answering) Run() { a.err = a.m.dispatch(&a.c) }
+
+// LatePanic logs a panic after the call's answer.
+func (a *answering) LatePanic(v any) { logLatePanic(a.c.r, v, "its deadline was answered") }

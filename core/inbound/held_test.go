@@ -114,7 +114,7 @@ func TestServerHTTP2TimeoutEndsStreamKeepsConnection(t *testing.T) {
 	entries := map[string]func(*Middleware, http.Handler) http.Handler{
 		"Handler": (*Middleware).Handler,
 		"Serve under DetachHTTP2": func(m *Middleware, h http.Handler) http.Handler {
-			return DetachHTTP2(serveAsHandler(m, h))
+			return detachHTTP2(serveAsHandler(m, h))
 		},
 	}
 	for entry, wrap := range entries {

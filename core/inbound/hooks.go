@@ -26,7 +26,8 @@ const PanickedFlow = "inbound: flow function panicked"
 //     there is room and shed first if not;
 //   - Key: the request counts against PanickedKey;
 //   - Flow: the request joins the flow PanickedFlow; FlowWeight: weight 1;
-//   - Classify: the request's outcome is ignored by the adaptive limit.
+//   - Classify: the request's outcome is ignored by the adaptive limit;
+//   - Cost (the limiter's or the rate limit's): the request costs 1.
 //
 // Each panic is reported as event.HookPanic (Reason the hook's name, Err a
 // *resilience.HookPanicError). opts' pointers are copied, never written
@@ -40,6 +41,7 @@ func containHooks(opts *Options, name string) {
 			cc.Priority = containPriority(cc.Priority, tel(event.HookPriority))
 		}
 		cc.Flow, cc.FlowWeight = containFlow(cc.Flow, cc.FlowWeight, tel)
+		cc.Cost = containCost(cc.Cost, tel)
 		opts.Concurrency = &cc
 	}
 	if a := opts.Adaptive; a != nil {
@@ -53,9 +55,12 @@ func containHooks(opts *Options, name string) {
 		}
 		opts.Adaptive = &aa
 	}
-	if r := opts.RateLimit; r != nil && r.Key != nil {
+	if r := opts.RateLimit; r != nil && (r.Key != nil || r.Cost != nil) {
 		rr := *r
-		rr.Key = containKey(rr.Key, tel(event.HookKey))
+		if rr.Key != nil {
+			rr.Key = containKey(rr.Key, tel(event.HookKey))
+		}
+		rr.Cost = containCost(rr.Cost, tel)
 		opts.RateLimit = &rr
 	}
 }
@@ -68,7 +73,7 @@ func containFlow(flow func(context.Context) string, weight func(context.Context)
 		flow = func(ctx context.Context) (key string) {
 			defer func() {
 				if v := recover(); v != nil {
-					reportContained(ctx, t, event.HookFlow, v)
+					t.EmitHookPanic(ctx, event.HookFlow, v)
 					key = PanickedFlow
 				}
 			}()
@@ -80,7 +85,7 @@ func containFlow(flow func(context.Context) string, weight func(context.Context)
 		weight = func(ctx context.Context) (n int) {
 			defer func() {
 				if v := recover(); v != nil {
-					reportContained(ctx, t, event.HookFlowWeight, v)
+					t.EmitHookPanic(ctx, event.HookFlowWeight, v)
 					n = 1
 				}
 			}()
@@ -90,15 +95,11 @@ func containFlow(flow func(context.Context) string, weight func(context.Context)
 	return flow, weight
 }
 
-func reportContained(ctx context.Context, tel resilience.Telemetry, hook string, v any) {
-	tel.Emit(ctx, event.Event{Name: event.HookPanic, Reason: hook, Err: &resilience.HookPanicError{Hook: hook, Value: v}})
-}
-
 func containPriority(f func(context.Context) int, tel resilience.Telemetry) func(context.Context) int {
 	return func(ctx context.Context) (rank int) {
 		defer func() {
 			if v := recover(); v != nil {
-				reportContained(ctx, tel, event.HookPriority, v)
+				tel.EmitHookPanic(ctx, event.HookPriority, v)
 				rank = math.MaxInt
 			}
 		}()
@@ -110,7 +111,7 @@ func containKey(f func(context.Context) string, tel resilience.Telemetry) func(c
 	return func(ctx context.Context) (key string) {
 		defer func() {
 			if v := recover(); v != nil {
-				reportContained(ctx, tel, event.HookKey, v)
+				tel.EmitHookPanic(ctx, event.HookKey, v)
 				key = PanickedKey
 			}
 		}()
@@ -122,7 +123,7 @@ func containClassify(f resilience.Classifier, tel resilience.Telemetry) resilien
 	return func(ctx context.Context, err error) (o resilience.LimitOutcome) {
 		defer func() {
 			if v := recover(); v != nil {
-				reportContained(ctx, tel, event.HookClassifier, v)
+				tel.EmitHookPanic(ctx, event.HookClassifier, v)
 				o = resilience.LimitIgnored
 			}
 		}()

@@ -168,14 +168,14 @@ func TestClassifierPanicStaysInItsRequest(t *testing.T) {
 			}
 			return resilience.LimitSampled
 		}}})
-	if err := m.Execute(context.Background(), nil, func(context.Context) error { return failed }); err != failed {
+	if err := m.execute(context.Background(), nil, func(context.Context) error { return failed }); err != failed {
 		t.Fatalf("Execute = %v, want the handler's own error", err)
 	}
 	ev.expect(t, event.HookClassifier, "classifier bug")
 	if s := m.Stats(); s.InFlight != 0 {
 		t.Fatalf("stats %+v, want the permit back", s)
 	}
-	if err := m.Execute(context.Background(), nil, func(context.Context) error { return nil }); err != nil {
+	if err := m.execute(context.Background(), nil, func(context.Context) error { return nil }); err != nil {
 		t.Fatalf("the next request: %v", err)
 	}
 }

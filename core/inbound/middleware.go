@@ -1,9 +1,8 @@
 package inbound
 
 import (
-	"net/http"
+	"context"
 	"sync/atomic"
-	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/internal/deadline"
@@ -12,9 +11,8 @@ import (
 // Middleware runs requests through the inbound pipeline: rate limit →
 // concurrency limiter (or a custom pipeline) → timeout, and renders the
 // rejections. Use Handler for net/http (most callers), and Drain before
-// http.Server.Shutdown; an adapter for another framework uses Serve,
-// ExecuteInPlace or Execute with Render ("Writing an adapter" in
-// docs/guide.md says which).
+// http.Server.Shutdown. An adapter for another framework reaches it
+// through package adapt ("Writing an adapter" in docs/guide.md).
 //
 // A Middleware is safe for concurrent use by any number of requests; one
 // value may wrap several handlers, which then share its limits. Build it
@@ -23,7 +21,7 @@ import (
 // timer stopped.
 type Middleware struct {
 	opts     Options
-	fw       Framework
+	fw       framework
 	limiter  *resilience.ConcurrencyLimiter
 	adaptive *resilience.AdaptiveLimiter
 	rate     *resilience.RateLimiter
@@ -38,21 +36,36 @@ type Middleware struct {
 	measure  bool
 	classify resilience.Classifier
 
-	timeout    time.Duration
-	timeoutErr *resilience.TimeoutRejectedError // shared: constant per middleware
+	// hasTimeout: Options.Timeout is set (fixed at New: adapters decide by it,
+	// through Timed). tconf is the timeout in force and its shared error,
+	// replaced whole by Reconfigure; a timed request reads it once.
+	hasTimeout bool
+	tconf      atomic.Pointer[timeoutConf]
 
 	rateTel, timeoutTel resilience.Telemetry
 	hookTel             resilience.Telemetry // event.HookPanic of Options.Render
 
 	capacity capacityResponses // the 503s, with Options.RetryAfter
 
-	policyValue []string // RateLimit-Policy, constant per middleware
-	policyName  string   // the policy name as a structured-field string
+	policyValue atomic.Pointer[[]string] // RateLimit-Policy, replaced by Reconfigure
+	policyName  string                   // the policy name as a structured-field string
 
 	deadlines deadline.List // the one timer for every request's deadline
 
 	late      atomic.Int64
 	lateTotal atomic.Uint64
+	// undetached: an HTTP/2 request under Serve without DetachHTTP2 was logged.
+	undetached atomic.Bool
+
+	// cost is the concurrency limiter's Cost function (contained), nil
+	// without one: see cost.go.
+	cost   func(context.Context) int
+	costly atomic.Int64 // Stats.Costly
+
+	shadow     shadowState  // Options.Shadow: shares and counts
+	queueLimit atomic.Int64 // the limiter's queue, for a shadow decision
+
+	reconf reconfState // Reconfigure: the options in force, the counts
 
 	draining atomic.Bool // Drain was called: every arrival is refused
 
@@ -63,11 +76,11 @@ type Middleware struct {
 // framework described by the zero Framework), or a
 // *resilience.ConfigError naming the first invalid field (for example
 // "Options.Timeout" or "ConcurrencyLimiterOptions.PermitLimit").
-func New(opts Options) (*Middleware, error) { return NewFor(Framework{}, opts) }
+func New(opts Options) (*Middleware, error) { return newFor(framework{}, opts) }
 
-// NewFor is New for an adapter: fw says how to resolve the route and
-// build the request view from its framework's request object.
-func NewFor(fw Framework, opts Options) (*Middleware, error) {
+// newFor is New for an adapter (adapt.New): fw says how to resolve the
+// route and build the request view from its framework's request object.
+func newFor(fw framework, opts Options) (*Middleware, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -76,10 +89,11 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 		name = "inbound"
 	}
 	if fw.Route == nil {
-		fw.Route = PatternRoute
+		fw.Route = patternRoute
 	}
 	containHooks(&opts, name)
-	m := &Middleware{opts: opts, fw: fw, pipeline: opts.Pipeline, timeout: opts.Timeout}
+	m := &Middleware{opts: opts, fw: fw, pipeline: opts.Pipeline, hasTimeout: opts.Timeout > 0}
+	m.tconf.Store(newTimeoutConf(opts.Timeout))
 	m.hookTel = resilience.NewTelemetry(name, "Render", opts.Listener)
 	m.capacity = newCapacityResponses(opts.RetryAfter)
 	switch {
@@ -91,6 +105,8 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 		m.limiter = l
 		m.gate = &gate{fixed: l, tel: resilience.NewTelemetry(name, resilience.StrategyName(l), opts.Listener)}
 		m.queueView = ranksQueued(opts.Concurrency.Priority, opts.Concurrency.Flow)
+		m.queueLimit.Store(int64(opts.Concurrency.QueueLimit))
+		m.cost = opts.Concurrency.Cost
 	case opts.Adaptive != nil:
 		a := *opts.Adaptive
 		m.classify = a.Classify
@@ -104,6 +120,7 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 		m.adaptive = l
 		m.gate = &gate{adaptive: l, tel: resilience.NewTelemetry(name, resilience.StrategyName(l), opts.Listener)}
 		m.queueView = ranksQueued(a.Priority, a.Flow)
+		m.queueLimit.Store(int64(a.QueueLimit))
 		m.measure = true
 	}
 	if opts.RateLimit != nil {
@@ -114,38 +131,23 @@ func NewFor(fw Framework, opts Options) (*Middleware, error) {
 		m.rate = rl
 		m.rateTel = resilience.NewTelemetry(name, resilience.StrategyName(rl), opts.Listener)
 		m.policyName = structuredName(rl.Policy().Name)
-		m.policyValue = []string{policyField(rl.Policy())}
+		m.policyValue.Store(&[]string{policyField(rl.Policy())})
 	}
 	if opts.Timeout > 0 {
-		m.timeoutErr = &resilience.TimeoutRejectedError{Timeout: opts.Timeout}
 		m.timeoutTel = resilience.NewTelemetry(name, "Timeout", opts.Listener)
 	}
+	m.shadow.set(opts.Shadow)
+	m.shadow.tel = resilience.NewTelemetry(name, "Shadow", opts.Listener)
 	return m, nil
-}
-
-// NewMiddleware is New for code that only needs the net/http middleware
-// function, as routers expect it (chi's Use, for example).
-func NewMiddleware(opts Options) (func(http.Handler) http.Handler, error) {
-	m, err := New(opts)
-	if err != nil {
-		return nil, err
-	}
-	return m.Handler, nil
 }
 
 // Limiter returns the concurrency limiter built from Options.Concurrency
 // (to change its limit at run time), or nil.
 func (m *Middleware) Limiter() *resilience.ConcurrencyLimiter { return m.limiter }
 
-// Timed reports whether a deadline can answer for a handler: Options.Timeout
-// is set, or a custom Pipeline runs the requests (a timeout strategy in it
-// may end them). Then Serve hands the chain the timed writer, and
-// ExecuteInPlace answers at the deadline; otherwise ExecuteInPlace is
-// Execute and a passing deadline is the handler's to answer. An
-// adapter that prepares for the deadline (a writer to install, a goroutine
-// to run on) asks here, never re-reading Options, so that it decides as
-// the middleware does.
-func (m *Middleware) Timed() bool { return m.timeout > 0 || m.pipeline != nil }
+// timed is adapt.Kit.Timed: whether a deadline can answer for a handler
+// (Options.Timeout, or a custom Pipeline whose timeout may end it).
+func (m *Middleware) timed() bool { return m.hasTimeout || m.pipeline != nil }
 
 // RateLimiter returns the rate limiter built from Options.RateLimit, or nil.
 func (m *Middleware) RateLimiter() *resilience.RateLimiter { return m.rate }

@@ -37,8 +37,10 @@ type Options struct {
 
 	// Concurrency, when set, caps the handlers running at once, with a
 	// short priority queue (see resilience.ConcurrencyLimiterOptions).
-	// Full queue and queue timeout are 503s. Mutually exclusive with
-	// Pipeline.
+	// Full queue and queue timeout are 503s. Its Cost function, if
+	// set, is called once per request with the request view, and the
+	// request holds that many permits (see cost.go). Mutually exclusive
+	// with Pipeline.
 	Concurrency *resilience.ConcurrencyLimiterOptions
 
 	// Adaptive, when set, is the concurrency limiter stage instead of
@@ -53,8 +55,9 @@ type Options struct {
 
 	// RateLimit, when set, limits requests per key before they reach the
 	// concurrency limiter; refusals are 429s. As everywhere, a nil Key
-	// means one limit shared by every request: set Key to KeyByClientIP
-	// for a limit per client.
+	// means one limit shared by every request: set Key to by.ClientIP
+	// for a limit per client. Its Cost function, if set, takes that
+	// many tokens per request, with the request view like Key.
 	RateLimit *resilience.RateLimiterOptions
 
 	// Pipeline, when set, replaces the concurrency limiter stage with a
@@ -87,7 +90,8 @@ type Options struct {
 
 	// RateLimitHeaders chooses the RateLimit header fields of a
 	// rate-limited route; "" means RateLimitHeadersSplit. It accepts what
-	// ParseRateLimitHeaderStyle accepts.
+	// core's Parse functions accept (case, surrounding space and '_'
+	// for '-' ignored); New reports any other value.
 	RateLimitHeaders RateLimitHeaderStyle
 
 	// TimeoutFrom says when Timeout starts counting: "" or
@@ -118,9 +122,9 @@ type Options struct {
 	// *PanicError), once the panic has unwound through the limiter and the
 	// permit is back, and logs it with its stack to the server's ErrorLog
 	// as net/http does. A panic after the response started, and
-	// http.ErrAbortHandler, go on unanswered, as without it. Serve,
-	// Execute and ExecuteInPlace return the *PanicError for the adapter to
-	// render. Off by default: a framework's recoverer (chi's Recoverer,
+	// http.ErrAbortHandler, go on unanswered, as without it. An
+	// adapter's entry points (package adapt) return the *PanicError for
+	// the adapter to render. Off by default: a framework's recoverer (chi's Recoverer,
 	// gin's Recovery, echo's Recover, fiber's recover, connect's
 	// WithRecover) already answers, logs and counts panics the way the
 	// rest of the service does, and under this option it never sees them;
@@ -129,6 +133,11 @@ type Options struct {
 	// net/http entry points. docs/guide.md (Panics) says where the
 	// recoverers go.
 	AnswerPanics bool
+
+	// Shadow runs the rate limit, the concurrency limiter and the timeout
+	// in shadow for a share of requests: decided and counted
+	// (Stats.Shadow), not enforced. Zero enforces everything. See Shadow.
+	Shadow Shadow
 }
 
 // maxTimeout mirrors core's bound: far enough never to matter, near enough
@@ -149,6 +158,9 @@ func (o *Options) validate() error {
 	if o.RetryAfter > maxTimeout {
 		return configError("Options.RetryAfter", "must be at most %v (negative sends none), got %v", maxTimeout, o.RetryAfter)
 	}
+	if err := o.Shadow.validate(o); err != nil {
+		return err
+	}
 	if o.Concurrency != nil && o.Pipeline != nil {
 		return configError("Options.Pipeline", "cannot be set together with Options.Concurrency; put the concurrency limiter in the pipeline")
 	}
@@ -158,7 +170,7 @@ func (o *Options) validate() error {
 	if err := o.validateAdaptive(); err != nil {
 		return err
 	}
-	style, err := ParseRateLimitHeaderStyle(string(o.RateLimitHeaders))
+	style, err := parseRateLimitHeaderStyle(string(o.RateLimitHeaders))
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package inbound
 
 import (
 	"bufio"
+	"github.com/ylcnfrht/resilience/core/internal/worker"
 	"log"
 	"net"
 	"net/http"
@@ -9,7 +10,7 @@ import (
 )
 
 // PanicError is what a handler's panic becomes under Options.AnswerPanics:
-// Serve, Execute and ExecuteInPlace return it (Handler answers it itself),
+// an adapter's entry points (package adapt) return it (Handler answers it itself),
 // and Render maps it to the 500 INTERNAL every unexpected error gets. Its
 // text never names the value; Unwrap gives the value when it is an error.
 type PanicError struct {
@@ -54,7 +55,7 @@ func answerPanic(c *call, sw *startWriter, errp *error) {
 	}
 	pe := &PanicError{Value: v, Stack: debug.Stack()}
 	if c.r != nil {
-		LogPanic(c.r, "http: panic serving %v (answered 500): %v\n%s", c.r.RemoteAddr, v, pe.Stack)
+		worker.LogPanic(c.r, "http: panic serving %v (answered 500): %v\n%s", c.r.RemoteAddr, v, pe.Stack)
 	} else {
 		log.Printf("inbound: panic in a handler (answered 500): %v\n%s", v, pe.Stack)
 	}

@@ -1,6 +1,7 @@
 package inbound
 
 import (
+	"github.com/ylcnfrht/resilience/core/internal/config"
 	"net/http"
 	"strconv"
 	"strings"
@@ -31,23 +32,15 @@ const (
 
 var rateLimitHeaderStyles = []RateLimitHeaderStyle{RateLimitHeadersSplit, RateLimitHeadersStructured, RateLimitHeadersOff}
 
-// ParseRateLimitHeaderStyle returns the style named by s, by the rule of
+// parseRateLimitHeaderStyle returns the style named by s, by the rule of
 // every Parse function in these packages: case, surrounding space and '_'
 // for '-' are ignored, and "" is RateLimitHeadersSplit. Anything else is a
 // *resilience.ConfigError that lists the accepted names.
-func ParseRateLimitHeaderStyle(s string) (RateLimitHeaderStyle, error) {
-	n := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), "_", "-")
-	if n == "" {
-		return RateLimitHeadersSplit, nil
+func parseRateLimitHeaderStyle(s string) (RateLimitHeaderStyle, error) {
+	if v, ok := config.ParseEnum(s, RateLimitHeadersSplit, rateLimitHeaderStyles...); ok {
+		return v, nil
 	}
-	names := make([]string, len(rateLimitHeaderStyles))
-	for i, v := range rateLimitHeaderStyles {
-		if string(v) == n {
-			return v, nil
-		}
-		names[i] = strconv.Quote(string(v))
-	}
-	return "", configError("Options.RateLimitHeaders", "unknown rate-limit header style %q; want one of %s", s, strings.Join(names, ", "))
+	return "", config.UnknownEnum("Options.RateLimitHeaders", "rate-limit header style", s, rateLimitHeaderStyles...)
 }
 
 // Canonical keys, assigned directly to skip canonicalisation per request.
@@ -84,7 +77,7 @@ func structuredName(name string) string {
 	return b.String()
 }
 
-// policyField renders the RateLimit-Policy value, constant per middleware.
+// policyField renders the RateLimit-Policy value, once per policy.
 func policyField(p ratelimit.Policy) string {
 	return structuredName(p.Name) + ";q=" + strconv.Itoa(p.Limit) +
 		";w=" + strconv.FormatInt(ceilSeconds(p.Window, 1), 10)
@@ -101,7 +94,7 @@ func (m *Middleware) setRateLimitFields(h http.Header, limit, remaining int, res
 		h[hdrRemaining] = []string{strconv.Itoa(remaining)}
 		h[hdrReset] = []string{strconv.FormatInt(ceilSeconds(reset, 0), 10)}
 	case RateLimitHeadersStructured:
-		h[hdrPolicy] = m.policyValue
+		h[hdrPolicy] = *m.policyValue.Load()
 		h[hdrRateLimit] = []string{m.policyName + ";r=" + strconv.Itoa(remaining) +
 			";t=" + strconv.FormatInt(ceilSeconds(reset, 0), 10)}
 	}

@@ -89,15 +89,15 @@ func TestParseRateLimitHeaderStyle(t *testing.T) {
 	values := []RateLimitHeaderStyle{RateLimitHeadersSplit, RateLimitHeadersStructured, RateLimitHeadersOff}
 	for _, v := range values {
 		for _, in := range []string{string(v), strings.ToUpper(string(v)), " " + string(v) + "\t"} {
-			if got, err := ParseRateLimitHeaderStyle(in); err != nil || got != v {
+			if got, err := parseRateLimitHeaderStyle(in); err != nil || got != v {
 				t.Errorf("Parse(%q) = %q, %v; want %q", in, got, err, v)
 			}
 		}
 	}
-	if got, err := ParseRateLimitHeaderStyle(" "); err != nil || got != RateLimitHeadersSplit {
+	if got, err := parseRateLimitHeaderStyle(" "); err != nil || got != RateLimitHeadersSplit {
 		t.Errorf("Parse(blank) = %q, %v; want the default", got, err)
 	}
-	_, err := ParseRateLimitHeaderStyle("no-such-style")
+	_, err := parseRateLimitHeaderStyle("no-such-style")
 	var ce *resilience.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "Options.RateLimitHeaders" || !strings.Contains(ce.Problem, `"no-such-style"`) ||
 		!strings.HasSuffix(ce.Problem, `want one of "split", "structured", "off"`) {
@@ -105,12 +105,12 @@ func TestParseRateLimitHeaderStyle(t *testing.T) {
 	}
 }
 
-// Per-key limits: with KeyByClientIP one client's quota does not touch
+// Per-key limits: with keyByClientIP one client's quota does not touch
 // another's; with a nil Key, as in core, every request shares one quota.
 func TestRateLimitPerClientIP(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		shared := mustNew(t, Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 1, Window: time.Minute}}).Handler(okHandler)
-		h := mustNew(t, Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 1, Window: time.Minute, Key: KeyByClientIP}}).Handler(okHandler)
+		h := mustNew(t, Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 1, Window: time.Minute, Key: keyByClientIP}}).Handler(okHandler)
 		send := func(h http.Handler, addr string) int {
 			r := httptest.NewRequest("GET", "/", nil)
 			r.RemoteAddr = addr
@@ -145,20 +145,20 @@ func TestStructuredName(t *testing.T) {
 func TestRateLimitHeadersForAdapters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		got := map[string]string{}
-		fw := Framework{
+		fw := framework{
 			View:      func(raw any, v *Request) { v.RemoteAddr = raw.(*fakeRequest).addr },
 			SetHeader: func(raw any, k, v string) { got[k] = v },
 		}
-		m, err := NewFor(fw, Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 5, Window: 10 * time.Second}})
+		m, err := newFor(fw, Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 5, Window: 10 * time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var view *Request
-		m2, _ := NewFor(fw, Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 5, Window: 10 * time.Second, Key: func(ctx context.Context) string {
+		m2, _ := newFor(fw, Options{RateLimit: &resilience.RateLimiterOptions{PermitLimit: 5, Window: 10 * time.Second, Key: func(ctx context.Context) string {
 			view, _ = RequestFrom(ctx)
 			return "k"
 		}}})
-		err = m.Execute(t.Context(), &fakeRequest{addr: "192.0.2.1:1"}, func(_ context.Context) error {
+		err = m.execute(t.Context(), &fakeRequest{addr: "192.0.2.1:1"}, func(_ context.Context) error {
 			if len(got) != 3 {
 				t.Errorf("headers not set before fn: %v", got)
 			}
@@ -170,7 +170,7 @@ func TestRateLimitHeadersForAdapters(t *testing.T) {
 		if got[hdrLimit] != "5" || got[hdrRemaining] != "4" || got[hdrReset] != "10" || len(got) != 3 {
 			t.Fatalf("headers %v", got)
 		}
-		if err := m2.Execute(t.Context(), &fakeRequest{}, func(context.Context) error { return nil }); err != nil {
+		if err := m2.execute(t.Context(), &fakeRequest{}, func(context.Context) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
 		if d, ok := view.RateLimit(); !ok || d.Remaining != 4 {

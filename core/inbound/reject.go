@@ -3,6 +3,8 @@ package inbound
 import (
 	"context"
 	"errors"
+	"github.com/ylcnfrht/resilience/core/inbound/internal/kit"
+	"github.com/ylcnfrht/resilience/core/retryafter"
 	"net/http"
 	"strconv"
 	"time"
@@ -39,17 +41,6 @@ const (
 	CodeInternal = "INTERNAL"
 )
 
-// The messages of the default rejection bodies, for an adapter whose
-// protocol has an error format of its own (connect) to say the same.
-const (
-	MessageCapacity     = "The server is at capacity; retry later."
-	MessageShuttingDown = "The server is shutting down; retry later."
-	MessageTimeout      = "The request took too long to process."
-	MessageRateLimited  = "Too many requests; retry after the time in Retry-After."
-	MessageRejected     = "The request was rejected; retry later."
-	MessageInternal     = "The request could not be processed."
-)
-
 // The bodies are constant per outcome, so they are rendered once here and
 // a rejection costs no marshalling. Hand-written JSON: every string is a
 // constant without characters that need escaping.
@@ -67,14 +58,14 @@ func jsonBody(status int, code, message, reason string) []byte {
 var (
 	jsonHeader = http.Header{"Content-Type": {"application/json"}}
 
-	respFull         = staticResponse(503, CodeBulkheadFull, MessageCapacity, resilience.ReasonFull)
-	respQueueTimeout = staticResponse(503, CodeBulkheadFull, MessageCapacity, resilience.ReasonQueueTimeout)
-	respDropped      = staticResponse(503, CodeBulkheadFull, MessageCapacity, resilience.ReasonDropped)
-	respShuttingDown = staticResponse(503, CodeBulkheadFull, MessageShuttingDown, resilience.ReasonShuttingDown)
-	respTimeout      = staticResponse(504, CodeTimeout, MessageTimeout, "")
-	respRejected     = staticResponse(503, CodeRejected, MessageRejected, "")
-	respInternal     = staticResponse(500, CodeInternal, MessageInternal, "")
-	bodyRateLimited  = jsonBody(429, CodeRateLimited, MessageRateLimited, "")
+	respFull         = staticResponse(503, CodeBulkheadFull, kit.MessageCapacity, resilience.ReasonFull)
+	respQueueTimeout = staticResponse(503, CodeBulkheadFull, kit.MessageCapacity, resilience.ReasonQueueTimeout)
+	respDropped      = staticResponse(503, CodeBulkheadFull, kit.MessageCapacity, resilience.ReasonDropped)
+	respShuttingDown = staticResponse(503, CodeBulkheadFull, kit.MessageShuttingDown, resilience.ReasonShuttingDown)
+	respTimeout      = staticResponse(504, CodeTimeout, kit.MessageTimeout, "")
+	respRejected     = staticResponse(503, CodeRejected, kit.MessageRejected, "")
+	respInternal     = staticResponse(500, CodeInternal, kit.MessageInternal, "")
+	bodyRateLimited  = jsonBody(429, CodeRateLimited, kit.MessageRateLimited, "")
 
 	// timeoutContentLengthValue is the default 504's Content-Length
 	// field, for the complete response the middleware writes at the
@@ -97,7 +88,7 @@ func (m *Middleware) renderDefault(err error) (Response, bool) {
 	case errors.As(err, &rate):
 		h := make(http.Header, 6)
 		h["Content-Type"] = jsonHeader["Content-Type"]
-		h["Retry-After"] = []string{strconv.FormatInt(RetryAfter(rate.RetryAfter), 10)}
+		h["Retry-After"] = []string{retryafter.Format(rate.RetryAfter)}
 		m.setRateLimitFields(h, rate.Limit, rate.Remaining, rate.Reset)
 		return Response{Status: http.StatusTooManyRequests, Header: h, Body: bodyRateLimited}, true
 	case errors.As(err, &bulk):
@@ -116,13 +107,11 @@ func (m *Middleware) renderDefault(err error) (Response, bool) {
 	return respInternal, true
 }
 
-// Render maps an error returned by Execute to the response to send, using
-// Options.Render when set. ok is false when nothing must be sent: the
-// request's context was cancelled (the client disconnected). Adapters call
-// it with Execute's error; the net/http middleware calls it itself. A
-// hook's response with a status outside 100–999, or a hook that panics
-// (reported as event.HookPanic), gives the default response.
-func (m *Middleware) Render(err error) (resp Response, ok bool) {
+// render is adapt.Kit.Render, documented there: the default response
+// for err, through Options.Render when set (a hook's bad status or panic
+// gives the default), "Connection: close" once draining; false when
+// nothing must be sent (the client left).
+func (m *Middleware) render(err error) (resp Response, ok bool) {
 	resp, ok = m.renderDefault(err)
 	if ok && m.opts.Render != nil {
 		// A hook's mistake must not panic every rejected request (net/http
@@ -131,6 +120,9 @@ func (m *Middleware) Render(err error) (resp Response, ok bool) {
 		if r, hookOK := m.renderHook(err, resp); hookOK && r.Status >= 100 && r.Status <= 999 {
 			resp = r
 		}
+	}
+	if ok {
+		resp = m.closeWhenDraining(err, resp) // see drainclose.go
 	}
 	return resp, ok
 }
@@ -143,8 +135,7 @@ func (m *Middleware) renderHook(err error, def Response) (r Response, ok bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			ok = false
-			perr := &resilience.HookPanicError{Hook: event.HookRender, Value: v}
-			m.hookTel.Emit(context.Background(), event.Event{Name: event.HookPanic, Reason: perr.Hook, Err: perr})
+			m.hookTel.EmitHookPanic(context.Background(), event.HookRender, v)
 		}
 	}()
 	return m.opts.Render(err, def), true
@@ -162,10 +153,9 @@ func ceilSeconds(d time.Duration, min int64) int64 {
 	return s
 }
 
-// WriteResponse sends resp on w, with its Content-Length: what Handler
-// sends for a rejection, for an adapter on net/http to send the Response
-// Render or RenderServe returned.
-func WriteResponse(w http.ResponseWriter, resp Response) {
+// writeResponse is adapt.WriteResponse: resp on w, with its
+// Content-Length, as Handler sends a rejection.
+func writeResponse(w http.ResponseWriter, resp Response) {
 	h := w.Header()
 	for k, v := range resp.Header {
 		h[k] = v
@@ -174,10 +164,6 @@ func WriteResponse(w http.ResponseWriter, resp Response) {
 	w.WriteHeader(resp.Status)
 	w.Write(resp.Body) //nolint:errcheck // the client may be gone; nothing to do
 }
-
-// RetryAfter is the Retry-After value for d, as every rejection carries
-// it: whole seconds, rounded up, at least 1.
-func RetryAfter(d time.Duration) int64 { return ceilSeconds(d, 1) }
 
 // errShuttingDown is what a draining middleware answers every arrival
 // with: 503 BULKHEAD_FULL, reason "shutting-down".
@@ -190,14 +176,14 @@ var errShuttingDown = &resilience.ConcurrencyLimitRejectedError{Reason: resilien
 // cancelled at shutdown) the client, still there, gets the honest 503
 // shutting-down. Everything the request held is returned by then.
 func (m *Middleware) rejectHTTP(w http.ResponseWriter, r *http.Request, err error) {
-	resp, ok := m.Render(err)
+	resp, ok := m.render(err)
 	if !ok {
 		if clientGone(w) {
 			panic(http.ErrAbortHandler)
 		}
-		resp, _ = m.Render(errShuttingDown)
+		resp, _ = m.render(errShuttingDown)
 	}
-	WriteResponse(w, resp)
+	writeResponse(w, resp)
 }
 
 // closeWait bounds how long clientGone waits for net/http's close

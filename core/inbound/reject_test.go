@@ -43,7 +43,7 @@ func TestRenderDefault(t *testing.T) {
 		{nil, 0, "", "", false},
 	}
 	for _, c := range cases {
-		resp, ok := m.Render(c.err)
+		resp, ok := m.render(c.err)
 		if ok != c.send {
 			t.Errorf("%v: send = %v", c.err, ok)
 			continue
@@ -86,7 +86,7 @@ func TestRetryAfterRoundsUp(t *testing.T) {
 		2 * time.Second:         "2",
 		59*time.Second + 1:      "60",
 	} {
-		resp, _ := m.Render(&resilience.RateLimitRejectedError{RetryAfter: d, Limit: 1, Reset: d})
+		resp, _ := m.render(&resilience.RateLimitRejectedError{RetryAfter: d, Limit: 1, Reset: d})
 		if got := resp.Header.Get("Retry-After"); got != want {
 			t.Errorf("RetryAfter %v: Retry-After = %q, want %q", d, got, want)
 		}
@@ -107,7 +107,7 @@ func TestRenderHook(t *testing.T) {
 			return Response{Status: def.Status, Header: h, Body: []byte("busy\n")}
 		},
 	})
-	if !m.Limiter().TryAcquire() {
+	if _, ok := m.Limiter().TryAcquire(); !ok {
 		t.Fatal("could not take the permit")
 	}
 	defer m.Limiter().Release()
@@ -126,7 +126,7 @@ func TestRenderHook(t *testing.T) {
 	}
 	// No hook call when nothing is sent.
 	seen = nil
-	if _, ok := m.Render(context.Canceled); ok || seen != nil {
+	if _, ok := m.render(context.Canceled); ok || seen != nil {
 		t.Fatal("rendered a response for a gone client")
 	}
 }
@@ -139,7 +139,7 @@ func TestRenderHookInvalidStatusFallsBack(t *testing.T) {
 			Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1},
 			Render:      func(error, Response) Response { return Response{Status: status, Body: []byte("x")} },
 		})
-		if !m.Limiter().TryAcquire() {
+		if _, ok := m.Limiter().TryAcquire(); !ok {
 			t.Fatal("could not take the permit")
 		}
 		w := httptest.NewRecorder()

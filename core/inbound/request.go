@@ -35,7 +35,7 @@ func (noHeaders) Values(string) []string { return nil }
 // Read it with RequestFrom.
 //
 // The middleware builds the view itself, only when one of those functions
-// may run, from the *http.Request or through Framework.View; adapters never
+// may run, from the *http.Request or through the adapter's adapt.Framework.View; adapters never
 // build one. Once built it is not modified, so it is safe to read from any
 // goroutine, for as long as the request lasts. Route is resolved on first
 // read. The zero value is a request with no method, path, headers or
@@ -54,8 +54,8 @@ type Request struct {
 	// X-Forwarded-For per Options.ClientIP unless the framework set it.
 	ClientIP netip.Addr
 	// Raw is the framework's own request object: *http.Request for
-	// Handler, the object an adapter passed to Serve or an Execute
-	// method otherwise (*gin.Context, say). Adapters offer typed
+	// Handler, the object an adapter passed to its entry point
+	// (package adapt) otherwise (*gin.Context, say). Adapters offer typed
 	// accessors on it.
 	Raw any
 
@@ -63,7 +63,7 @@ type Request struct {
 	rateLimited  bool
 	rateDecision ratelimit.Decision
 
-	routeFn   RouteFunc // nil: no route
+	routeFn   func(raw any) string // nil: no route
 	routeOnce sync.Once
 	route     string
 }
@@ -74,7 +74,7 @@ type Request struct {
 // ("/users/{id}", "/files/*", whether the framework wrote "/users/:id",
 // "/users/:id<int>" or "/users/{id:[0-9]+}"); "" when no route matches or
 // the framework cannot know it yet. It is
-// resolved on first call (through the adapter's RouteFunc), once per
+// resolved on first call (through the adapter's adapt.RouteFunc), once per
 // request, and safe to call from several goroutines.
 func (r *Request) Route() string {
 	if r == nil {
@@ -122,7 +122,7 @@ func (r *Request) resolve(o *ClientIPOptions) {
 	if len(o.TrustedProxies) > 0 {
 		xff = r.Header.Values("X-Forwarded-For")
 	}
-	r.ClientIP = ResolveClientIP(r.RemoteAddr, xff, *o)
+	r.ClientIP = resolveClientIP(r.RemoteAddr, xff, *o)
 }
 
 // fillFromHTTP fills the transport fields of the view from an
@@ -140,16 +140,14 @@ type viewKey struct{}
 // RequestFrom returns the request view in ctx: present in the context of
 // priority functions, rate-limit key functions and a custom pipeline's
 // strategies (and so of the handler under a custom pipeline), or put there
-// with NewContext.
+// with adapt.NewContext.
 func RequestFrom(ctx context.Context) (*Request, bool) {
 	r, ok := ctx.Value(viewKey{}).(*Request)
 	return r, ok && r != nil
 }
 
-// NewContext returns a copy of ctx carrying r as the request view, for
-// testing a priority or key function without a server. r.Route() of a
-// view built this way is "".
-func NewContext(ctx context.Context, r *Request) context.Context {
+// newContext is adapt.NewContext: ctx carrying r as the request view.
+func newContext(ctx context.Context, r *Request) context.Context {
 	return context.WithValue(ctx, viewKey{}, r)
 }
 
@@ -166,28 +164,4 @@ func (c *viewContext) Value(key any) any {
 		return &c.req
 	}
 	return c.Context.Value(key)
-}
-
-// KeyByClientIP is a rate-limit key function: the client's address
-// (Request.ClientKey, IPv6 grouped per ClientIPOptions.IPv6Prefix), for a
-// limit per client. It serves as a limiter's Flow function too, for fair
-// shares per client. Requests whose address is unknown share the key "".
-func KeyByClientIP(ctx context.Context) string {
-	r, _ := RequestFrom(ctx)
-	return r.ClientKey()
-}
-
-// KeyByHeader returns a rate-limit key function that keys on the first
-// value of the named header (an API key, a tenant ID); it serves as a
-// limiter's Flow function too, for fair shares per tenant. Requests without
-// the header share the key "", so combine it with an authentication step
-// that rejects them, or key them otherwise with your own function.
-func KeyByHeader(name string) func(ctx context.Context) string {
-	name = http.CanonicalHeaderKey(name)
-	return func(ctx context.Context) string {
-		if r, ok := RequestFrom(ctx); ok && r.Header != nil {
-			return r.Header.Get(name)
-		}
-		return ""
-	}
 }

@@ -25,7 +25,7 @@ func TestRequestViewInKeyFunction(t *testing.T) {
 			got, _ = RequestFrom(ctx)
 			raw, _ = got.Raw.(*http.Request)
 			route = got.Route()
-			return KeyByClientIP(ctx)
+			return keyByClientIP(ctx)
 		}},
 	})
 	mux := http.NewServeMux()
@@ -44,14 +44,14 @@ func TestRequestViewInKeyFunction(t *testing.T) {
 		got.Header.Get("x-api-key") != "k1" || raw == nil || raw.URL.RawQuery != "q=1" {
 		t.Fatalf("view = %+v", got)
 	}
-	ctx := NewContext(context.Background(), got)
-	if k := KeyByHeader("x-api-key")(ctx); k != "k1" {
+	ctx := newContext(context.Background(), got)
+	if k := keyByHeader("x-api-key")(ctx); k != "k1" {
 		t.Fatalf("KeyByHeader = %q", k)
 	}
-	if k := KeyByHeader("X-Missing")(ctx); k != "" {
+	if k := keyByHeader("X-Missing")(ctx); k != "" {
 		t.Fatalf("missing header key = %q", k)
 	}
-	if k := KeyByClientIP(context.Background()); k != "" {
+	if k := keyByClientIP(context.Background()); k != "" {
 		t.Fatalf("key without view = %q", k)
 	}
 	if _, ok := RequestFrom(context.Background()); ok {
@@ -70,7 +70,7 @@ func TestRequestViewInPriority(t *testing.T) {
 			return 0
 		},
 	}})
-	if !m.Limiter().TryAcquire() {
+	if _, ok := m.Limiter().TryAcquire(); !ok {
 		t.Fatal("no permit")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -88,11 +88,11 @@ func TestRequestViewInPriority(t *testing.T) {
 func TestExecute(t *testing.T) {
 	m := mustNew(t, Options{Timeout: 20 * time.Millisecond, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}})
 	req := &fakeRequest{method: "GET", path: "/x", addr: "192.0.2.9:1"}
-	err := m.Execute(context.Background(), req, func(ctx context.Context) error {
+	err := m.execute(context.Background(), req, func(ctx context.Context) error {
 		if s := m.Stats(); s.InFlight != 1 {
 			t.Errorf("stats %+v", s)
 		}
-		if inner := m.Execute(ctx, nil, func(context.Context) error { return nil }); !errorsIsBulkhead(inner) {
+		if inner := m.execute(ctx, nil, func(context.Context) error { return nil }); !errorsIsBulkhead(inner) {
 			t.Errorf("second execution while full: %v", inner)
 		}
 		<-ctx.Done()
@@ -102,10 +102,10 @@ func TestExecute(t *testing.T) {
 	if !asTimeout(err, &tre) {
 		t.Fatalf("Execute = %v, want a timeout", err)
 	}
-	if resp, ok := m.Render(err); !ok || resp.Status != 504 {
+	if resp, ok := m.render(err); !ok || resp.Status != 504 {
 		t.Fatalf("Render = %d %v", resp.Status, ok)
 	}
-	if err := m.Execute(context.Background(), nil, nil); err != resilience.ErrNilCallback {
+	if err := m.execute(context.Background(), nil, nil); err != resilience.ErrNilCallback {
 		t.Fatalf("nil callback: %v", err)
 	}
 	if s := m.Stats(); s.InFlight != 0 {

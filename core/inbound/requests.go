@@ -13,9 +13,12 @@ import (
 // requests shed, rate limited, timed out). The JSON names are stable;
 // in Stats they sit beside the limiter's numbers.
 //
-// A request counts when it leaves the middleware: a rejection at once, a
-// handler's request when the handler returns, a late one (Stats.Late)
-// when it finally does.
+// A request counts when it is answered: a rejection at once, a handler's
+// request when the handler returns, and a request whose deadline passed
+// while its handler ran as TimedOut the moment its 504 (or the adapter's
+// answer) goes out, while the handler, late (Stats.Late), may run on
+// and keep its permit. A callback of Execute, which answers nothing
+// itself, counts when it returns.
 type RequestCounts struct {
 	// Admitted counts requests whose handler ran and answered (any
 	// status the handler chose).
@@ -23,9 +26,12 @@ type RequestCounts struct {
 	// TimedOut counts requests whose handler ran past the deadline and
 	// were answered 504 (or, for Execute, got the timeout error) instead.
 	TimedOut uint64 `json:"timedOut"`
-	// RateLimited counts 429s of the rate limit (a store that failed
-	// closed included).
+	// RateLimited counts 429s of the rate limit.
 	RateLimited uint64 `json:"rateLimited"`
+	// StoreUnavailable counts 503s of a rate limit whose store failed
+	// closed (resilience.RateLimiterOptions.FailClosed): the store could
+	// not decide, which is an outage, not a client over its quota.
+	StoreUnavailable uint64 `json:"storeUnavailable"`
 	// Full, QueueTimeout, Dropped and ShuttingDown count the concurrency
 	// stage's 503s by their reason (resilience.RejectReason).
 	Full         uint64 `json:"full"`
@@ -43,7 +49,7 @@ type RequestCounts struct {
 
 // Requests is the number of requests counted: the sum of the fields.
 func (c RequestCounts) Requests() uint64 {
-	return c.Admitted + c.TimedOut + c.RateLimited + c.Full + c.QueueTimeout + c.Dropped + c.ShuttingDown + c.Canceled + c.Panicked
+	return c.Admitted + c.TimedOut + c.RateLimited + c.StoreUnavailable + c.Full + c.QueueTimeout + c.Dropped + c.ShuttingDown + c.Canceled + c.Panicked
 }
 
 // requestCounters are RequestCounts as they are counted: one atomic add
@@ -52,6 +58,7 @@ type requestCounters struct {
 	admitted, timedOut, rateLimited                  atomic.Uint64
 	full, queueTimeout, dropped, shuttingDown, other atomic.Uint64
 	panics                                           atomic.Uint64
+	storeUnavailable                                 atomic.Uint64
 }
 
 func (r *requestCounters) load() RequestCounts {
@@ -59,12 +66,17 @@ func (r *requestCounters) load() RequestCounts {
 		Admitted: r.admitted.Load(), TimedOut: r.timedOut.Load(), RateLimited: r.rateLimited.Load(),
 		Full: r.full.Load(), QueueTimeout: r.queueTimeout.Load(), Dropped: r.dropped.Load(),
 		ShuttingDown: r.shuttingDown.Load(), Canceled: r.other.Load(), Panicked: r.panics.Load(),
+		StoreUnavailable: r.storeUnavailable.Load(),
 	}
 }
 
 // ran counts a request whose handler ran; timedOut says the deadline
-// answered it.
-func (r *requestCounters) ran(timedOut bool) {
+// answered it, and counted that the answer counted it already, as it went
+// out (timing.pass), so its return counts nothing more.
+func (r *requestCounters) ran(timedOut, counted bool) {
+	if counted {
+		return
+	}
 	if timedOut {
 		r.timedOut.Add(1)
 		return
@@ -73,8 +85,12 @@ func (r *requestCounters) ran(timedOut bool) {
 }
 
 // panicked counts a request whose handler panicked; timedOut says the
-// deadline had answered it already (the client got its 504).
-func (r *requestCounters) panicked(timedOut bool) {
+// deadline had answered it already (the client got its 504), and counted
+// that the answer counted it then.
+func (r *requestCounters) panicked(timedOut, counted bool) {
+	if counted {
+		return
+	}
 	if timedOut {
 		r.timedOut.Add(1)
 		return
@@ -99,8 +115,10 @@ func (r *requestCounters) rejected(err error) {
 		default:
 			r.other.Add(1)
 		}
-	case errors.Is(err, resilience.ErrRateLimitRejected), errors.Is(err, resilience.ErrRateLimitStore):
+	case errors.Is(err, resilience.ErrRateLimitRejected):
 		r.rateLimited.Add(1)
+	case storeFailedClosed(err):
+		r.storeUnavailable.Add(1)
 	default:
 		r.other.Add(1)
 	}

@@ -123,7 +123,7 @@ func TestRequestCountsPlainFastPath(t *testing.T) {
 	for range 3 {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
 	}
-	if err := m.Execute(context.Background(), nil, func(context.Context) error { return nil }); err != nil {
+	if err := m.execute(context.Background(), nil, func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if got := m.Stats().RequestCounts; got != (RequestCounts{Admitted: 4}) {
@@ -139,7 +139,7 @@ func TestRequestCountsExecuteTimedOut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = m.Execute(context.Background(), nil, func(ctx context.Context) error {
+		err = m.execute(context.Background(), nil, func(ctx context.Context) error {
 			<-ctx.Done()
 			return nil
 		})
@@ -186,7 +186,7 @@ func TestPanickingHandlerCountedOnce(t *testing.T) {
 			}()
 			func() {
 				defer func() { _ = recover() }()
-				_ = m.Execute(context.Background(), nil, func(context.Context) error { panic("boom") })
+				_ = m.execute(context.Background(), nil, func(context.Context) error { panic("boom") })
 			}()
 			c := m.Stats().RequestCounts
 			if c.Panicked != 2 || c.Requests() != 2 {

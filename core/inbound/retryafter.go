@@ -1,8 +1,8 @@
 package inbound
 
 import (
+	"github.com/ylcnfrht/resilience/core/retryafter"
 	"net/http"
-	"strconv"
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
@@ -14,12 +14,9 @@ import (
 // RetryInfo and grpc-retry-pushback-ms say the same second.
 const DefaultRetryAfter = time.Second
 
-// CapacityRetryAfter is the retry advice of the middleware's capacity
-// rejections, Options.RetryAfter resolved: DefaultRetryAfter for 0, and 0
-// (no advice) for a negative value. The RPC adapters send it as their
-// protocols' retry advice (RetryInfo, grpc-retry-pushback-ms), so that it
-// says what the HTTP adapters' Retry-After says.
-func (m *Middleware) CapacityRetryAfter() time.Duration {
+// capacityRetryAfter is adapt.Kit.CapacityRetryAfter: Options.RetryAfter
+// resolved (DefaultRetryAfter for 0, no advice for a negative value).
+func (m *Middleware) capacityRetryAfter() time.Duration {
 	switch d := m.opts.RetryAfter; {
 	case d < 0:
 		return 0
@@ -45,7 +42,7 @@ func retryAfterValue(d time.Duration) []string {
 	case d == 0:
 		d = DefaultRetryAfter
 	}
-	return []string{strconv.FormatInt(ceilSeconds(d, 1), 10)}
+	return []string{retryafter.Format(d)}
 }
 
 func newCapacityResponses(retryAfter time.Duration) capacityResponses {

@@ -35,7 +35,7 @@ func TestRetryAfterOnEvery503(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range errs {
-			resp, ok := m.Render(e)
+			resp, ok := m.render(e)
 			if !ok || resp.Status != http.StatusServiceUnavailable {
 				t.Fatalf("Render(%v) = %d, %v; want 503", e, resp.Status, ok)
 			}
@@ -46,7 +46,7 @@ func TestRetryAfterOnEvery503(t *testing.T) {
 				t.Errorf("RetryAfter %v, %v: Content-Type %q", c.opt, e, resp.Header.Get("Content-Type"))
 			}
 		}
-		resp, _ := m.Render(&resilience.RateLimitRejectedError{RetryAfter: 7 * time.Second, Limit: 1})
+		resp, _ := m.render(&resilience.RateLimitRejectedError{RetryAfter: 7 * time.Second, Limit: 1})
 		if got := resp.Header.Get("Retry-After"); got != "7" {
 			t.Errorf("RetryAfter %v: 429 Retry-After %q, want the limiter's 7", c.opt, got)
 		}
@@ -72,7 +72,7 @@ func TestCapacityRetryAfterResolvesOptions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := m.CapacityRetryAfter(); got != tc.want {
+		if got := m.capacityRetryAfter(); got != tc.want {
 			t.Errorf("RetryAfter %v: CapacityRetryAfter %v, want %v", tc.in, got, tc.want)
 		}
 	}

@@ -13,16 +13,29 @@ type Stats struct {
 	// LimiterStats is the concurrency limiter's Limit, InFlight and
 	// Queued, and with a Flow function its Flows and LargestFlowShare;
 	// zero without one. InFlight counts late handlers too: they
-	// still hold their permits.
+	// still hold their permits. It counts permits, not requests: under
+	// a Cost function a request holds its cost (see cost.go).
 	resilience.LimiterStats
 	// Late is the number of handlers still running after their deadline
 	// was answered (504 or abort): work the client no longer waits for.
 	Late int64 `json:"late"`
 	// LateTotal counts every handler that ever ran past its deadline.
 	LateTotal uint64 `json:"lateTotal"`
+	// Costly is the number of requests running now that hold more than
+	// one permit, under a Cost function (see cost.go): beside InFlight,
+	// which counts their permits, it tells one export from ten reads.
+	// Left out of the JSON while zero.
+	Costly int64 `json:"costly,omitempty"`
 	// RequestCounts counts every request by how it ended; its fields
 	// add up to all requests seen (Requests()).
 	RequestCounts
+	// Shadow counts the decisions made in shadow (Options.Shadow) and
+	// not enforced; zero, and left out of the JSON, when nothing ran in
+	// shadow.
+	Shadow ShadowCounts `json:"shadow,omitzero"`
+	// Reconfigured counts the calls of Reconfigure; left out of the
+	// JSON until the first. The configuration in force is Settings.
+	Reconfigured ReconfigureCounts `json:"reconfigured,omitzero"`
 }
 
 // Stats returns the current numbers. Safe for concurrent use; the fields
@@ -37,7 +50,10 @@ func (m *Middleware) Stats() Stats {
 	}
 	s.Late = m.late.Load()
 	s.LateTotal = m.lateTotal.Load()
+	s.Costly = m.costly.Load()
+	s.Shadow = m.shadow.load()
 	s.RequestCounts = m.requests.load()
+	s.Reconfigured = ReconfigureCounts{Applied: m.reconf.applied.Load(), Refused: m.reconf.refused.Load()}
 	return s
 }
 

@@ -86,7 +86,7 @@ func TestCommittedStreamEndsOnceAtPipelineOrCallerDeadline(t *testing.T) {
 							panic(v)
 						}
 					}()
-					_ = m.ServeAnswering(w, req, nil, stream, deadline, endAnswer{})
+					_ = m.serveAnswering(w, req, nil, stream, deadline, endAnswer{})
 				}()
 				<-exited
 				cancel()

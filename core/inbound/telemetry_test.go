@@ -53,13 +53,13 @@ var entryPoints = map[string]entryPoint{
 	},
 	"Serve": func(m *Middleware, ctx context.Context, hold <-chan struct{}) {
 		raw := &ginLike{next: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-hold })}
-		_ = m.Serve(newSyncRecorder(), httptest.NewRequestWithContext(ctx, "GET", "/", nil), raw, continueGinLike)
+		_ = m.serve(newSyncRecorder(), httptest.NewRequestWithContext(ctx, "GET", "/", nil), raw, continueGinLike)
 	},
 	"Execute": func(m *Middleware, ctx context.Context, hold <-chan struct{}) {
-		_ = m.Execute(ctx, &fakeRequest{}, func(context.Context) error { <-hold; return nil })
+		_ = m.execute(ctx, &fakeRequest{}, func(context.Context) error { <-hold; return nil })
 	},
 	"ExecuteInPlace": func(m *Middleware, ctx context.Context, hold <-chan struct{}) {
-		_ = m.ExecuteInPlace(ctx, &fakeRequest{}, func(context.Context) error { <-hold; return nil }, func(error) {})
+		_ = m.executeInPlace(ctx, &fakeRequest{}, func(context.Context) error { <-hold; return nil }, func(error) {})
 	},
 }
 
@@ -89,7 +89,7 @@ func TestRejectionEventCarriesQueueWait(t *testing.T) {
 			t.Run(ln+"/"+en, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					log := &eventLog{}
-					m, err := NewFor(fakeFramework, lim(log))
+					m, err := newFor(fakeFramework, lim(log))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -148,7 +148,7 @@ func TestRateLimitEventsAreCores(t *testing.T) {
 			for en, entry := range entryPoints {
 				log := &eventLog{}
 				rl := c.opts()
-				m, err := NewFor(fakeFramework, Options{Name: "api", Listener: log, RateLimit: &rl})
+				m, err := newFor(fakeFramework, Options{Name: "api", Listener: log, RateLimit: &rl})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -190,7 +190,7 @@ func TestTimeoutEventSameForEveryEntryPoint(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					log := &eventLog{}
-					m, err := NewFor(fakeFramework, Options{Name: "api", Listener: log, Timeout: timeout,
+					m, err := newFor(fakeFramework, Options{Name: "api", Listener: log, Timeout: timeout,
 						Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1}})
 					if err != nil {
 						t.Fatal(err)

@@ -81,7 +81,7 @@ type timeoutWriter struct {
 	// protocol and sees the body as it is sent. The handler's header map
 	// then stays private after the commit too (the deadline may write
 	// trailers to the underlying one), and sends are tracked (sending).
-	ans DeadlineAnswer
+	ans deadlineAnswer
 
 	// Touched only by the handler's goroutine.
 	h          http.Header // the handler's fields until commit; nil until asked for

@@ -24,5 +24,5 @@
 // (budget.Budget), Options.Throttle refuses requests locally while
 // the dependency refuses most of them (throttle.Throttle with
 // ThrottleOptions), and every retry and hedge carries AttemptHeader, so a
-// server can shed repeated work first (inbound.RetryPriority).
+// server can shed repeated work first (by.RetriesLast, in core/inbound/by).
 package outbound

@@ -63,7 +63,7 @@ type Options struct {
 // application/grpc… or a Connect-Protocol-Version header) also carries
 // the same number as grpc-previous-rpc-attempts, as gRPC's own retries
 // send it. A server can shed marked requests first: see
-// inbound.RetryPriority.
+// by.RetriesLast.
 const AttemptHeader = "Retry-Attempt"
 
 // grpcAttemptsHeader is gRPC's count of the attempts before this one.
@@ -92,6 +92,13 @@ const grpcAttemptsHeader = "Grpc-Previous-Rpc-Attempts"
 // hooks in RetryOptions, HedgingOptions and FallbackOptions, and a request
 // body that no attempt consumed is closed.
 type Transport struct {
+	// cfg is the configuration in force, replaced whole by Reconfigure; a
+	// request reads it once, so it runs wholly under one configuration.
+	cfg atomic.Pointer[transportConfig]
+}
+
+// transportConfig is what a Transport runs a request with.
+type transportConfig struct {
 	base           http.RoundTripper
 	pipeline       *resilience.Pipeline[*http.Response]
 	anyMethodRetry bool
@@ -121,6 +128,17 @@ func holdsTimeout(p *resilience.Pipeline[*http.Response]) bool {
 // New returns a Transport, or a *resilience.ConfigError naming an invalid
 // option.
 func New(opts Options) (*Transport, error) {
+	c, err := build(opts)
+	if err != nil {
+		return nil, err
+	}
+	t := &Transport{}
+	t.cfg.Store(c)
+	return t, nil
+}
+
+// build validates opts and makes the configuration a request runs with.
+func build(opts Options) (*transportConfig, error) {
 	if opts.AttemptTimeout < 0 {
 		return nil, &resilience.ConfigError{Field: "Options.AttemptTimeout", Problem: "must not be negative, got " + opts.AttemptTimeout.String()}
 	}
@@ -134,7 +152,7 @@ func New(opts Options) (*Transport, error) {
 	if opts.Pipeline != nil && holdsTimeout(opts.Pipeline) {
 		return nil, &resilience.ConfigError{Field: "Options.Pipeline", Problem: "holds a Timeout strategy, whose end would also end reading the response body; bound each attempt with Options.AttemptTimeout and the whole request with its context"}
 	}
-	t := &Transport{base: opts.Base, pipeline: opts.Pipeline, anyMethodRetry: opts.RetryNonIdempotent,
+	t := &transportConfig{base: opts.Base, pipeline: opts.Pipeline, anyMethodRetry: opts.RetryNonIdempotent,
 		attemptTimeout: opts.AttemptTimeout, attemptErr: &resilience.TimeoutRejectedError{Timeout: opts.AttemptTimeout}}
 	if t.base == nil {
 		t.base = http.DefaultTransport
@@ -157,13 +175,14 @@ func New(opts Options) (*Transport, error) {
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	c := t.cfg.Load()
 	ctx := req.Context()
-	if !t.repeatable(req) {
+	if !c.repeatable(req) {
 		ctx = property.WithSingleAttempt(ctx)
 	}
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	var attempts atomic.Int32
-	resp, err := t.pipeline.Execute(ctx, func(actx context.Context) (*http.Response, error) {
+	resp, err := c.pipeline.Execute(ctx, func(actx context.Context) (*http.Response, error) {
 		n := attempts.Add(1) - 1
 		r := req.WithContext(actx) // a shallow copy: the caller's request is never modified
 		if n > 0 {
@@ -179,7 +198,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			r.Body = body
 		}
-		resp, err := t.attempt(r)
+		resp, err := c.attempt(r)
 		if err == nil {
 			settleGRPCStatus(resp)
 		}
@@ -220,7 +239,7 @@ func markAttempt(r *http.Request, n int) {
 // until the response headers arrive. The attempt's context then stays
 // alive until the body is closed or read to the end, so the body stays
 // readable after RoundTrip returns.
-func (t *Transport) attempt(r *http.Request) (*http.Response, error) {
+func (t *transportConfig) attempt(r *http.Request) (*http.Response, error) {
 	if t.attemptTimeout <= 0 {
 		return t.base.RoundTrip(r)
 	}
@@ -244,7 +263,7 @@ func (t *Transport) attempt(r *http.Request) (*http.Response, error) {
 }
 
 // repeatable reports whether req may be sent more than once.
-func (t *Transport) repeatable(req *http.Request) bool {
+func (t *transportConfig) repeatable(req *http.Request) bool {
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
 		return false
 	}

@@ -69,16 +69,16 @@ func rollWindow(s *rlState, now, window int64) (elapsed int64) {
 	return elapsed - k*window
 }
 
-// takeFixedWindow counts one permit against a fixed window: at most limit
-// permits in each window. Retry-after and reset are both the time left in
-// the current window.
-func takeFixedWindow(s *rlState, now, limit, window int64) rlResult {
+// takeFixedWindow counts n permits (1 <= n <= limit) against a fixed
+// window: at most limit permits in each window. Retry-after and reset are
+// both the time left in the current window.
+func takeFixedWindow(s *rlState, now, limit, window, n int64) rlResult {
 	e := rollWindow(s, now, window)
 	left := window - e
-	if s.b >= limit {
-		return rlResult{remaining: 0, reset: left, retryAfter: left}
+	if s.b+n > limit {
+		return rlResult{remaining: max(limit-s.b, 0), reset: left, retryAfter: left}
 	}
-	s.b++
+	s.b += n
 	return rlResult{allowed: true, remaining: limit - s.b, reset: left}
 }
 
@@ -89,16 +89,16 @@ func takeFixedWindow(s *rlState, now, limit, window int64) rlResult {
 //
 //	estimate = prev·(window−e)/window + cur    (e = time into the current window)
 //
-// and a permit is granted when estimate+1 <= limit. The estimate assumes the
+// and n permits (1 <= n <= limit) are granted when estimate+n <= limit. The estimate assumes the
 // previous window's permits were spread evenly over it; it never lets more
 // than limit permits into one of the key's fixed windows, and it smooths
 // the boundary burst a fixed window allows.
-func takeSlidingWindow(s *rlState, now, limit, window int64) rlResult {
+func takeSlidingWindow(s *rlState, now, limit, window, n int64) rlResult {
 	e := rollWindow(s, now, window)
 	prev, cur := s.c, s.b
-	if slidingAdmits(prev, cur, e, limit, window) {
-		s.b++
-		cur++
+	if slidingAdmits(prev, cur, e, limit, window, n) {
+		s.b += n
+		cur += n
 		return rlResult{
 			allowed:   true,
 			remaining: slidingRemaining(prev, cur, e, limit, window),
@@ -106,15 +106,16 @@ func takeSlidingWindow(s *rlState, now, limit, window int64) rlResult {
 		}
 	}
 	return rlResult{
+		remaining:  slidingRemaining(prev, cur, e, limit, window),
 		reset:      slidingReset(prev, cur, e, window),
-		retryAfter: slidingRetryAfter(prev, cur, e, limit, window),
+		retryAfter: slidingRetryAfter(prev, cur, e, limit, window, n),
 	}
 }
 
-// slidingAdmits reports prev·(window−e) + (cur+1)·window <= limit·window,
-// that is prev·(window−e) <= (limit−1−cur)·window.
-func slidingAdmits(prev, cur, e, limit, window int64) bool {
-	room := limit - 1 - cur
+// slidingAdmits reports prev·(window−e) + (cur+n)·window <= limit·window,
+// that is prev·(window−e) <= (limit−n−cur)·window.
+func slidingAdmits(prev, cur, e, limit, window, n int64) bool {
+	room := limit - n - cur
 	if room < 0 {
 		return false
 	}
@@ -146,34 +147,41 @@ func slidingReset(prev, cur, e, window int64) int64 {
 	return 0
 }
 
-// slidingRetryAfter is the least wait after which slidingAdmits holds. Within
-// the current window the estimate falls as e grows; the first admitting e is
-// window − ⌊(limit−1−cur)·window/prev⌋. When the current window is full the
-// wait runs into the next one, where the full window becomes prev.
-func slidingRetryAfter(prev, cur, e, limit, window int64) int64 {
-	if cur < limit {
-		// cur <= limit−1 and the estimate is too high, so prev > 0.
-		need := window - floorMulDiv(limit-1-cur, window, prev)
+// slidingRetryAfter is the least wait after which slidingAdmits holds for n
+// permits. Within the current window the estimate falls as e grows; the
+// first admitting e is window − ⌊(limit−n−cur)·window/prev⌋. When the
+// current window has no room for n the wait runs into the next one, where
+// the current window becomes prev.
+func slidingRetryAfter(prev, cur, e, limit, window, n int64) int64 {
+	if cur+n <= limit {
+		// cur+n <= limit and the estimate is too high, so prev > 0.
+		need := window - floorMulDiv(limit-n-cur, window, prev)
 		return need - e
 	}
-	// Next window: prev' = cur, cur' = 0, e' = window − ⌊(limit−1)·window/cur⌋.
-	return (window - e) + window - floorMulDiv(limit-1, window, cur)
+	// Next window: prev' = cur, cur' = 0, e' = window − ⌊(limit−n)·window/cur⌋
+	// (cur > limit−n >= 0).
+	return (window - e) + window - floorMulDiv(limit-n, window, cur)
 }
 
-// takeTokenBucket takes one token from a bucket of capacity limit that
-// refills limit tokens per window, one every window/limit, evenly. Tokens
-// accrue exactly: the i-th token after the bucket was empty at t arrives at
-// t + ⌈i·window/limit⌉. Retry-after is the time until the next token, reset
-// the time until the bucket is full.
-func takeTokenBucket(s *rlState, now, limit, window int64) rlResult {
+// takeTokenBucket takes n tokens (1 <= n <= limit) from a bucket of
+// capacity limit that refills limit tokens per window, one every
+// window/limit, evenly. Tokens accrue exactly: the i-th token after the
+// bucket was empty at t arrives at t + ⌈i·window/limit⌉. Retry-after is the
+// time until the bucket holds n tokens, reset the time until it is full.
+func takeTokenBucket(s *rlState, now, limit, window, n int64) rlResult {
 	refillBucket(s, now, limit, window)
-	if s.b > 0 {
-		s.b--
+	if s.b >= n {
+		s.b -= n
 		return rlResult{allowed: true, remaining: s.b, reset: bucketReset(s, limit, window)}
 	}
+	retry := ceilDiv(window-s.c, limit) // the next token
+	if n-s.b > 1 {
+		retry = bucketWait(s, n-s.b, limit, window)
+	}
 	return rlResult{
+		remaining:  s.b,
 		reset:      bucketReset(s, limit, window),
-		retryAfter: ceilDiv(window-s.c, limit),
+		retryAfter: retry,
 	}
 }
 
@@ -218,6 +226,12 @@ func bucketReset(s *rlState, limit, window int64) int64 {
 	if missing <= 0 {
 		return 0
 	}
+	return bucketWait(s, missing, limit, window)
+}
+
+// bucketWait is the time until the bucket has gained missing (>= 1) more
+// tokens: ⌈(missing·window − c)/limit⌉.
+func bucketWait(s *rlState, missing, limit, window int64) int64 {
 	hi, lo := bits.Mul64(uint64(missing), uint64(window))
 	lo, borrow := bits.Sub64(lo, uint64(s.c), 0)
 	hi -= borrow

@@ -256,12 +256,12 @@ func TestRateLimitMathLargeValues(t *testing.T) {
 		t.Fatalf("floorMulDiv = %d out of range", got)
 	}
 	s := newBucketState(0, limit)
-	r := takeTokenBucket(&s, 0, limit, w)
+	r := takeTokenBucket(&s, 0, limit, w, 1)
 	if !r.allowed || r.remaining != limit-1 || r.reset != ceilDiv(w, limit) {
 		t.Fatalf("token bucket large: %+v", r)
 	}
 	s = newWindowState(0)
-	sr := takeSlidingWindow(&s, 0, limit, w)
+	sr := takeSlidingWindow(&s, 0, limit, w, 1)
 	if !sr.allowed || sr.remaining != limit-1 || sr.reset != 2*w {
 		t.Fatalf("sliding large: %+v", sr)
 	}
@@ -279,11 +279,11 @@ func TestRateLimitStaleClockRead(t *testing.T) {
 		var r rlResult
 		switch alg {
 		case TokenBucket:
-			r = takeTokenBucket(&s, 50, 2, 10)
+			r = takeTokenBucket(&s, 50, 2, 10, 1)
 		case SlidingWindow:
-			r = takeSlidingWindow(&s, 50, 2, 10)
+			r = takeSlidingWindow(&s, 50, 2, 10, 1)
 		default:
-			r = takeFixedWindow(&s, 50, 2, 10)
+			r = takeFixedWindow(&s, 50, 2, 10, 1)
 		}
 		if !r.allowed || r.reset < 0 || r.reset > 20 || s.a != 100 {
 			t.Fatalf("%s: %+v state %+v", alg, r, s)

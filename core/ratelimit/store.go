@@ -143,6 +143,12 @@ func (s *MemoryStore) Len() int {
 // Take implements Store. It fails only when policy is invalid (a
 // *resilience.ConfigError naming the Policy field).
 func (s *MemoryStore) Take(_ context.Context, key string, policy Policy) (Decision, error) {
+	return s.take(key, policy, 1)
+}
+
+// take is Take for n permits, 1 <= n <= policy.Limit once the policy is
+// valid (TakeN clamps).
+func (s *MemoryStore) take(key string, policy Policy, n int64) (Decision, error) {
 	s.once.Do(s.init)
 	if err := policy.validate(); err != nil {
 		return Decision{}, err
@@ -161,11 +167,11 @@ func (s *MemoryStore) Take(_ context.Context, key string, policy Policy) (Decisi
 	var r rlResult
 	switch alg {
 	case TokenBucket:
-		r = takeTokenBucket(&e.st, now, limit, window)
+		r = takeTokenBucket(&e.st, now, limit, window, n)
 	case SlidingWindow:
-		r = takeSlidingWindow(&e.st, now, limit, window)
+		r = takeSlidingWindow(&e.st, now, limit, window, n)
 	default:
-		r = takeFixedWindow(&e.st, now, limit, window)
+		r = takeFixedWindow(&e.st, now, limit, window, n)
 	}
 	e.touched = now
 	e.idle = rlIdleSpan(alg, policy.Window)

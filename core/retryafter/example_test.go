@@ -33,3 +33,9 @@ func ExampleOf() {
 	_ = resilience.RetryOptions[string]{MaxRetryAttempts: 2, DelayGenerator: retryafter.Delay[string]}
 	// Output: 3s true
 }
+
+// Format writes the wait a rejection asks for, in whole seconds rounded up.
+func ExampleFormat() {
+	fmt.Println(retryafter.Format(300*time.Millisecond), retryafter.Format(2100*time.Millisecond), retryafter.Format(0))
+	// Output: 1 3 1
+}

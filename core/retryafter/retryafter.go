@@ -77,3 +77,19 @@ func ParsePushback(v string) (time.Duration, bool) {
 	}
 	return time.Duration(ms) * time.Millisecond, true
 }
+
+// Format is the Retry-After value for a wait of d, as every rejection of
+// this module carries it: delay-seconds, rounded up, at least 1 ("1" for
+// 300ms, "3" for 2.1s). It is the one formatter of the header: the
+// inbound middleware and every adapter (connect's error metadata, gRPC's
+// trailers) send what it returns.
+func Format(d time.Duration) string { return strconv.FormatInt(Seconds(d), 10) }
+
+// Seconds is Format's number: d in whole seconds, rounded up, at least 1.
+func Seconds(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++
+	}
+	return max(s, 1)
+}

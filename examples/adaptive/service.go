@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"github.com/ylcnfrht/resilience/core/inbound/by"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -51,7 +52,7 @@ func newService(knee int, base time.Duration) (http.Handler, error) {
 // requestPriority reads X-Priority through the request view: 0 is the most
 // important class, 9 the least; anything else ranks as defaultPriority.
 var requestPriority = func() func(context.Context) int {
-	f, err := inbound.PriorityByHeader(inbound.PriorityHeader{Name: "X-Priority", Min: 0, Max: 9, Default: defaultPriority})
+	f, err := by.Priority(by.PriorityHeader{Name: "X-Priority", Min: 0, Max: 9, Default: defaultPriority})
 	if err != nil {
 		panic(err) // constant options: a programming error
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -28,7 +29,7 @@ func TestRequestPriority(t *testing.T) {
 		if c.header != "" {
 			r.Header.Set("X-Priority", c.header)
 		}
-		ctx := inbound.NewContext(context.Background(), &inbound.Request{Header: r.Header})
+		ctx := adapt.NewContext(context.Background(), &inbound.Request{Header: r.Header})
 		if got := requestPriority(ctx); got != c.want {
 			t.Errorf("X-Priority %q: priority %d, want %d", c.header, got, c.want)
 		}

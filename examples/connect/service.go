@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/ylcnfrht/resilience/core/inbound/by"
 	"net/http"
 	"strconv"
 	"time"
@@ -44,7 +45,7 @@ func newServer(cfg config) (http.Handler, *resilienceconnect.Middleware, error) 
 		RateLimit: &resilience.RateLimiterOptions{
 			PermitLimit: cfg.rate,
 			Window:      time.Second,
-			Key:         inbound.KeyByHeader("X-Tenant"),
+			Key:         by.Header("X-Tenant"),
 		},
 	})
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/ylcnfrht/resilience/core/inbound/by"
 	"io"
 	"net"
 	"net/http"
@@ -117,16 +118,16 @@ func newService() (http.Handler, *inbound.Middleware, error) {
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok") }) // outside the group: never shed
 	api := e.Group("", mw.Handler)
 	api.GET("/orders/:id", order)
-	// Detached, an HTTP/2 request's 504 ends its stream cleanly while a
+	// Router: an HTTP/2 request's 504 ends its stream cleanly while a
 	// late handler runs on (HTTP/1 passes through unchanged).
-	return inbound.DetachHTTP2(e), mw.Inbound(), nil
+	return mw.Router(e), mw.Inbound(), nil
 }
 
 // priority ranks a queued request by its X-Priority header, read through
 // the neutral request view: 0 to 9, anything else (missing, malformed, out
 // of range) 5, so a client cannot put itself ahead of every other.
 var priority = func() func(context.Context) int {
-	f, err := inbound.PriorityByHeader(inbound.PriorityHeader{Name: "X-Priority", Min: 0, Max: 9, Default: 5})
+	f, err := by.Priority(by.PriorityHeader{Name: "X-Priority", Min: 0, Max: 9, Default: 5})
 	if err != nil {
 		panic(err) // constant options: a programming error
 	}

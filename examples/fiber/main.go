@@ -24,6 +24,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/ylcnfrht/resilience/core/inbound/by"
 	"io"
 	"net"
 	"os"
@@ -60,7 +61,7 @@ func options() inbound.Options {
 			Overflow:     resilience.OverflowDropLowestPriority,
 			Priority:     priority,
 		},
-		RateLimit: &resilience.RateLimiterOptions{PermitLimit: 100, Window: time.Second, Key: inbound.KeyByClientIP}, // per client IP
+		RateLimit: &resilience.RateLimiterOptions{PermitLimit: 100, Window: time.Second, Key: by.ClientIP}, // per client IP
 	}
 }
 
@@ -68,7 +69,7 @@ func options() inbound.Options {
 // the neutral request view: 0 to 9, anything else (missing, malformed, out
 // of range) 5, so a client cannot put itself ahead of every other.
 var priority = func() func(context.Context) int {
-	f, err := inbound.PriorityByHeader(inbound.PriorityHeader{Name: "X-Priority", Min: 0, Max: 9, Default: 5})
+	f, err := by.Priority(by.PriorityHeader{Name: "X-Priority", Min: 0, Max: 9, Default: 5})
 	if err != nil {
 		panic(err) // constant options: a programming error
 	}

@@ -7,7 +7,9 @@
 //	go run ./examples/grpc
 //
 // The first line on stdout is "listening on HOST:PORT" (the default -addr
-// 127.0.0.1:0 picks a free port). SIGINT or SIGTERM shuts it down through
+// 127.0.0.1:0 picks a free port), then grpcurl lines to try: server
+// reflection is registered, and the service's .proto is
+// examples/grpc/proto/example/v1/report.proto. SIGINT or SIGTERM shuts it down through
 // the middleware's GracefulStop: queued calls and new arrivals are refused
 // UNAVAILABLE (reason shutting-down, pushback -1) at once, and running
 // calls get up to 5 s to finish.
@@ -31,6 +33,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/ylcnfrht/resilience/core/inbound/by"
 	"io"
 	"net"
 	"os"
@@ -42,6 +45,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 
 	resiliencegrpc "github.com/ylcnfrht/resilience/adapters/grpc"
 	resilience "github.com/ylcnfrht/resilience/core"
@@ -80,7 +84,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	s := grpc.NewServer()
 	mw.Registrar(s).RegisterService(&reportServiceDesc, reports{})
 	healthpb.RegisterHealthServer(s, health.NewServer()) // outside the middleware
+	reflection.Register(s)                               // outside too: grpcurl lists, describes and calls
 	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
+	fmt.Fprint(stdout, tryLines(ln.Addr().String()))
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ln) }()
 	select {
@@ -115,6 +121,6 @@ func options(permits, queue int, timeout time.Duration, rate int) inbound.Option
 				return 0
 			},
 		},
-		RateLimit: &resilience.RateLimiterOptions{PermitLimit: rate, Window: time.Second, Key: inbound.KeyByHeader("x-tenant")},
+		RateLimit: &resilience.RateLimiterOptions{PermitLimit: rate, Window: time.Second, Key: by.Header("x-tenant")},
 	}
 }

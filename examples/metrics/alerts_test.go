@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,8 +19,14 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
+
+	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/inbound"
+	"github.com/ylcnfrht/resilience/core/ratelimit"
+	"github.com/ylcnfrht/resilience/extensions/otel/promrules"
 )
 
 func parseRules(t *testing.T) *rulefmt.RuleGroups {
@@ -34,23 +43,106 @@ func parseRules(t *testing.T) *rulefmt.RuleGroups {
 }
 
 // TestAlertRulesParse protects alerts.yml as a rules file Prometheus would
-// load: valid YAML with no unknown fields, valid PromQL and templates, and
-// the four documented alerts.
+// load: valid YAML with no unknown fields, valid PromQL and templates, the
+// documented alerts, and summary, description and runbook_url on each.
 func TestAlertRulesParse(t *testing.T) {
 	groups := parseRules(t)
 	var names []string
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {
 			names = append(names, r.Alert)
+			for _, a := range []string{"summary", "description", "runbook_url"} {
+				if r.Annotations[a] == "" {
+					t.Errorf("%s has no %s", r.Alert, a)
+				}
+			}
 		}
 	}
-	want := []string{"ResilienceHighShedRate", "ResilienceHighTimeoutRate", "ResilienceLateHandlers", "ResilienceLimitAtFloor"}
-	if len(names) != len(want) {
+	want := []string{"ResilienceHighShedRate", "ResilienceHighTimeoutRate", "ResilienceInstanceHighRefusalRate",
+		"ResilienceRateLimitStoreFailingClosed", "ResilienceRateLimitStoreFailingOpen",
+		"ResilienceLateHandlers", "ResilienceLimitAtFloor", "ResilienceMetricsAbsent"}
+	if !slices.Equal(names, want) {
 		t.Fatalf("alerts %v, want %v", names, want)
 	}
-	for i := range want {
-		if names[i] != want[i] {
-			t.Fatalf("alerts %v, want %v", names, want)
+}
+
+// TestAlertsFileIsGenerated protects alerts.yml from hand edits that the
+// generator would undo: it is exactly promrules.Generate(DefaultConfig()),
+// what go generate writes (see main.go).
+func TestAlertsFileIsGenerated(t *testing.T) {
+	want, err := promrules.Generate(promrules.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("alerts.yml is not the generator's output: run go generate in examples/metrics")
+	}
+}
+
+// TestAlertRulesSelectorReachesEverySelector protects Config.Selector as
+// PromQL sees it: with a selector of two matchers, every series selector
+// of every rule parses and carries both, so no rule of one service reads
+// another's series.
+func TestAlertRulesSelectorReachesEverySelector(t *testing.T) {
+	c := promrules.DefaultConfig()
+	c.Selector = `namespace="shop", job=~"checkout|cart"`
+	b, err := promrules.Generate(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, errs := rulefmt.Parse(b, false, model.UTF8Validation, parser.NewParser(parser.Options{}), slog.New(slog.DiscardHandler))
+	for _, err := range errs {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			expr, err := parser.NewParser(parser.Options{}).ParseExpr(r.Expr)
+			if err != nil {
+				t.Fatalf("%s: %v", r.Alert, err)
+			}
+			for _, vs := range selectors(expr) {
+				n++
+				var ns, job bool
+				for _, m := range vs.LabelMatchers {
+					ns = ns || (m.Name == "namespace" && m.Type == labels.MatchEqual && m.Value == "shop")
+					job = job || (m.Name == "job" && m.Type == labels.MatchRegexp && m.Value == "checkout|cart")
+				}
+				if !ns || !job {
+					t.Errorf("%s: %s lacks the selector", r.Alert, vs)
+				}
+			}
+		}
+	}
+	if n < 19 { // 3 in each of the 5 share alerts, 1 + 2 + 1 in the others
+		t.Fatalf("only %d selectors checked", n)
+	}
+}
+
+// TestRunbookHasEverySection protects the runbook_url links: each points
+// to a section of docs/runbook.md whose heading is the alert's name.
+func TestRunbookHasEverySection(t *testing.T) {
+	md, err := os.ReadFile("../../docs/runbook.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	headings := map[string]bool{}
+	for _, line := range strings.Split(string(md), "\n") {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			headings[strings.ToLower(strings.TrimSpace(h))] = true
+		}
+	}
+	for _, g := range parseRules(t).Groups {
+		for _, r := range g.Rules {
+			url := r.Annotations["runbook_url"]
+			_, anchor, ok := strings.Cut(url, "#")
+			if !ok || !strings.HasPrefix(url, promrules.DefaultRunbookURL+"#") || !headings[anchor] || anchor != strings.ToLower(r.Alert) {
+				t.Errorf("%s: runbook_url %q is not a section of docs/runbook.md", r.Alert, url)
+			}
 		}
 	}
 }
@@ -105,6 +197,19 @@ func TestAlertRulesSelectExportedSeries(t *testing.T) {
 // handlers, and returns its /metrics.
 func scrapeUnderLoad(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
+	body := scrapeTextUnderLoad(t)
+	tp := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := tp.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return families
+}
+
+// scrapeTextUnderLoad is scrapeUnderLoad's /metrics as the exposition
+// text it is.
+func scrapeTextUnderLoad(t *testing.T) []byte {
+	t.Helper()
 	svc, err := newService(500*time.Millisecond, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -153,13 +258,39 @@ func scrapeUnderLoad(t *testing.T) map[string]*dto.MetricFamily {
 		t.Fatalf("the burst shed nothing: %v", codes)
 	}
 
-	_, body := get("/metrics")
-	tp := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := tp.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
+	// A rate-limit store that fails, under a middleware failing open and
+	// one failing closed: the store alerts' events.
+	for _, closed := range []bool{false, true} {
+		name := "store-fail-open"
+		if closed {
+			name = "store-fail-closed"
+		}
+		mw, err := inbound.New(inbound.Options{
+			Name:      name,
+			RateLimit: &resilience.RateLimiterOptions{PermitLimit: 10, Window: time.Minute, Store: downStore{}, FailClosed: closed},
+			Listener:  svc.metrics,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer svc.metrics.ObserveMiddleware(name, mw)()
+		rec := httptest.NewRecorder()
+		mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		if want := map[bool]int{false: http.StatusOK, true: http.StatusServiceUnavailable}[closed]; rec.Code != want {
+			t.Fatalf("%s: status %d, want %d", name, rec.Code, want)
+		}
 	}
-	return families
+
+	_, body := get("/metrics")
+	return body
+}
+
+// downStore is a rate-limit store whose every take fails, as one that
+// cannot be reached does.
+type downStore struct{}
+
+func (downStore) Take(context.Context, string, ratelimit.Policy) (ratelimit.Decision, error) {
+	return ratelimit.Decision{}, errors.New("store unreachable")
 }
 
 // checkExpr parses a PromQL expression and checks it against scraped
@@ -173,6 +304,15 @@ func checkExpr(t *testing.T, what, src string, families map[string]*dto.MetricFa
 		t.Errorf("%s: %v", what, err)
 		return
 	}
+	made := map[string]bool{} // labels label_replace writes
+	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+		if c, ok := n.(*parser.Call); ok && c.Func.Name == "label_replace" {
+			if s, ok := c.Args[1].(*parser.StringLiteral); ok {
+				made[s.Val] = true
+			}
+		}
+		return nil
+	})
 	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
 		switch n := n.(type) {
 		case *parser.VectorSelector:
@@ -183,8 +323,8 @@ func checkExpr(t *testing.T, what, src string, families map[string]*dto.MetricFa
 			for _, vs := range selectors(n.Expr) {
 				for _, s := range selectSeries(families, vs) {
 					for _, l := range n.Grouping {
-						if l == "job" || l == "instance" {
-							continue // the scraper's target labels
+						if targetLabels[l] || made[l] {
+							continue // the scraper's target labels, or made by label_replace
 						}
 						if _, ok := s[l]; !ok {
 							t.Errorf("%s: groups by %s, absent from %s", what, l, vs)
@@ -196,6 +336,11 @@ func checkExpr(t *testing.T, what, src string, families map[string]*dto.MetricFa
 		return nil
 	})
 }
+
+// targetLabels are the labels Prometheus's scrape adds to every series
+// (job, instance, and a Kubernetes namespace by relabelling), which the
+// service's /metrics cannot have.
+var targetLabels = map[string]bool{"job": true, "instance": true, "namespace": true}
 
 func selectors(e parser.Expr) []*parser.VectorSelector {
 	var out []*parser.VectorSelector

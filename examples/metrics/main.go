@@ -1,11 +1,15 @@
 // Command metrics is a service whose resilience telemetry is exported as
-// OpenTelemetry metrics and served to Prometheus on /metrics, with example
-// alerting rules (alerts.yml, unit-tested by alerts_test.yml with
-// promtool test rules) for the signals worth paging on: a high share of
-// requests shed or timed out, handlers running past their deadline, and
-// an adaptive limit stuck at its floor; and a Grafana dashboard
-// (dashboard.json: goodput, shed by reason, queue wait, limit against in
-// flight, late handlers, rate limited). The rules and the dashboard name
+// OpenTelemetry metrics and served to Prometheus on /metrics, with
+// alerting rules (alerts.yml, written by go generate from
+// promrules.DefaultConfig, unit-tested by alerts_test.yml with promtool
+// test rules, each rule's runbook a section of docs/runbook.md) for the
+// signals worth acting on: a high share of requests shed or timed out, by
+// service and on one instance, a rate-limit store failing closed or open,
+// handlers running past their deadline, an adaptive limit stuck at its
+// floor, metrics gone; and a Grafana dashboard for a fleet
+// (dashboard.json: job, namespace, instance and middleware variables;
+// goodput, shed by reason, queue wait, limit against in flight, late
+// handlers, rate limited, store errors). The rules and the dashboard name
 // no limiter and no threshold of this service.
 //
 //	go run ./examples/metrics
@@ -23,6 +27,8 @@
 // test, Prometheus's rule parser are heavy dependencies no other example
 // needs.
 package main
+
+//go:generate go run github.com/ylcnfrht/resilience/extensions/otel/cmd/resilience-alerts -o alerts.yml
 
 import (
 	"context"

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/ylcnfrht/resilience/core/inbound/by"
 	"net/http"
 	"strconv"
 	"time"
@@ -39,6 +40,7 @@ const (
 // service is the program's HTTP side and what must be released after it.
 type service struct {
 	handler http.Handler
+	metrics *resilienceotel.Metrics // for tests that add a middleware
 	close   func(context.Context) error
 }
 
@@ -90,7 +92,7 @@ func newService(timeout, work time.Duration) (*service, error) {
 	mw, err := inbound.New(inbound.Options{
 		Name:         pipelineName,
 		Timeout:      timeout,
-		RateLimit:    &resilience.RateLimiterOptions{Name: "per-client", PermitLimit: 600, Window: time.Minute, Key: inbound.KeyByClientIP},
+		RateLimit:    &resilience.RateLimiterOptions{Name: "per-client", PermitLimit: 600, Window: time.Minute, Key: by.ClientIP},
 		Pipeline:     pipeline,
 		LimiterStats: limiter.Stats,
 		Listener:     metrics,
@@ -125,6 +127,7 @@ func newService(timeout, work time.Duration) (*service, error) {
 	})))
 	return &service{
 		handler: mux,
+		metrics: metrics,
 		close: func(ctx context.Context) error {
 			stopGauges()
 			stopAlgorithm()

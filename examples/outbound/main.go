@@ -7,7 +7,7 @@
 //
 // It starts an "inventory" service on loopback behind the inbound
 // middleware: 4 permits, no queue, 50 ms a request, ranking marked
-// retries below first attempts (inbound.RetryPriority): 80 calls a
+// retries below first attempts (by.RetriesLast): 80 calls a
 // second. Then -clients callers make -calls calls each, one every
 // -interval (16 × 10 a second: twice what the service can take), each
 // retried up to 3 times 20 ms apart. It prints what the calls got, what
@@ -20,6 +20,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/ylcnfrht/resilience/core/inbound/by"
 	"io"
 	"net"
 	"net/http"
@@ -53,7 +54,7 @@ type service struct {
 func (s *service) handler() (http.Handler, error) {
 	mw, err := inbound.New(inbound.Options{
 		Name:        "inventory",
-		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 4, Priority: inbound.RetryPriority(nil)},
+		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 4, Priority: by.RetriesLast(nil)},
 	})
 	if err != nil {
 		return nil, err

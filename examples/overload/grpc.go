@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ylcnfrht/resilience/core/inbound/by"
 	"io"
 	"net"
 	"sort"
@@ -41,7 +42,7 @@ const grpcConns = 8
 func grpcMode(name string, k lab.Knobs) (opts inbound.Options, ok bool, err error) {
 	var prio func(context.Context) int
 	if k.Prioritized {
-		if prio, err = inbound.PriorityByHeader(inbound.PriorityHeader{Name: lab.PriorityHeader, Min: lab.HighPriority, Max: lab.LowPriority, Default: lab.LowPriority}); err != nil {
+		if prio, err = by.Priority(by.PriorityHeader{Name: lab.PriorityHeader, Min: lab.HighPriority, Max: lab.LowPriority, Default: lab.LowPriority}); err != nil {
 			return opts, false, err
 		}
 	}

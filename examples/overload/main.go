@@ -3,9 +3,10 @@
 // and shows what the clients got. No external service is needed.
 //
 //	go run ./examples/overload                      # overload scenario, about a minute and a half
-//	go run ./examples/overload -scenario priority   # or step, cpu, retry-storm, fair
+//	go run ./examples/overload -scenario priority   # or step, cpu, retry-storm, fair, fair-closed
 //	go run ./examples/overload -modes all -rate 1000 -json out.json
 //	go run ./examples/overload -scenario soak       # 10 minutes of abuse; see package soak
+//	go run ./examples/overload -scenario rollout    # shadow, half, enforced; see package rollout
 //
 // While it runs, a progress line on stderr shows the mode, the elapsed
 // time and the requests sent, answered in time, shed and timed out. At the
@@ -25,8 +26,17 @@
 // with clients that retry up to 3 times, its modes SERVER-CLIENT (see
 // lab.StormModes); fair, one tenant offering 600 req/s and nine offering
 // 44 req/s each (X-Tenant header) against the overload scenario's 500
-// req/s, with a per-tenant table (-rate scales every tenant alike). Every
+// req/s, with a per-tenant table (-rate scales every tenant alike);
+// fair-closed, the fair scenario with closed-loop clients: 20 slots × 200
+// ms behind a limit of 20, a noisy tenant of 60 workers and nine quiet
+// tenants of one worker each, every worker sending its next request as
+// soon as the last is answered and re-sending at once after a 503. Every
 // other flag overrides the scenario's value; -h lists them.
+//
+// -workers N makes any scenario but retry-storm closed-loop: N workers
+// instead of -rate's arrivals (split between tenants by their rates), and
+// -resend retry-after makes them wait a 503's Retry-After before they
+// send again (default now).
 //
 // -protocol grpc drives the overload scenario over gRPC instead: the slot
 // service on grpc-go behind the gRPC adapter, in this process, loaded by
@@ -46,6 +56,7 @@ import (
 	"syscall"
 
 	"github.com/ylcnfrht/resilience/examples/overload/lab"
+	"github.com/ylcnfrht/resilience/examples/overload/rollout"
 	"github.com/ylcnfrht/resilience/examples/overload/soak"
 )
 
@@ -56,6 +67,9 @@ func main() {
 	program := run
 	if soak.Asked(os.Args[1:]) {
 		program = soak.Run // its own flags: minutes long, one server
+	}
+	if rollout.Asked(os.Args[1:]) {
+		program = rollout.Run // its own flags: shadow, half, enforced
 	}
 	code := program(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -23,7 +23,8 @@ var defaultModes = map[string][]string{
 	"cpu":      {"none", "fixed", "fixed-codel", "adaptive"},
 	lab.ScenarioRetryStorm: {"none-naive", "none-budget-throttle", "fixed-naive", "fixed-budget-throttle",
 		"fixed-retrylast-naive", "fixed-retrylast-budget", "fixed-retrylast-throttle", "fixed-retrylast-budget-throttle"},
-	"fair": {"fixed", "fixed-fair", "fixed-codel", "fixed-codel-fair", "adaptive-queue", "adaptive-fair"},
+	"fair":                 {"fixed", "fixed-fair", "fixed-codel", "fixed-codel-fair", "adaptive-queue", "adaptive-fair"},
+	lab.ScenarioFairClosed: {"fixed", "fixed-fair", "fixed-codel", "fixed-codel-fair", "adaptive-queue", "adaptive-codel-fair"},
 }
 
 // options is the parsed command line: the scenario and what else to do.
@@ -44,7 +45,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	def, _ := lab.Preset("overload")
 	var (
 		o        options
-		scenario = fs.String("scenario", "overload", "preset: "+strings.Join(lab.Scenarios, ", ")+", or soak (its own flags: -scenario soak -h)")
+		scenario = fs.String("scenario", "overload", "preset: "+strings.Join(lab.Scenarios, ", ")+", soak or rollout (their own flags: -scenario soak -h)")
 		modes    = fs.String("modes", "", "comma-separated modes, or all (default: the scenario's; see the package doc)")
 		rate     = fs.Float64("rate", def.Rate, "offered load, requests per second (cpu: default 1.6 × the measured capacity)")
 		duration = fs.Duration("duration", def.Duration, "how long each mode is loaded")
@@ -52,6 +53,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		seed     = fs.Int64("seed", def.Seed, "seed of the poisson arrivals and of the priority classes")
 		ctimeout = fs.Duration("client-timeout", def.ClientTimeout, "how long a client waits for its answer")
 		retry    = fs.Bool("retry-once", false, "clients that time out send their request once more")
+		workers  = fs.Int("workers", 0, "closed-loop load: this many workers, each sending its next request when the last is answered, instead of -rate (fair-closed: 60 noisy, 1 per quiet tenant)")
+		resend   = fs.String("resend", lab.ResendNow, "what a closed-loop worker does after a 503: now, or retry-after (waits the Retry-After)")
 		high     = fs.Float64("high", 0, "share of requests with high priority (X-Priority: 0), 0 to 1 (priority: 0.3)")
 		service  = fs.String("service", def.Service, "simulated service: slots or cpu")
 		slots    = fs.Int("slots", def.Slots, "slots of the slot pool")
@@ -98,6 +101,13 @@ func parse(args []string, stderr io.Writer) (options, error) {
 			cfg.ClientTimeout = *ctimeout
 		case "retry-once":
 			cfg.RetryOnce = *retry
+		case "workers":
+			cfg.Workers = *workers
+			for i := range cfg.Tenants {
+				cfg.Tenants[i].Workers = 0 // split by rate
+			}
+		case "resend":
+			cfg.Resend = *resend
 		case "high":
 			cfg.High = *high
 			cfg.Knobs.Prioritized = *high > 0

@@ -32,6 +32,8 @@ type config struct {
 	rateWindow   time.Duration // used only when rateLimit > 0
 	rateKey      rateKey
 	readyDelay   time.Duration // at shutdown, between /readyz failing and Drain
+	shadowShare  int           // percent of decisions left unenforced (Options.Shadow), every stage
+	configFile   string        // -config: YAML or JSON, keys named as the flags; "" for none
 }
 
 // rateKey says how requests are partitioned for the rate limit: by client IP
@@ -84,12 +86,21 @@ func parseConfig(args []string, usage io.Writer) (config, error) {
 	fs.IntVar(&cfg.rateLimit, "rate-limit", 0, "requests per -rate-window per key (0: no rate limit)")
 	fs.DurationVar(&cfg.rateWindow, "rate-window", time.Second, "rate-limit window")
 	fs.StringVar(&rateKeyIn, "rate-key", "ip", "rate-limit key: ip, or header:NAME")
+	var shadow bool
+	fs.BoolVar(&shadow, "shadow", false, "run the rate limit, the limiter and the timeout in shadow: decide and count what they would shed (/debug/limits \"shadow\"), enforce nothing")
+	fs.IntVar(&cfg.shadowShare, "shadow-share", 0, "percent of requests whose decisions run in shadow, 0 to 100, for a ramp (-shadow is 100)")
 	fs.DurationVar(&cfg.readyDelay, "ready-delay", 0, "at shutdown, how long /readyz fails while requests are still served, before draining (Kubernetes: longer than the readiness probe's period)")
+	fs.StringVar(&cfg.configFile, "config", "", "a YAML or JSON file of flag values, keys named as the flags (permit-limit: 50); a flag on the command line wins; reloaded on SIGHUP")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err // the flag package's message names the flag
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected argument %q: this program takes flags only", fs.Arg(0))
+	}
+	if cfg.configFile != "" {
+		if err := applyConfigFile(fs, cfg.configFile); err != nil {
+			return config{}, err
+		}
 	}
 
 	if !known(cfg.framework) {
@@ -109,6 +120,12 @@ func parseConfig(args []string, usage io.Writer) (config, error) {
 	}
 	if cfg.queueTimeout < 0 {
 		return config{}, &flagError{"queue-timeout", fmt.Sprintf("must not be negative, got %v", cfg.queueTimeout)}
+	}
+	if cfg.shadowShare < 0 || cfg.shadowShare > 100 {
+		return config{}, &flagError{"shadow-share", fmt.Sprintf("must be a percent, 0 to 100, got %d", cfg.shadowShare)}
+	}
+	if shadow {
+		cfg.shadowShare = 100
 	}
 	p, err := resilience.ParseOverflowPolicy(overflow)
 	if err != nil {

@@ -37,12 +37,13 @@ func connectServer(cfg config) (http.Handler, *inbound.Middleware, error) {
 	shed := http.NewServeMux()
 	shed.HandleFunc("GET /work", workHandler)
 	shed.HandleFunc("GET /cooperative", cooperativeHandler)
+	shed.HandleFunc("GET /export", exportHandler)
 	shed.Handle(workProcedure, connect.NewUnaryHandler(workProcedure, workRPC, mw.HandlerOption()))
 	shed.Handle(cooperativeProcedure, connect.NewUnaryHandler(cooperativeProcedure, cooperativeRPC, mw.HandlerOption()))
 
 	root := http.NewServeMux()
 	root.HandleFunc("GET /healthz", healthz)
-	root.Handle("GET /debug/limits", mw.StatsHandler())
+	root.Handle("GET /debug/limits", limitsHandler(mw.Inbound()))
 	root.Handle("/", mw.Handler(shed))
 	return root, mw.Inbound(), nil
 }

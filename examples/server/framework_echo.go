@@ -25,12 +25,11 @@ func echoRoutes(mw *resilienceecho.Middleware) http.Handler {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.GET("/healthz", echo.WrapHandler(http.HandlerFunc(healthz)))
-	e.GET("/debug/limits", echo.WrapHandler(mw.Inbound().StatsHandler()))
+	e.GET("/debug/limits", echo.WrapHandler(limitsHandler(mw.Inbound())))
 	g := e.Group("", mw.Handler)
 	g.GET("/work", echo.WrapHandler(http.HandlerFunc(workHandler)))
 	g.GET("/cooperative", echo.WrapHandler(http.HandlerFunc(cooperativeHandler)))
-	// Over HTTP/2 (h2c here) the 504 ends its stream cleanly only when
-	// the router runs detached: echo recycles its context when ServeHTTP
-	// returns, so the stream cannot end before a late handler does.
-	return inbound.DetachHTTP2(e)
+	g.GET("/export", echo.WrapHandler(http.HandlerFunc(exportHandler)))
+	// Router: over HTTP/2 (h2c here) the 504 then ends its stream cleanly.
+	return mw.Router(e)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/ylcnfrht/resilience/core/inbound/ready"
 	"io"
 	"net"
 	"net/http"
@@ -44,9 +45,10 @@ func fiberServer(cfg config, _ io.Writer) (server, *inbound.Middleware, error) {
 	app.Use(recover.New())
 	// GET only, as chi's r.Get (fiber's app.Get would add HEAD).
 	app.Add(http.MethodGet, "/healthz", resiliencefiber.HTTPHandler(http.HandlerFunc(healthz)))
-	app.Add(http.MethodGet, "/debug/limits", resiliencefiber.HTTPHandler(mw.Inbound().StatsHandler()))
+	app.Add(http.MethodGet, "/debug/limits", resiliencefiber.HTTPHandler(limitsHandler(mw.Inbound())))
 	app.Add(http.MethodGet, "/work", mw.Handler, resiliencefiber.HTTPHandler(http.HandlerFunc(workHandler)))
 	app.Add(http.MethodGet, "/cooperative", mw.Handler, resiliencefiber.HTTPHandler(http.HandlerFunc(cooperativeHandler)))
+	app.Add(http.MethodGet, "/export", mw.Handler, resiliencefiber.HTTPHandler(http.HandlerFunc(exportHandler)))
 	resiliencefiber.ServeOnTime(app)
 	return fiberApp{app}, mw.Inbound(), nil
 }
@@ -58,7 +60,7 @@ func (f fiberApp) Serve(ln net.Listener) error { return f.app.Listener(ln) }
 
 // routeReadiness serves ready at /readyz, outside the middleware, as the
 // net/http frameworks' servers do.
-func (f fiberApp) routeReadiness(ready *inbound.Readiness) {
+func (f fiberApp) routeReadiness(ready *ready.Probe) {
 	f.app.Add(http.MethodGet, "/readyz", resiliencefiber.HTTPHandler(ready))
 }
 

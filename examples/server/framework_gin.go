@@ -25,12 +25,11 @@ func ginRoutes(mw *resiliencegin.Middleware) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.GET("/healthz", gin.WrapF(healthz))
-	r.GET("/debug/limits", gin.WrapH(mw.Inbound().StatsHandler()))
+	r.GET("/debug/limits", gin.WrapH(limitsHandler(mw.Inbound())))
 	g := r.Group("/", mw.Handler)
 	g.GET("/work", gin.WrapF(workHandler))
 	g.GET("/cooperative", gin.WrapF(cooperativeHandler))
-	// Over HTTP/2 (h2c here) the 504 ends its stream cleanly only when
-	// the router runs detached: gin recycles its context when ServeHTTP
-	// returns, so the stream cannot end before a late handler does.
-	return inbound.DetachHTTP2(r)
+	g.GET("/export", gin.WrapF(exportHandler))
+	// Router: over HTTP/2 (h2c here) the 504 then ends its stream cleanly.
+	return mw.Router(r)
 }

@@ -28,11 +28,11 @@ func TestFrameworkGRPC(t *testing.T) {
 	go func() {
 		exited <- run(ctx, []string{"-framework", "grpc", "-permit-limit", "1", "-queue-limit", "0", "-timeout", "300ms"}, &stdout, &stderr)
 	}()
-	m := listeningLine.FindStringSubmatch(firstLine(t, &stdout, exited))
+	m := grpcListeningLine.FindStringSubmatch(firstLine(t, &stdout, exited))
 	if m == nil {
-		t.Fatalf("first line does not match %v:\n%s", listeningLine, stdout.String())
+		t.Fatalf("first line does not match %v:\n%s", grpcListeningLine, stdout.String())
 	}
-	conn, err := grpc.NewClient(strings.TrimPrefix(m[1], "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +66,66 @@ func TestFrameworkGRPC(t *testing.T) {
 	case code := <-exited:
 		if code != 0 {
 			t.Fatalf("exit code %d, want 0; stderr:\n%s", code, stderr.String())
+		}
+	case <-time.After(waitBound):
+		t.Fatal("run did not return after its context was cancelled")
+	}
+}
+
+// Invariant: at shutdown -framework grpc fails its health service at
+// once, with /readyz's place in the order (before -ready-delay): Check
+// answers NOT_SERVING and an open Watch is sent NOT_SERVING; then the
+// Watch stream ends (UNAVAILABLE) so GracefulStop does not wait for it,
+// and the program exits 0 within its grace (a Watch left open held
+// GracefulStop for the whole grace, then Stop cut it: exit 1).
+func TestFrameworkGRPCShutdownFailsHealthAndEndsWatches(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"-framework", "grpc", "-ready-delay", "200ms"}, &stdout, &stderr)
+	}()
+	m := grpcListeningLine.FindStringSubmatch(firstLine(t, &stdout, exited))
+	if m == nil {
+		t.Fatalf("first line does not match %v:\n%s", grpcListeningLine, stdout.String())
+	}
+	conn, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hc := healthpb.NewHealthClient(conn)
+	watch, err := hc.Watch(t.Context(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := watch.Recv(); err != nil || r.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("Watch before the shutdown: %v %v, want SERVING", r, err)
+	}
+
+	cancel() // the shutdown signal
+	if r, err := watch.Recv(); err != nil || r.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("Watch at the shutdown: %v %v, want NOT_SERVING", r, err)
+	}
+	// run prints this line once health has failed, before -ready-delay.
+	deadline := time.Now().Add(waitBound)
+	for !strings.Contains(stdout.String(), "shutting down:") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no shutdown line:\n%s", stdout.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if h, err := hc.Check(t.Context(), &healthpb.HealthCheckRequest{}); err == nil && h.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("Check once the shutdown began: %v, want NOT_SERVING", h.Status)
+	}
+	if r, err := watch.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("Watch at GracefulStop: %v %v, want the stream ended UNAVAILABLE", r, err)
+	}
+	select {
+	case code := <-exited:
+		if code != 0 {
+			t.Fatalf("exit code %d, want 0 (GracefulStop within its grace); stderr:\n%s", code, stderr.String())
 		}
 	case <-time.After(waitBound):
 		t.Fatal("run did not return after its context was cancelled")

@@ -23,6 +23,7 @@ func runAsFramework(t *testing.T, name string) {
 		{"PriorityHeaderDecidesEviction", TestPriorityHeaderDecidesEviction},
 		{"RateLimitByHeader", TestRateLimitByHeader},
 		{"RateLimitByClientIP", TestRateLimitByClientIP},
+		{"ExportCostsTenPermits", TestExportCostsTenPermits},
 	} {
 		t.Run(tc.name, tc.test)
 	}

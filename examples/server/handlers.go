@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ylcnfrht/resilience/core/inbound"
+	"github.com/ylcnfrht/resilience/core/inbound/by"
 )
 
 // Work durations: ms defaults to defaultWorkMS and may not exceed maxWorkMS,
@@ -34,9 +35,9 @@ const (
 
 // requestPriority is the limiter's Priority function: the request's
 // X-Priority header, read through the request view the middleware puts in
-// the context and bounded by inbound.PriorityByHeader. The limiter calls it
+// the context and bounded by by.Priority. The limiter calls it
 // only for requests that must queue.
-var requestPriority = mustPriority(inbound.PriorityByHeader(inbound.PriorityHeader{
+var requestPriority = mustPriority(by.Priority(by.PriorityHeader{
 	Name: priorityHeader, Min: minPriority, Max: maxPriority, Default: defaultPriority,
 }))
 
@@ -97,6 +98,34 @@ func cooperativeHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"worked": d.String()})
+}
+
+// exportCost is what GET /export costs: as many permits of the
+// concurrency limiter, and tokens of the rate limit, as ten reads. With
+// -permit-limit below it, an export takes the whole limit and runs alone.
+const exportCost = 10
+
+// requestCost is the limiter's and the rate limit's Cost function: an
+// export costs exportCost, anything else 1. It reads the request view, so
+// it works the same behind every adapter.
+func requestCost(ctx context.Context) int {
+	if r, ok := inbound.RequestFrom(ctx); ok && r.Path == "/export" {
+		return exportCost
+	}
+	return 1
+}
+
+// exportHandler simulates an export: work like /work's (ms, ignoring its
+// context), but it costs exportCost permits while it runs, so a few
+// exports fill the limit that many reads would share.
+func exportHandler(w http.ResponseWriter, r *http.Request) {
+	d, ok := workDuration(r)
+	if !ok {
+		badMS(w)
+		return
+	}
+	time.Sleep(d)
+	writeJSON(w, http.StatusOK, map[string]any{"exported": d.String()})
 }
 
 // sleepCtx waits for d or until ctx is done, whichever comes first.

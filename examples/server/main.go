@@ -5,17 +5,23 @@
 //	go run ./examples/server -permit-limit 50 -queue-limit 20 -timeout 2s
 //
 // The first line on stdout is "listening on http://HOST:PORT" (the default
-// -addr 127.0.0.1:0 picks a free port); then a summary of the configuration
-// and curl lines to try. An invalid flag value exits with status 2 and a
+// -addr 127.0.0.1:0 picks a free port; with -framework grpc, "listening on
+// HOST:PORT (gRPC, plaintext)"); then a summary of the configuration and
+// curl lines to try (grpcurl lines with grpc, which registers server
+// reflection: its .proto is examples/server/proto/resilience/example/v1/work.proto). An invalid flag value exits with status 2 and a
 // message naming the flag (an -addr it cannot listen on, with status 1).
 // SIGINT or SIGTERM shuts it down cleanly, in the order a load balancer
-// needs: /readyz (an inbound.Readiness, outside the middleware, on every
-// framework but grpc, which has its health service) fails at once while requests are still
-// served for -ready-delay (0; in Kubernetes, longer than the readiness
-// probe's period, so the endpoints drop the pod first); then the
-// middleware is drained (queued requests and new arrivals get 503
-// BULKHEAD_FULL, reason shutting-down, at once), and running requests get
-// up to 5 s to finish.
+// needs: /readyz (an ready.Probe, outside the middleware; with grpc,
+// the health service's every status NOT_SERVING) fails at once while
+// requests are still served for -ready-delay (0; in Kubernetes, longer
+// than the readiness probe's period, so the endpoints drop the pod
+// first); then the middleware is drained (queued requests and new
+// arrivals get 503 BULKHEAD_FULL, reason shutting-down, at once, with
+// Connection: close, and the server's keep-alives are switched off so
+// the running requests' answers close their connections too), and
+// running requests get up to 5 s to finish. With grpc, open health Watch
+// streams are ended (UNAVAILABLE) before GracefulStop, which would
+// otherwise wait for them.
 //
 // Flags: -framework chi, echo, fiber, gin, connect or grpc (each adapter
 // registers itself in framework_NAME.go; grpc serves the work as gRPC
@@ -26,11 +32,25 @@
 // default: a full queue of X-Priority 5 cannot turn a 0 away); -adaptive (the
 // adaptive limiter, -permit-limit its initial limit); -codel; -rate-limit N
 // (0, none) with -rate-window (1s) and -rate-key ip|header:NAME;
-// -ready-delay (0).
+// -shadow and -shadow-share N (every stage decides and counts, enforcing
+// none, or all but N percent); -ready-delay (0); -config FILE.
+//
+// -config FILE reads flag values from a YAML or JSON file whose keys are
+// the flags' names (permit-limit: 50, queue-timeout: 200ms); a flag given
+// on the command line wins. SIGHUP reloads the file and applies it live
+// (inbound.Middleware.Reconfigure): running requests keep their permits,
+// a smaller queue refuses its excess with 503 dropped. A bad file (a value
+// a flag refuses, an unknown key, or framework, addr, adaptive, rate-key,
+// ready-delay changed, or rate-limit turned on or off, which need a
+// restart) is logged to stderr with the key's name and changes nothing.
+// With -adaptive, permit-limit is only the initial limit: a reload leaves
+// the learnt limit where it is.
 //
 // Routes: /healthz and /debug/limits are outside the middleware, so they
 // answer while the server is saturated; /debug/limits is the middleware's
-// live statistics as JSON (limit, inflight, queued, late, lateTotal).
+// live statistics as JSON (limit, inflight, queued, late, lateTotal, the
+// request counts), with the configuration in force ("config") and the
+// -config reloads ("reloads": ok, failed).
 // /work?ms=N sleeps N milliseconds ignoring its context; /cooperative?ms=N
 // stops when its context is done. N defaults to 100 and is at most 60000.
 // A request's X-Priority header (0 to 9, lower runs sooner when it has

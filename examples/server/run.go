@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ylcnfrht/resilience/core/inbound/ready"
 	"io"
 	"log"
 	"net"
 	"net/http"
 	"time"
-
-	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 // shutdownGrace bounds how long a shutdown (Drain, then Server.Shutdown)
@@ -32,7 +31,8 @@ func serverProtocols() *http.Protocols {
 // ctx is done, then shut down. It returns the process exit code: 0 after a
 // clean shutdown (or -h), 2 for invalid flags, 1 for any other failure.
 // Once it listens, its first line on stdout is
-// "listening on http://HOST:PORT"; nothing is printed to stdout before.
+// "listening on http://HOST:PORT" ("listening on HOST:PORT (gRPC,
+// plaintext)" with -framework grpc); nothing is printed to stdout before.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseConfig(args, stderr)
 	if err != nil {
@@ -47,7 +47,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "server:", err)
 		return 2
 	}
-	ready := inbound.NewReadiness(mw)
+	if cfg.configFile != "" {
+		// SIGHUP reloads the file; registered before the first line, so a
+		// signal sent once it is read is a reload, never the default
+		// action (exit).
+		stop := make(chan struct{})
+		done := watchReloads(args, cfg, mw, stdout, stderr, stop)
+		defer func() {
+			close(stop)
+			<-done
+		}()
+	}
+	ready := ready.New(mw)
 	switch s := srv.(type) {
 	case *http.Server:
 		s.Handler = withReadiness(s.Handler, ready)
@@ -59,8 +70,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "server: -addr: cannot listen: %v\n", err)
 		return 1
 	}
-	base := "http://" + ln.Addr().String()
-	fmt.Fprintf(stdout, "listening on %s\n", base)
+	base, listening := "http://"+ln.Addr().String(), ""
+	if cfg.framework == "grpc" {
+		base, listening = ln.Addr().String(), " (gRPC, plaintext)" // what gRPC clients dial
+	}
+	fmt.Fprintf(stdout, "listening on %s%s\n", base, listening)
 	fmt.Fprintf(stdout, "framework %s; timeout %v; %s; queue %d (timeout %v, overflow %s%s); %s\n",
 		cfg.framework, cfg.timeout, limiterSummary(cfg), cfg.queueLimit, cfg.queueTimeout, cfg.overflow, codelSummary(cfg), rateSummary(cfg))
 	fmt.Fprint(stdout, routeSummary(cfg, base))
@@ -81,6 +95,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// admitting them during the grace or cutting them off at its end;
 	// then Shutdown closes the idle connections and waits for the rest.
 	ready.Fail()
+	if h, ok := srv.(healthFailer); ok {
+		h.failHealth()
+	}
 	fmt.Fprintf(stdout, "shutting down: /readyz fails; draining in %v\n", cfg.readyDelay)
 	if cfg.readyDelay > 0 {
 		time.Sleep(cfg.readyDelay)
@@ -89,6 +106,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	code := 0
+	if s, ok := srv.(*http.Server); ok {
+		// The middleware's own answers from now on say Connection: close;
+		// this makes the running handlers' answers say it too (HTTP/1.1),
+		// and sends GOAWAY on an HTTP/2 connection once it is idle.
+		s.SetKeepAlivesEnabled(false)
+	}
 	if err := mw.Drain(sctx); err != nil {
 		fmt.Fprintln(stderr, "server: drain:", err)
 	}
@@ -144,15 +167,21 @@ func httpServer(handler http.Handler, stderr io.Writer) *http.Server {
 	}
 }
 
+// healthFailer is a server whose own health service (grpc's) fails with
+// /readyz, at the start of -ready-delay.
+type healthFailer interface {
+	failHealth()
+}
+
 // readinessRouter is a server of its own (fiber's) that routes /readyz
 // to ready itself, outside the middleware.
 type readinessRouter interface {
-	routeReadiness(ready *inbound.Readiness)
+	routeReadiness(ready *ready.Probe)
 }
 
 // withReadiness serves ready at /readyz ahead of the framework's routes,
 // outside the middleware, so it answers while the server is saturated.
-func withReadiness(next http.Handler, ready *inbound.Readiness) http.Handler {
+func withReadiness(next http.Handler, ready *ready.Probe) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/readyz" {
 			ready.ServeHTTP(w, r)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/ylcnfrht/resilience/core/inbound/by"
 	"net/http"
 	"strconv"
 	"strings"
@@ -31,6 +32,7 @@ func newServer(cfg config) (http.Handler, *inbound.Middleware, error) {
 // inboundOptions translates the flags into the middleware's options.
 func inboundOptions(cfg config) inbound.Options {
 	opts := inbound.Options{Name: "server", Timeout: cfg.timeout}
+	opts.Shadow = inbound.Shadow{RateLimit: cfg.shadowShare, Concurrency: cfg.shadowShare, Timeout: cfg.shadowShare}
 	var codel *resilience.CoDelOptions
 	if cfg.codel {
 		codel = &resilience.CoDelOptions{}
@@ -53,17 +55,19 @@ func inboundOptions(cfg config) inbound.Options {
 			Overflow:     cfg.overflow,
 			Priority:     requestPriority,
 			CoDel:        codel,
+			Cost:         requestCost, // /export takes exportCost permits
 		}
 	}
 	if cfg.rateLimit > 0 {
-		key := inbound.KeyByClientIP
+		key := by.ClientIP
 		if cfg.rateKey.header != "" {
-			key = inbound.KeyByHeader(cfg.rateKey.header)
+			key = by.Header(cfg.rateKey.header)
 		}
 		opts.RateLimit = &resilience.RateLimiterOptions{
 			PermitLimit: cfg.rateLimit,
 			Window:      cfg.rateWindow,
 			Key:         key,
+			Cost:        requestCost, // and as many tokens
 		}
 	}
 	return opts
@@ -74,11 +78,12 @@ func inboundOptions(cfg config) inbound.Options {
 func chiRoutes(mw *resiliencechi.Middleware) http.Handler {
 	r := chi.NewRouter()
 	r.Get("/healthz", healthz)
-	r.Method(http.MethodGet, "/debug/limits", mw.Inbound().StatsHandler())
+	r.Method(http.MethodGet, "/debug/limits", limitsHandler(mw.Inbound()))
 	r.Group(func(r chi.Router) {
 		r.Use(mw.Handler)
 		r.Get("/work", workHandler)
 		r.Get("/cooperative", cooperativeHandler)
+		r.Get("/export", exportHandler)
 	})
 	return r
 }
@@ -97,6 +102,12 @@ var optionFlags = map[string]string{
 	"AdaptiveLimiterOptions.Overflow":        "overflow",
 	"RateLimiterOptions.PermitLimit":         "rate-limit",
 	"RateLimiterOptions.Window":              "rate-window",
+	"Options.Shadow.RateLimit":               "shadow-share",
+	"Options.Shadow.Concurrency":             "shadow-share",
+	"Options.Shadow.Timeout":                 "shadow-share",
+	"Options.RateLimit":                      "rate-limit",
+	"ConcurrencyLimiterOptions.CoDel":        "codel",
+	"AdaptiveLimiterOptions.CoDel":           "codel",
 }
 
 func asFlagError(err error) error {
@@ -113,16 +124,17 @@ func asFlagError(err error) error {
 // lines for this configuration.
 func routeSummary(cfg config, base string) string {
 	if cfg.framework == "grpc" {
-		return grpcRouteSummary(base)
+		return grpcRouteSummary(cfg, base)
 	}
 	var b strings.Builder
 	for _, l := range []string{
 		"routes:",
 		"  GET /healthz                outside the middleware: never shed",
 		"  GET /readyz                 readiness: 503 from the first shutdown signal on (not grpc: its health service)",
-		"  GET /debug/limits           outside the middleware: live limit, inflight, queued, late (JSON)",
+		"  GET /debug/limits           outside the middleware: live limit, inflight, queued, late, config, reloads (JSON)",
 		"  GET /work?ms=N              sleeps N ms ignoring its context (like a dependency that keeps going)",
 		"  GET /cooperative?ms=N       sleeps N ms but stops when its context is done",
+		"  GET /export?ms=N            sleeps N ms like /work, costing " + strconv.Itoa(exportCost) + " permits and rate-limit tokens (not under -adaptive: 1 permit)",
 		"  header X-Priority: N        0 to 9, lower runs sooner when queued; anything else = " + strconv.Itoa(defaultPriority),
 		"",
 		"try:",
@@ -137,5 +149,5 @@ func routeSummary(cfg config, base string) string {
 		b.WriteString(l)
 		b.WriteByte('\n')
 	}
-	return b.String()
+	return b.String() + connectTrySummary(cfg, base)
 }

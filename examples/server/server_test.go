@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 	"io"
 	"net"
 	"net/http"
@@ -147,7 +148,8 @@ func (s *testServer) waitIdle(t *testing.T) {
 	})
 }
 
-// getLimits reads /debug/limits over HTTP.
+// getLimits reads /debug/limits over HTTP: its numbers, those of its
+// objects ("config", "reloads", "shadow") as "config.permitLimit".
 func getLimits(t *testing.T, c *http.Client, base string) map[string]int {
 	t.Helper()
 	resp, err := c.Get(base + "/debug/limits")
@@ -155,9 +157,22 @@ func getLimits(t *testing.T, c *http.Client, base string) map[string]int {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var m map[string]int
-	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+	var raw map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
 		t.Fatal(err)
+	}
+	m := map[string]int{}
+	for k, v := range raw {
+		switch v := v.(type) {
+		case float64:
+			m[k] = int(v)
+		case map[string]any:
+			for kk, vv := range v {
+				if f, ok := vv.(float64); ok {
+					m[k+"."+kk] = int(f)
+				}
+			}
+		}
 	}
 	return m
 }
@@ -257,7 +272,7 @@ func priorityOf(v string) int {
 	if v != "" {
 		h.Set(priorityHeader, v)
 	}
-	return requestPriority(inbound.NewContext(context.Background(), &inbound.Request{Header: h}))
+	return requestPriority(adapt.NewContext(context.Background(), &inbound.Request{Header: h}))
 }
 
 // A client cannot put itself at the head of the queue: values outside 0-9

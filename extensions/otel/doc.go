@@ -25,6 +25,8 @@
 //	resilience.attempt.duration    Histogram                s            pipeline.name, strategy.name, attempt.handled, outcome, error.type (unless ok)
 //	resilience.queue.wait          Histogram                s            pipeline.name, strategy.name, reason (admitted, queue-timeout, dropped)
 //	resilience.requests            ObservableCounter        {request}    limiter.name, request.result (middlewares only)
+//	resilience.requests.shadow     ObservableCounter        {request}    limiter.name, request.result (inbound.Options.Shadow's decisions, once there is one)
+//	resilience.reloads             Counter                  {reload}     pipeline.name, reload.result (ok, failed: Middleware.Reconfigure)
 //	resilience.limiter.limit       ObservableGauge          {permit}     limiter.name
 //	resilience.limiter.in_flight   ObservableUpDownCounter  {execution}  limiter.name
 //	resilience.limiter.queued      ObservableUpDownCounter  {execution}  limiter.name

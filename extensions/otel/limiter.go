@@ -16,24 +16,35 @@ import (
 // (inbound.RequestCounts). Every request has exactly one, so their sum is
 // the number of requests.
 const (
-	ResultAdmitted     = "admitted"      // its handler answered
-	ResultTimeout      = "timeout"       // its deadline answered (504)
-	ResultRateLimited  = "rate-limited"  // 429
-	ResultFull         = "full"          // 503, the queue was full
-	ResultQueueTimeout = "queue-timeout" // 503, it waited out the queue timeout
-	ResultDropped      = "dropped"       // 503, evicted from the queue
-	ResultShuttingDown = "shutting-down" // 503, the middleware drains
-	ResultCanceled     = "canceled"      // its context ended before it was admitted
-	ResultPanicked     = "panicked"      // its handler panicked before its deadline
+	ResultAdmitted    = "admitted"     // its handler answered
+	ResultTimeout     = "timeout"      // its deadline answered (504)
+	ResultRateLimited = "rate-limited" // 429
+	// ResultStoreUnavailable: 503, the rate limiter's store failed and
+	// the limiter fails closed (an outage, not a client over its quota).
+	ResultStoreUnavailable = "store-unavailable"
+	ResultFull             = "full"          // 503, the queue was full
+	ResultQueueTimeout     = "queue-timeout" // 503, it waited out the queue timeout
+	ResultDropped          = "dropped"       // 503, evicted from the queue
+	ResultShuttingDown     = "shutting-down" // 503, the middleware drains
+	ResultCanceled         = "canceled"      // its context ended before it was admitted
+	ResultPanicked         = "panicked"      // its handler panicked before its deadline
 )
 
-var results = [...]string{ResultAdmitted, ResultTimeout, ResultRateLimited, ResultFull,
+var results = [...]string{ResultAdmitted, ResultTimeout, ResultRateLimited, ResultStoreUnavailable, ResultFull,
 	ResultQueueTimeout, ResultDropped, ResultShuttingDown, ResultCanceled, ResultPanicked}
 
 // resultCounts lays out c in the order of results.
 func resultCounts(c inbound.RequestCounts) [len(results)]uint64 {
-	return [...]uint64{c.Admitted, c.TimedOut, c.RateLimited, c.Full,
+	return [...]uint64{c.Admitted, c.TimedOut, c.RateLimited, c.StoreUnavailable, c.Full,
 		c.QueueTimeout, c.Dropped, c.ShuttingDown, c.Canceled, c.Panicked}
+}
+
+// Values of AttrResult on resilience.requests.shadow: what a stage in
+// shadow would have answered (inbound.ShadowCounts).
+var shadowResults = [...]string{ResultRateLimited, "queued", ResultFull, ResultTimeout}
+
+func shadowCounts(c inbound.ShadowCounts) [len(shadowResults)]uint64 {
+	return [...]uint64{c.RateLimited, c.Queued, c.Full, c.TimedOut}
 }
 
 // observed is one limiter the gauges report.
@@ -42,6 +53,7 @@ type observed struct {
 	// byResult are the attributes of resilience.requests, one per
 	// result; nil unless a middleware.
 	byResult []metric.MeasurementOption
+	byShadow []metric.MeasurementOption // resilience.requests.shadow's, likewise
 	read     func(r *reading)
 }
 
@@ -50,6 +62,7 @@ type reading struct {
 	limit, inFlight, queued, late int64
 	hasLate                       bool
 	requests                      inbound.RequestCounts
+	shadow                        inbound.ShadowCounts
 }
 
 // ObserveLimiter reports a limiter's limit, in-flight and queued numbers
@@ -71,7 +84,7 @@ func (m *Metrics) ObserveMiddleware(name string, mw *inbound.Middleware) (stop f
 	return m.observeFunc(name, true, func(r *reading) {
 		s := mw.Stats()
 		r.limit, r.inFlight, r.queued = int64(s.Limit), int64(s.InFlight), int64(s.Queued)
-		r.late, r.hasLate, r.requests = s.Late, true, s.RequestCounts
+		r.late, r.hasLate, r.requests, r.shadow = s.Late, true, s.RequestCounts, s.Shadow
 	})
 }
 
@@ -82,6 +95,9 @@ func (m *Metrics) observeFunc(name string, middleware bool, f func(*reading)) fu
 	if middleware {
 		for _, res := range results {
 			o.byResult = append(o.byResult, metric.WithAttributeSet(attribute.NewSet(lim, AttrResult.String(res))))
+		}
+		for _, res := range shadowResults {
+			o.byShadow = append(o.byShadow, metric.WithAttributeSet(attribute.NewSet(lim, AttrResult.String(res))))
 		}
 	}
 	m.limMu.Lock()
@@ -227,6 +243,13 @@ func (m *Metrics) observe(_ context.Context, obs metric.Observer) error {
 		if o.byResult != nil {
 			for i, n := range resultCounts(r.requests) {
 				obs.ObserveInt64(m.requests, int64(n), o.byResult[i])
+			}
+		}
+		// Shadow series only once a stage in shadow decided something:
+		// a middleware that enforces everything adds none.
+		if o.byShadow != nil && r.shadow != (inbound.ShadowCounts{Over: r.shadow.Over}) {
+			for i, n := range shadowCounts(r.shadow) {
+				obs.ObserveInt64(m.shadow, int64(n), o.byShadow[i])
 			}
 		}
 	}

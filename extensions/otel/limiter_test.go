@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -267,29 +266,5 @@ func TestObserveCircuit(t *testing.T) {
 	cb.Isolate(context.Background())
 	if got := states(); got != "4 [resilience.circuit.name=dep,resilience.circuit.state=isolated]" {
 		t.Fatalf("isolated breaker: %s", got)
-	}
-}
-
-// TestQueueWaitBuckets protects the quantiles of resilience.queue.wait: a
-// wait that ends a little past a common queue timeout falls in a bucket
-// no wider than 5 % of it, in the default bounds and in those built for
-// one timeout.
-func TestQueueWaitBuckets(t *testing.T) {
-	check := func(name string, b []float64, timeouts ...float64) {
-		if !slices.IsSorted(b) {
-			t.Errorf("%s: %v not ascending", name, b)
-		}
-		for _, to := range timeouts {
-			i, found := slices.BinarySearch(b, to)
-			if !found || i+1 >= len(b) || b[i+1] > to*1.05+1e-12 {
-				t.Errorf("%s: no bucket (%v, ≤ %v] for a wait just past the %v s timeout: %v", name, to, to*1.05, to, b)
-			}
-		}
-	}
-	check("DefaultQueueWaitBuckets", DefaultQueueWaitBuckets, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)
-	check("QueueWaitBuckets(100ms)", QueueWaitBuckets(100*time.Millisecond), 0.1)
-	check("QueueWaitBuckets(300ms)", QueueWaitBuckets(300*time.Millisecond), 0.3)
-	if b := QueueWaitBuckets(0); !slices.Equal(b, DefaultQueueWaitBuckets) {
-		t.Errorf("QueueWaitBuckets(0) = %v", b)
 	}
 }

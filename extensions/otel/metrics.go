@@ -12,6 +12,7 @@ import (
 
 	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/event"
+	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
 // ScopeName is the instrumentation scope of the meter.
@@ -32,6 +33,8 @@ const (
 	MetricLimiterRTT        = "resilience.limiter.rtt"
 	MetricLimiterMinRTT     = "resilience.limiter.min_rtt"
 	MetricRequests          = "resilience.requests"
+	MetricShadowRequests    = "resilience.requests.shadow"
+	MetricReloads           = "resilience.reloads"
 	MetricCircuitState      = "resilience.circuit.state"
 )
 
@@ -47,10 +50,17 @@ const (
 	AttrResult         = attribute.Key("resilience.request.result")
 	AttrCircuit        = attribute.Key("resilience.circuit.name")
 	AttrCircuitState   = attribute.Key("resilience.circuit.state")
+	// AttrStoreReason is the cause of a rate-limit store's failure (a
+	// ratelimit.StoreReason: timeout, connection-refused, cluster-down,
+	// ...) on the resilience.events of event.RateLimiterStoreError.
+	AttrStoreReason = attribute.Key("resilience.store.reason")
 	// AttrErrorType is OpenTelemetry's error.type (a semantic
 	// convention): on the duration histograms, the outcome of an
 	// execution or attempt that did not succeed; absent when it did.
 	AttrErrorType = attribute.Key("error.type")
+	// AttrReloadResult is "ok" or "failed" on resilience.reloads: a
+	// Middleware.Reconfigure that applied, or that was refused.
+	AttrReloadResult = attribute.Key("resilience.reload.result")
 )
 
 // Values of AttrOutcome: the class of an event's or execution's error.
@@ -71,10 +81,6 @@ const QueueAdmitted = "admitted"
 // so a custom strategy cannot make the attribute sets grow without bound.
 const ReasonOther = "other"
 
-// durationBuckets are OpenTelemetry's recommended HTTP duration buckets,
-// in seconds.
-var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
-
 // knownEvents and knownReasons are the labels core emits; anything else is
 // reported as ReasonOther.
 var knownEvents = map[event.Name]bool{
@@ -83,16 +89,18 @@ var knownEvents = map[event.Name]bool{
 	event.Retry: true, event.CircuitOpened: true, event.CircuitClosed: true,
 	event.CircuitHalfOpened: true, event.Fallback: true,
 	event.Hedging: true, event.ExecutionAttempt: true, event.HookPanic: true,
-	event.RetryBudgetExceeded: true, event.Throttled: true,
+	event.RetryBudgetExceeded: true, event.Throttled: true, event.ShadowDecision: true,
+	event.Reconfigured: true,
 }
 
 var knownReasons = map[string]bool{
 	"": true, string(resilience.ReasonFull): true, string(resilience.ReasonQueueTimeout): true,
 	string(resilience.ReasonDropped): true, string(resilience.ReasonShuttingDown): true,
 	event.ReasonRateLimited: true, event.ReasonHandled: true, event.ReasonUnhandled: true,
-	"fail-open": true, "fail-closed": true,
+	"fail-open": true, "fail-closed": true, "queued": true, "timeout": true,
 	event.HookLimitAlgorithm: true, event.HookRender: true,
 	event.HookPriority: true, event.HookKey: true, event.HookClassifier: true,
+	event.ReasonReconfigureOK: true, event.ReasonReconfigureFailed: true,
 }
 
 // maxNameLen bounds pipeline, strategy and limiter names in attributes.
@@ -112,6 +120,11 @@ type Options struct {
 	// with one queue timeout gets sharper quantiles from
 	// QueueWaitBuckets(timeout).
 	QueueWaitBuckets []float64
+	// DurationBuckets are the bucket bounds of
+	// resilience.execution.duration and resilience.attempt.duration, in
+	// seconds, ascending. Nil means DefaultDurationBuckets (100 µs to
+	// 10 s); DurationBuckets(lowest, highest) builds another range.
+	DurationBuckets []float64
 }
 
 // Metrics turns resilience telemetry into OpenTelemetry metrics: it is a
@@ -125,6 +138,7 @@ type Options struct {
 // stops the gauges.
 type Metrics struct {
 	events   metric.Int64Counter
+	reloads  metric.Int64Counter
 	exec     metric.Float64Histogram
 	attempt  metric.Float64Histogram
 	queue    metric.Float64Histogram
@@ -133,6 +147,7 @@ type Metrics struct {
 	queued   metric.Int64ObservableUpDownCounter
 	late     metric.Int64ObservableUpDownCounter
 	requests metric.Int64ObservableCounter
+	shadow   metric.Int64ObservableCounter
 	minLimit metric.Int64ObservableGauge
 	maxLimit metric.Int64ObservableGauge
 	rtt      metric.Float64ObservableGauge
@@ -169,6 +184,10 @@ func New(opts Options) (*Metrics, error) {
 	if qb == nil {
 		qb = DefaultQueueWaitBuckets
 	}
+	db := opts.DurationBuckets
+	if db == nil {
+		db = DefaultDurationBuckets
+	}
 	m := &Metrics{sets: make(map[setKey]*attrOpts), limiters: make(map[string]*observed),
 		algorithms: make(map[string]*observedAlgorithm), circuits: make(map[string]*observedCircuit)}
 	var errs [15]error
@@ -176,10 +195,10 @@ func New(opts Options) (*Metrics, error) {
 		metric.WithDescription("Telemetry events emitted by resilience strategies."))
 	m.exec, errs[1] = meter.Float64Histogram(MetricExecutionDuration, metric.WithUnit("s"),
 		metric.WithDescription("Duration of executions through a pipeline, from its timing strategy inwards."),
-		metric.WithExplicitBucketBoundaries(durationBuckets...))
+		metric.WithExplicitBucketBoundaries(db...))
 	m.attempt, errs[2] = meter.Float64Histogram(MetricAttemptDuration, metric.WithUnit("s"),
 		metric.WithDescription("Duration of each attempt made by a retry or hedging strategy."),
-		metric.WithExplicitBucketBoundaries(durationBuckets...))
+		metric.WithExplicitBucketBoundaries(db...))
 	m.queue, errs[3] = meter.Float64Histogram(MetricQueueWait, metric.WithUnit("s"),
 		metric.WithDescription("Time executions spent queued for a limiter's permit, by how the wait ended."),
 		metric.WithExplicitBucketBoundaries(qb...))
@@ -206,8 +225,19 @@ func New(opts Options) (*Metrics, error) {
 	if err := errors.Join(errs[:14]...); err != nil {
 		return nil, err
 	}
+	var err error
+	m.shadow, err = meter.Int64ObservableCounter(MetricShadowRequests, metric.WithUnit("{request}"),
+		metric.WithDescription("Decisions an inbound stage in shadow made against a request and did not enforce, by what enforcing would have answered."))
+	if err != nil {
+		return nil, err
+	}
+	m.reloads, err = meter.Int64Counter(MetricReloads, metric.WithUnit("{reload}"),
+		metric.WithDescription("Live reconfigurations of an inbound middleware (Reconfigure), by whether they applied or were refused."))
+	if err != nil {
+		return nil, err
+	}
 	m.reg, errs[14] = meter.RegisterCallback(m.observe, m.limit, m.inFlight, m.queued, m.late,
-		m.requests, m.minLimit, m.maxLimit, m.rtt, m.minRTT, m.circuit)
+		m.requests, m.shadow, m.minLimit, m.maxLimit, m.rtt, m.minRTT, m.circuit)
 	if errs[14] != nil {
 		return nil, errs[14]
 	}
@@ -221,6 +251,7 @@ func (m *Metrics) Close() error { return m.reg.Unregister() }
 // setKey identifies the attribute set of one event.
 type setKey struct {
 	event, pipeline, strategy, reason, outcome string
+	cause                                      ratelimit.StoreReason // event.RateLimiterStoreError only
 }
 
 // OnEvent implements event.Listener: every event counts once in
@@ -240,6 +271,9 @@ func (m *Metrics) OnEvent(_ context.Context, e event.Event) {
 	if !knownReasons[k.reason] {
 		k.reason = ReasonOther
 	}
+	if e.Name == event.RateLimiterStoreError {
+		k.cause = storeReason(e.Err)
+	}
 	ctx := context.Background() // measurements carry no request context
 	m.events.Add(ctx, 1, m.set(k).add...)
 	switch e.Name {
@@ -252,6 +286,8 @@ func (m *Metrics) OnEvent(_ context.Context, e event.Event) {
 		m.queue.Record(ctx, e.Duration.Seconds(), m.set(setKey{
 			event: "queue", pipeline: k.pipeline, strategy: k.strategy, reason: QueueAdmitted,
 		}).rec...)
+	case event.Reconfigured:
+		m.reloads.Add(ctx, 1, m.set(setKey{event: "reload", pipeline: k.pipeline, reason: k.reason}).add...)
 	case event.ConcurrencyLimiterRejected:
 		if e.Reason == string(resilience.ReasonQueueTimeout) || e.Reason == string(resilience.ReasonDropped) {
 			m.queue.Record(ctx, e.Duration.Seconds(), m.set(setKey{
@@ -289,6 +325,8 @@ func attrsOf(k setKey) attribute.Set {
 		return attribute.NewSet(withErrorType(kv, k.outcome)...)
 	case "queue":
 		return attribute.NewSet(p, s, AttrReason.String(k.reason))
+	case "reload":
+		return attribute.NewSet(p, AttrReloadResult.String(k.reason))
 	case "exec":
 		return attribute.NewSet(withErrorType([]attribute.KeyValue{p, AttrOutcome.String(k.outcome)}, k.outcome)...)
 	}
@@ -296,7 +334,29 @@ func attrsOf(k setKey) attribute.Set {
 	if k.reason != "" {
 		kv = append(kv, AttrReason.String(k.reason))
 	}
+	if k.cause != "" {
+		kv = append(kv, AttrStoreReason.String(string(k.cause)))
+	}
 	return attribute.NewSet(kv...)
+}
+
+// knownStoreReasons bounds AttrStoreReason: a store of one's own may
+// report a reason core does not define.
+var knownStoreReasons = func() map[ratelimit.StoreReason]bool {
+	m := make(map[ratelimit.StoreReason]bool, len(ratelimit.StoreReasons))
+	for _, r := range ratelimit.StoreReasons {
+		m[r] = true
+	}
+	return m
+}()
+
+// storeReason is the AttrStoreReason of a store failure err.
+func storeReason(err error) ratelimit.StoreReason {
+	r := ratelimit.ReasonOf(err)
+	if !knownStoreReasons[r] {
+		return ratelimit.StoreOther
+	}
+	return r
 }
 
 // Outcome classifies an error for AttrOutcome: OutcomeOK for nil,

@@ -28,6 +28,7 @@ import (
 	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/inbound"
 	"github.com/ylcnfrht/resilience/core/limit"
+	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -151,7 +152,11 @@ func TestEachEventKind(t *testing.T) {
 		{event.Event{Name: event.RateLimiterRejected, Reason: event.ReasonRateLimited, Duration: 30 * time.Second, Err: &resilience.RateLimitRejectedError{}},
 			"resilience.event.name=OnRateLimiterRejected,resilience.outcome=rejected,resilience.pipeline.name=p,resilience.reason=rate-limited,resilience.strategy.name=s", "", ""},
 		{event.Event{Name: event.RateLimiterStoreError, Reason: "fail-open", Err: &resilience.RateLimitStoreError{Policy: "x", Err: errors.New("conn refused")}},
-			"resilience.event.name=OnRateLimiterStoreError,resilience.outcome=error,resilience.pipeline.name=p,resilience.reason=fail-open,resilience.strategy.name=s", "", ""},
+			"resilience.event.name=OnRateLimiterStoreError,resilience.outcome=error,resilience.pipeline.name=p,resilience.reason=fail-open,resilience.store.reason=other,resilience.strategy.name=s", "", ""},
+		{event.Event{Name: event.RateLimiterStoreError, Reason: "fail-closed", Err: &resilience.RateLimitStoreError{Policy: "x", Err: &ratelimit.StoreError{Reason: ratelimit.StoreClusterDown, Err: errors.New("CLUSTERDOWN")}}},
+			"resilience.event.name=OnRateLimiterStoreError,resilience.outcome=error,resilience.pipeline.name=p,resilience.reason=fail-closed,resilience.store.reason=cluster-down,resilience.strategy.name=s", "", ""},
+		{event.Event{Name: event.RateLimiterStoreError, Reason: "fail-open", Err: &resilience.RateLimitStoreError{Policy: "x", Err: &ratelimit.StoreError{Reason: "made-up", Err: errors.New("x")}}},
+			"resilience.event.name=OnRateLimiterStoreError,resilience.outcome=error,resilience.pipeline.name=p,resilience.reason=fail-open,resilience.store.reason=other,resilience.strategy.name=s", "", ""},
 		{event.Event{Name: event.Retry, Attempt: 1, Duration: time.Second, Err: errors.New("boom")},
 			"resilience.event.name=OnRetry,resilience.outcome=error,resilience.pipeline.name=p,resilience.strategy.name=s", "", ""},
 		{event.Event{Name: event.CircuitOpened, Duration: 5 * time.Second, Err: errors.New("boom")},
@@ -407,7 +412,7 @@ func TestObserveLimiter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.m.ObserveLimiter("db", l.Stats)()
-	if !l.TryAcquire() {
+	if _, ok := l.TryAcquire(); !ok {
 		t.Fatal("no permit")
 	}
 	defer l.Release()
@@ -523,6 +528,7 @@ func TestDocTableMatchesInstruments(t *testing.T) {
 	tel.Emit(ctx, event.Event{Name: event.ExecutionAttempt, Reason: event.ReasonHandled, Duration: time.Millisecond})
 	tel.Emit(ctx, event.Event{Name: event.ExecutionAttempt, Reason: event.ReasonHandled, Duration: time.Millisecond, Err: errors.New("failed")})
 	tel.Emit(ctx, event.Event{Name: event.QueueAdmitted, Duration: time.Millisecond})
+	tel.Emit(ctx, event.Event{Name: event.Reconfigured, Reason: event.ReasonReconfigureOK})
 	_ = h.m.ExecutionTimer("p").Execute(ctx, tel, func(context.Context) error { return nil })
 	_ = h.m.ExecutionTimer("p").Execute(ctx, tel, func(context.Context) error { return context.DeadlineExceeded })
 	alg, stopAlg, err := h.m.ObserveAlgorithm("api", nil)
@@ -532,11 +538,15 @@ func TestDocTableMatchesInstruments(t *testing.T) {
 	defer stopAlg()
 	alg.Update(limit.Sample{Limit: 10, MinLimit: 2, MaxLimit: 50, RTT: time.Millisecond, MinRTT: time.Millisecond, Samples: 10})
 	defer h.m.ObserveCircuit("dep", func() resilience.CircuitState { return resilience.CircuitOpen })()
-	mw, err := inbound.New(inbound.Options{Name: "api", Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 2}})
+	mw, err := inbound.New(inbound.Options{Name: "api", Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 2},
+		RateLimit: &resilience.RateLimiterOptions{PermitLimit: 1, Window: time.Hour}, Shadow: inbound.Shadow{RateLimit: 100}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.m.ObserveMiddleware("api", mw)()
+	for range 2 { // the second is refused in shadow: resilience.requests.shadow
+		mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	}
 
 	ms := h.collect()
 	if len(ms) != len(table) {
@@ -631,5 +641,43 @@ func TestReadmeTableMatchesDoc(t *testing.T) {
 	}
 	if len(want) == 0 || !maps.Equal(got, want) {
 		t.Fatalf("README table\n%v\nwant doc.go's\n%v", got, want)
+	}
+}
+
+// A middleware's Reconfigure counts in resilience.reloads by result, and
+// as an OnReconfigured event.
+func TestReloadsCounted(t *testing.T) {
+	h := newHarness(t)
+	opts := inbound.Options{Name: "api", Listener: h.m, Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 2}}
+	mw, err := inbound.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Concurrency = &resilience.ConcurrencyLimiterOptions{PermitLimit: 7}
+	if err := mw.Reconfigure(opts); err != nil {
+		t.Fatal(err)
+	}
+	opts.Concurrency = &resilience.ConcurrencyLimiterOptions{PermitLimit: -3}
+	if err := mw.Reconfigure(opts); err == nil {
+		t.Fatal("a negative limit was applied")
+	}
+	ms := h.collect()
+	sum, ok := ms[MetricReloads].Data.(metricdata.Sum[int64])
+	if !ok || !sum.IsMonotonic {
+		t.Fatalf("%s: %T", MetricReloads, ms[MetricReloads].Data)
+	}
+	got := map[string]int64{}
+	for _, dp := range sum.DataPoints {
+		got[attrs(dp.Attributes)] = dp.Value
+	}
+	want := map[string]int64{
+		"resilience.pipeline.name=api,resilience.reload.result=ok":     1,
+		"resilience.pipeline.name=api,resilience.reload.result=failed": 1,
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("reloads %v, want %v", got, want)
+	}
+	if c := counts(t, ms); c["resilience.event.name=OnReconfigured,resilience.outcome=error,resilience.pipeline.name=api,resilience.reason=failed,resilience.strategy.name=Reconfigure"] != 1 {
+		t.Fatalf("events %v", c)
 	}
 }

@@ -25,13 +25,16 @@ import (
 // six redis-server processes, without persistence, with a one-second node
 // timeout so that a killed master fails over within seconds.
 type redisCluster struct {
-	tb    testing.TB
-	nodes []*clusterNode
+	tb       testing.TB
+	nodes    []*clusterNode
+	replicas int // per master
 }
 
 // clusterNode is one redis-server of a cluster.
 type clusterNode struct {
 	port     int
+	bin      string
+	args     []string // to restart it as it was
 	cmd      *exec.Cmd
 	waitExit chan error
 }
@@ -47,6 +50,13 @@ const clusterNodeTimeout = time.Second
 // cluster test.
 func startCluster(tb testing.TB) *redisCluster {
 	tb.Helper()
+	return startClusterOf(tb, 1)
+}
+
+// startClusterOf starts a cluster of three masters with replicas replicas
+// each, every node started with the extra server arguments args.
+func startClusterOf(tb testing.TB, replicas int, args ...string) *redisCluster {
+	tb.Helper()
 	var bins [2]string
 	for i, name := range []string{"redis-server", "redis-cli"} {
 		bin, err := exec.LookPath(name)
@@ -58,22 +68,22 @@ func startCluster(tb testing.TB) *redisCluster {
 		}
 		bins[i] = bin
 	}
-	c := &redisCluster{tb: tb}
+	c := &redisCluster{tb: tb, replicas: replicas}
 	tb.Cleanup(c.stop)
 	dir := tb.TempDir()
-	for range 6 {
-		n, err := startClusterNode(tb, bins[0], dir)
+	for range 3 * (1 + replicas) {
+		n, err := startClusterNode(tb, bins[0], dir, args...)
 		if err != nil {
 			tb.Fatalf("start a cluster node: %v", err)
 		}
 		c.nodes = append(c.nodes, n)
 	}
-	args := []string{"--cluster", "create"}
+	create := []string{"--cluster", "create"}
 	for _, n := range c.nodes {
-		args = append(args, n.Addr())
+		create = append(create, n.Addr())
 	}
-	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
-	if out, err := exec.Command(bins[1], args...).CombinedOutput(); err != nil {
+	create = append(create, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
+	if out, err := exec.Command(bins[1], create...).CombinedOutput(); err != nil {
 		tb.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
 	c.waitHealthy()
@@ -83,31 +93,42 @@ func startCluster(tb testing.TB) *redisCluster {
 // startClusterNode starts one cluster-enabled server on free loopback
 // ports (its client port and its cluster bus port), retrying a few times
 // in case a port picked by the kernel was taken again.
-func startClusterNode(tb testing.TB, bin, dir string) (*clusterNode, error) {
+func startClusterNode(tb testing.TB, bin, dir string, extra ...string) (*clusterNode, error) {
 	var err error
 	for range 5 {
-		n := &clusterNode{port: freePort(tb)}
+		n := &clusterNode{port: freePort(tb), bin: bin}
 		bus := freePort(tb)
-		n.cmd = exec.Command(bin,
+		n.args = append([]string{
 			"--port", strconv.Itoa(n.port), "--bind", "127.0.0.1",
 			"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(bus),
 			"--cluster-config-file", fmt.Sprintf("%s/nodes-%d.conf", dir, n.port),
-			"--cluster-node-timeout", strconv.Itoa(int(clusterNodeTimeout/time.Millisecond)),
+			"--cluster-node-timeout", strconv.Itoa(int(clusterNodeTimeout / time.Millisecond)),
 			// A replica fails over however long it was cut off.
 			"--cluster-replica-validity-factor", "0",
 			"--save", "", "--appendonly", "no", "--dir", dir,
-			"--daemonize", "no", "--loglevel", "warning")
-		if err = n.cmd.Start(); err != nil {
-			return nil, err
-		}
-		n.waitExit = make(chan error, 1)
-		go func() { n.waitExit <- n.cmd.Wait() }()
-		if err = waitPing(n); err == nil {
+			"--daemonize", "no", "--loglevel", "warning"}, extra...)
+		if err = n.start(); err == nil {
 			return n, nil
 		}
-		n.kill()
 	}
 	return nil, err
+}
+
+// start runs the node's server with its arguments (again, after kill:
+// same ports, same cluster configuration file, no data).
+func (n *clusterNode) start() error {
+	n.cmd = exec.Command(n.bin, n.args...)
+	if err := n.cmd.Start(); err != nil {
+		n.cmd = nil
+		return err
+	}
+	n.waitExit = make(chan error, 1)
+	go func() { n.waitExit <- n.cmd.Wait() }()
+	if err := waitPing(n); err != nil {
+		n.kill()
+		return err
+	}
+	return nil
 }
 
 func waitPing(n *clusterNode) error {
@@ -200,7 +221,7 @@ func (c *redisCluster) health() string {
 		}
 		if strings.Contains(repl, "role:master") {
 			masters++
-			if !strings.Contains(repl, "state=online") {
+			if c.replicas > 0 && !strings.Contains(repl, "state=online") {
 				return fmt.Sprintf("%s: master without an online replica", n.Addr())
 			}
 		}

@@ -2,6 +2,7 @@ package resilienceredis_test
 
 import (
 	"fmt"
+	"github.com/ylcnfrht/resilience/core/inbound/by"
 	"net/http"
 	"time"
 
@@ -34,7 +35,7 @@ func Example() {
 	}
 	mw, err := inbound.New(inbound.Options{RateLimit: &resilience.RateLimiterOptions{
 		Name: "api", Algorithm: ratelimit.SlidingWindow, PermitLimit: 600, Window: time.Minute,
-		Key: inbound.KeyByHeader("X-API-Key"), Store: store,
+		Key: by.Header("X-API-Key"), Store: store,
 	}})
 	if err != nil {
 		panic(err)

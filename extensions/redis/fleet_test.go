@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ylcnfrht/resilience/core/inbound/by"
 	"io"
 	"log"
 	"net/http"
@@ -51,7 +52,7 @@ func newInstance(t *testing.T, addr string, rl resilience.RateLimiterOptions, bu
 	}
 	rl.Store = store
 	if rl.Key == nil {
-		rl.Key = inbound.KeyByHeader("X-Client")
+		rl.Key = by.Header("X-Client")
 	}
 	in := &instance{events: make(chan event.Event, 1024)}
 	m, err := inbound.New(inbound.Options{

@@ -14,7 +14,10 @@ package resilienceredis
 // Arguments: KEYS[1] is the state key; ARGV[1] the limit, ARGV[2] the
 // window in µs, ARGV[3] the key's time to live in ms (its idle span), and
 // ARGV[4], when not empty, the current time in µs instead of Redis TIME
-// (tests pin the clock with it; the store never sends it).
+// (tests pin the clock with it; the store never sends it), and ARGV[5],
+// when present, the permits the take consumes, N (1 <= N <= limit; one
+// when absent): a costly request's N are taken all or none (see
+// ratelimit.CostStore), with the arithmetic of core's algorithms for n.
 //
 // State, a hash of three numbers (a, b, c), as core's rlState:
 //
@@ -32,6 +35,8 @@ local key = KEYS[1]
 local L = tonumber(ARGV[1])
 local W = tonumber(ARGV[2])
 local ttl = tonumber(ARGV[3])
+local N = 1
+if ARGV[5] ~= nil and ARGV[5] ~= '' then N = tonumber(ARGV[5]) end
 local now
 if ARGV[4] ~= nil and ARGV[4] ~= '' then
   now = tonumber(ARGV[4])
@@ -85,11 +90,13 @@ end
 
 const luaFixedWindow = luaPrelude + luaRoll + `
 local left = (W - e) * 1000
-if b >= L then
+if b + N > L then
   save()
-  return {0, 0, left, left}
+  local rem = L - b
+  if rem < 0 then rem = 0 end
+  return {0, rem, left, left}
 end
-b = b + 1
+b = b + N
 save()
 return {1, L - b, left, 0}
 `
@@ -110,23 +117,27 @@ local function reset()
   return 0
 end
 
-local room = L - 1 - cur
-if room >= 0 and prev * (W - e) <= room * W then
-  b = b + 1
-  cur = cur + 1
-  save()
+local function remaining()
   local rem = L - cur - cdiv(prev * (W - e), W)
   if rem < 0 then rem = 0 end
-  return {1, rem, reset(), 0}
+  return rem
+end
+
+local room = L - N - cur
+if room >= 0 and prev * (W - e) <= room * W then
+  b = b + N
+  cur = cur + N
+  save()
+  return {1, remaining(), reset(), 0}
 end
 save()
 local retry
-if cur < L then
-  retry = 1000 * W - floorNs(L - 1 - cur, prev) - 1000 * e
+if cur + N <= L then
+  retry = 1000 * W - floorNs(room, prev) - 1000 * e
 else
-  retry = 1000 * (W - e) + 1000 * W - floorNs(L - 1, cur)
+  retry = 1000 * (W - e) + 1000 * W - floorNs(L - N, cur)
 end
-return {0, 0, reset(), retry}
+return {0, remaining(), reset(), retry}
 `
 
 const luaTokenBucket = luaPrelude + `
@@ -155,10 +166,9 @@ if elapsed > 0 then
   end
 end
 
--- ceil(((L - b) * W ns - c) / L), split as in the refill.
-local function reset()
-  local missing = L - b
-  if missing <= 0 then return 0 end
+-- ceil((missing * W ns - c) / L), split as in the refill: the time until
+-- the bucket has gained missing tokens.
+local function gain(missing)
   local M = missing * W
   local qa = fdiv(M, L)
   local z = 1000 * (M - qa * L) - c
@@ -166,11 +176,18 @@ local function reset()
   return 1000 * qa - fdiv(-z, L)
 end
 
-if b > 0 then
-  b = b - 1
+local function reset()
+  local missing = L - b
+  if missing <= 0 then return 0 end
+  return gain(missing)
+end
+
+if b >= N then
+  b = b - N
   save()
   return {1, b, reset(), 0}
 end
 save()
-return {0, 0, reset(), cdiv(1000 * W - c, L)}
+if N - b > 1 then return {0, b, reset(), gain(N - b)} end
+return {0, b, reset(), cdiv(1000 * W - c, L)}
 `

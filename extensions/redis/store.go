@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -27,7 +28,8 @@ const (
 )
 
 // ErrBudgetExceeded reports that Redis did not answer within the store's
-// budget, so no decision was made. Take's error matches it with errors.Is.
+// budget, so no decision was made. Take's error matches it with errors.Is;
+// its cause is ratelimit.StoreTimeout.
 var ErrBudgetExceeded = errors.New("resilienceredis: no answer from redis within the budget")
 
 // Options configures a Store. New copies it.
@@ -58,6 +60,22 @@ type Options struct {
 	// Listener receives the breaker's events (pipeline name
 	// "resilienceredis"). Nil drops them.
 	Listener event.Listener
+	// NodeBreak applies to a *redis.ClusterClient: once NodeFailures
+	// takes in a row failed on one master (no answer within the budget,
+	// a refused connection, CLUSTERDOWN), the takes of that master's
+	// keys fail at once with ErrNodeDown for NodeBreak, then one probe
+	// tries the master again, and so on until one gets an answer. Keys
+	// of other masters are not affected, and neither is Breaker, which
+	// sees only the takes tried. 0 means DefaultNodeBreak (1 s);
+	// negative turns it off, and every take of a dead master waits out
+	// the budget.
+	NodeBreak time.Duration
+	// Logger receives the store's own records: a cluster node it stopped
+	// trying (Warn) and took back (Info), never one per request. Nil
+	// means slog.Default(); slog.New(slog.DiscardHandler) silences it.
+	// go-redis logs through a logger of its own, process-wide: see
+	// NewRedisLogger.
+	Logger *slog.Logger
 }
 
 // Store is a ratelimit.Store that keeps counters in Redis, so
@@ -92,12 +110,21 @@ type Store struct {
 	budget   time.Duration
 	breaker  *resilience.CircuitBreaker[ratelimit.Decision]
 	tel      resilience.Telemetry
-	fixed    *redis.Script
-	sliding  *redis.Script
-	bucket   *redis.Script
+	fixed    *luaScript
+	sliding  *luaScript
+	bucket   *luaScript
 	inline   bool                 // the client bounds its waits by the context's deadline
 	cluster  *redis.ClusterClient // to refresh its topology after a failure
+	proc     processor            // the client, to run a take without go-redis's retries
+	nodes    *nodes               // a breaker per cluster master; nil without
 	clockArg func() string        // tests only: the time argument of the scripts
+	retried  bool                 // tests only: let go-redis retry, as before NoRetry (the contrast run)
+}
+
+// processor is what *redis.Client, *redis.ClusterClient and *redis.Ring
+// have beyond a Scripter: the store runs its own commands through it.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
 // New returns a Store, or a *resilience.ConfigError naming the first
@@ -109,23 +136,37 @@ func New(opts Options) (*Store, error) {
 	if opts.Budget < 0 {
 		return nil, &resilience.ConfigError{Field: "Options.Budget", Problem: fmt.Sprintf("must not be negative, got %v", opts.Budget)}
 	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
 	s := &Store{
 		client:  opts.Client,
 		prefix:  opts.Prefix,
 		budget:  opts.Budget,
 		breaker: opts.Breaker,
-		fixed:   redis.NewScript(luaFixedWindow),
-		sliding: redis.NewScript(luaSlidingWindow),
-		bucket:  redis.NewScript(luaTokenBucket),
+		fixed:   newLuaScript(luaFixedWindow),
+		sliding: newLuaScript(luaSlidingWindow),
+		bucket:  newLuaScript(luaTokenBucket),
 	}
 	switch c := opts.Client.(type) {
 	case *redis.Client:
 		s.inline = c.Options().ContextTimeoutEnabled
+		s.proc = c
 	case *redis.ClusterClient:
 		s.inline = c.Options().ContextTimeoutEnabled
 		s.cluster = c
+		s.proc = c
+		if opts.NodeBreak >= 0 {
+			brk := opts.NodeBreak
+			if brk == 0 {
+				brk = DefaultNodeBreak
+			}
+			s.nodes = &nodes{brk: brk, log: logger}
+		}
 	case *redis.Ring:
 		s.inline = c.Options().ContextTimeoutEnabled
+		s.proc = c
 	}
 	if s.prefix == "" {
 		s.prefix = DefaultPrefix
@@ -167,22 +208,66 @@ func (s *Store) CheckPolicy(p ratelimit.Policy) error {
 }
 
 // Take implements ratelimit.Store. Its errors: a
-// *resilience.ConfigError for a policy CheckPolicy refuses;
-// ErrBudgetExceeded; the breaker's rejection; ctx's error when ctx ends
-// first; otherwise Redis's error, wrapped.
+// *resilience.ConfigError for a policy CheckPolicy refuses; ctx's error
+// when ctx ends first; otherwise a *ratelimit.StoreError with the cause
+// (errors.As), wrapping ErrBudgetExceeded (reason timeout), ErrNodeDown
+// (node-down), the breaker's rejection (circuit-open) or Redis's error
+// (connection-refused, cluster-down, redirect, script-error or other).
 func (s *Store) Take(ctx context.Context, key string, policy ratelimit.Policy) (ratelimit.Decision, error) {
+	return s.takeN(ctx, key, policy, 1)
+}
+
+// TakeN implements ratelimit.CostStore: Take for n permits, taken in the
+// one script, all or none (n clamped to 1..policy.Limit). Its errors are
+// Take's.
+func (s *Store) TakeN(ctx context.Context, key string, policy ratelimit.Policy, n int) (ratelimit.Decision, error) {
+	return s.takeN(ctx, key, policy, ratelimit.ClampCost(n, policy.Limit))
+}
+
+// takeN is Take for n permits, n in 1..policy.Limit.
+func (s *Store) takeN(ctx context.Context, key string, policy ratelimit.Policy, cost int) (ratelimit.Decision, error) {
 	if s.client == nil {
 		return ratelimit.Decision{}, &resilience.ConfigError{Field: "Store", Problem: "not made by New"}
 	}
 	if err := s.CheckPolicy(policy); err != nil {
 		return ratelimit.Decision{}, err
 	}
-	if s.breaker == nil {
-		return s.takeOnce(ctx, key, policy)
+	var n *node
+	var probe bool
+	if s.nodes != nil {
+		// The master of the key's slot, from the client's slot map (no
+		// round trip once it is loaded).
+		if c, err := s.cluster.MasterForKey(ctx, s.key(key, policy)); err == nil {
+			n = s.nodes.get(c.Options().Addr)
+			var ok bool
+			if ok, probe = n.admit(time.Now().UnixNano()); !ok {
+				// Its slots may have a new master by now: the reload is
+				// the client's lazy one, coalesced.
+				s.cluster.ReloadState(ctx)
+				return ratelimit.Decision{}, storeErr(ratelimit.StoreNodeDown, ErrNodeDown)
+			}
+		}
 	}
-	return s.breaker.ExecuteResult(ctx, s.tel, func(ctx context.Context) (ratelimit.Decision, error) {
-		return s.takeOnce(ctx, key, policy)
+	d, err := s.takeBroken(ctx, key, policy, cost)
+	if n != nil {
+		s.nodes.done(ctx, n, probe, ratelimit.ReasonOf(err))
+	}
+	return d, err
+}
+
+// takeBroken is take behind the breaker, when there is one.
+func (s *Store) takeBroken(ctx context.Context, key string, policy ratelimit.Policy, cost int) (ratelimit.Decision, error) {
+	if s.breaker == nil {
+		return s.takeOnce(ctx, key, policy, cost)
+	}
+	d, err := s.breaker.ExecuteResult(ctx, s.tel, func(ctx context.Context) (ratelimit.Decision, error) {
+		return s.takeOnce(ctx, key, policy, cost)
 	})
+	var se *ratelimit.StoreError
+	if err != nil && ctx.Err() == nil && !errors.As(err, &se) {
+		err = storeErr(reasonOf(err), err) // the breaker's own rejection
+	}
+	return d, err
 }
 
 // takeOnce is take, and after a failure that was not the caller's, a
@@ -191,8 +276,8 @@ func (s *Store) Take(ctx context.Context, key string, policy ratelimit.Policy) (
 // without this the takes of a failed master's slots would go on failing
 // after its replica took over. The reload is the client's lazy one:
 // asynchronous, and coalesced however many takes fail.
-func (s *Store) takeOnce(ctx context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
-	d, err := s.take(ctx, key, p)
+func (s *Store) takeOnce(ctx context.Context, key string, p ratelimit.Policy, cost int) (ratelimit.Decision, error) {
+	d, err := s.take(ctx, key, p, cost)
 	if err != nil && s.cluster != nil && ctx.Err() == nil {
 		s.cluster.ReloadState(ctx)
 	}
@@ -208,7 +293,7 @@ type evalResult struct {
 // context deadlines on sockets unless ContextTimeoutEnabled is set, so
 // without it the script runs on its own goroutine and a call that outlives
 // the budget is abandoned, to end by the client's own timeouts.
-func (s *Store) take(ctx context.Context, key string, p ratelimit.Policy) (ratelimit.Decision, error) {
+func (s *Store) take(ctx context.Context, key string, p ratelimit.Policy, cost int) (ratelimit.Decision, error) {
 	script, span := s.fixed, p.Window
 	switch p.Algorithm {
 	case ratelimit.SlidingWindow:
@@ -222,18 +307,21 @@ func (s *Store) take(ctx context.Context, key string, p ratelimit.Policy) (ratel
 		now = s.clockArg()
 	}
 	args := []any{p.Limit, int64(p.Window / time.Microsecond), ttl, now}
+	if cost > 1 {
+		args = append(args, cost) // ARGV[5]; absent, the script takes one
+	}
 	keys := []string{s.key(key, p)}
 
 	bctx, cancel := context.WithTimeout(ctx, s.budget)
 	defer cancel()
 	var r evalResult
 	if s.inline {
-		r.v, r.err = script.Run(bctx, s.client, keys, args...).Int64Slice()
+		r.v, r.err = s.run(bctx, script, keys, args)
 		return decision(ctx, bctx, p, r)
 	}
 	done := make(chan evalResult, 1)
 	go func() {
-		v, err := script.Run(bctx, s.client, keys, args...).Int64Slice()
+		v, err := s.run(bctx, script, keys, args)
 		done <- evalResult{v, err}
 	}()
 	select {
@@ -242,7 +330,7 @@ func (s *Store) take(ctx context.Context, key string, p ratelimit.Policy) (ratel
 		if err := ctx.Err(); err != nil {
 			return ratelimit.Decision{}, err
 		}
-		return ratelimit.Decision{}, ErrBudgetExceeded
+		return ratelimit.Decision{}, storeErr(ratelimit.StoreTimeout, ErrBudgetExceeded)
 	}
 	return decision(ctx, bctx, p, r)
 }
@@ -254,16 +342,17 @@ func decision(ctx, bctx context.Context, p ratelimit.Policy, r evalResult) (rate
 		if err := ctx.Err(); err != nil {
 			return ratelimit.Decision{}, err
 		}
-		if bctx.Err() != nil {
+		reason := reasonOf(r.err)
+		if reason == ratelimit.StoreTimeout || (bctx.Err() != nil && reason == ratelimit.StoreCanceled) {
 			// Not wrapped: the client's error would match
 			// context.DeadlineExceeded, which reads as the request's own
 			// deadline (a 504) rather than the store's failure.
-			return ratelimit.Decision{}, ErrBudgetExceeded
+			return ratelimit.Decision{}, storeErr(ratelimit.StoreTimeout, ErrBudgetExceeded)
 		}
-		return ratelimit.Decision{}, fmt.Errorf("resilienceredis: %w", r.err)
+		return ratelimit.Decision{}, storeErr(reason, fmt.Errorf("resilienceredis: %w", r.err))
 	}
 	if len(r.v) != 4 {
-		return ratelimit.Decision{}, fmt.Errorf("resilienceredis: script replied with %d values, want 4", len(r.v))
+		return ratelimit.Decision{}, storeErr(ratelimit.StoreScriptError, fmt.Errorf("resilienceredis: script replied with %d values, want 4", len(r.v)))
 	}
 	return ratelimit.Decision{
 		Allowed:    r.v[0] == 1,

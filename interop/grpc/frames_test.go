@@ -95,7 +95,12 @@ func rawCallErr(addr string, extra ...string) ([]frame, error) {
 				_ = fr.WritePing(true, f.Data)
 			}
 		case *http2.GoAwayFrame:
-			return got, fmt.Errorf("GOAWAY after %v", got)
+			// A graceful GOAWAY that covers stream 1 (a draining connect
+			// server sends one with its shutting-down answer) still
+			// finishes the stream; anything else ends it.
+			if f.ErrCode != http2.ErrCodeNo || f.LastStreamID < 1 {
+				return got, fmt.Errorf("GOAWAY (%v, last stream %d) after %v", f.ErrCode, f.LastStreamID, got)
+			}
 		case *http2.MetaHeadersFrame:
 			if f.StreamID != 1 {
 				continue
@@ -296,6 +301,19 @@ func TestDeadlineOfRunningCallFraming(t *testing.T) {
 		if _, ok := frames[len(frames)-1].fields["grpc-retry-pushback-ms"]; ok {
 			t.Errorf("a pushback on the deadline of an admitted call")
 		}
+	})
+}
+
+// A unary call past Options.Timeout whose handler sent nothing is answered
+// trailers-only, as the adapters' documentation says: one HEADERS frame
+// ending the stream with grpc-status 4, the TIMEOUT ErrorInfo and no
+// pushback (the call was admitted), read off the wire.
+func TestDeadlineOfUntouchedCallIsTrailersOnly(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg target) {
+		g := newGate()
+		defer close(g.release)
+		srv := tg.serve(t, inbound.Options{Timeout: 50 * time.Millisecond}, g.handle)
+		checkTrailersOnly(t, rawCall(t, srv.addr), "4", "TIMEOUT/", "")
 	})
 }
 

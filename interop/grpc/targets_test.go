@@ -27,7 +27,7 @@ type target struct {
 	serve func(t *testing.T, opts inbound.Options, handle func(context.Context) error) server
 	// deadlineFrames is the number of HEADERS frames the adapter sends when
 	// it answers DEADLINE_EXCEEDED for a handler still running at its
-	// deadline: 2 for connect (response headers, then trailers).
+	// deadline that sent nothing: 1 (trailers-only) for both adapters.
 	deadlineFrames int
 	// httpFields: the rejections also carry Retry-After and, when rate
 	// limited, the RateLimit-* fields (connect sends its metadata in every
@@ -52,7 +52,7 @@ type server struct {
 
 // targets lists the adapters every test runs against.
 var targets = []target{
-	{name: "connect", serve: serveConnect, deadlineFrames: 2, httpFields: true},
+	{name: "connect", serve: serveConnect, deadlineFrames: 1, httpFields: true},
 }
 
 // eachTarget runs f as a subtest per target.

@@ -36,6 +36,7 @@ type Context struct {
 	untimed  atomic.Bool
 	owned    bool                            // set by Own before use: the parent's end reaches c only through End
 	causeCtx atomic.Pointer[context.Context] // set by End with a cause, before it closes done
+	ended    atomic.Pointer[error]           // err once End set it: Err reads it without the lock
 
 	mu         sync.Mutex
 	done       chan struct{} // made on first use
@@ -113,11 +114,8 @@ func (c *Context) parentDone() { c.End(c.parent.Err(), nil) }
 
 // Err implements context.Context.
 func (c *Context) Err() error {
-	c.mu.Lock()
-	err := c.err
-	c.mu.Unlock()
-	if err != nil {
-		return err
+	if p := c.ended.Load(); p != nil {
+		return *p
 	}
 	// Without a watch (nobody asked for Done) the parent is read here.
 	if c.owned {
@@ -210,6 +208,7 @@ func (c *Context) End(err, cause error) bool {
 		c.causeCtx.Store(&cc)
 	}
 	c.err = err
+	c.ended.Store(errPointer(err))
 	// A Done channel made from now on is made closed (watchLocked); this
 	// one closes once the derived contexts have ended.
 	done := c.done
@@ -237,5 +236,24 @@ func runAfters(a *afterFunc) {
 	}
 	for ; first != nil; first = first.prev {
 		first.f()
+	}
+}
+
+// The errors End is given on every request, boxed once: publishing them
+// for Err costs no allocation.
+var (
+	canceledErr = context.Canceled
+	deadlineErr = context.DeadlineExceeded
+)
+
+func errPointer(err error) *error {
+	switch err {
+	case context.Canceled:
+		return &canceledErr
+	case context.DeadlineExceeded:
+		return &deadlineErr
+	default:
+		e := err // only this path allocates
+		return &e
 	}
 }

@@ -52,7 +52,7 @@ func TestSparedByDemand(t *testing.T) {
 				}
 			}
 			if c.shed {
-				tb.ShedKey("0", now)
+				tb.ShedKey("0", now, 100)
 			}
 			if got := tb.Spared("0", now, interval); got != c.want {
 				t.Errorf("Spared = %v, want %v", got, c.want)

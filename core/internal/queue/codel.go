@@ -132,19 +132,27 @@ func (c *codel) shedLockedPriority(q *waitQueue, now time.Time, known bool, p in
 // standing. While waiters of several priorities queue, the best priority
 // present is spared: a standing queue sheds the less important classes
 // first, and the best class is judged only once it waits alone.
-func (c *codel) purgeLocked(q *waitQueue, now time.Time) bool {
+//
+// In a fair queue, the waiters of flows within their share of the limit
+// permits are spared too (see waitQueue.fairSpared).
+func (c *codel) purgeLocked(q *waitQueue, now time.Time, limit int) bool {
 	if !c.standing(q, now) {
 		return false
 	}
 	spared, spare := c.protectedPriority(q, now)
+	if q.flows != nil {
+		q.flows.Pass()
+	}
 	for w := q.oldest; w != nil && now.Sub(w.queuedAt) > c.target; {
 		next := w.newer
-		if (!spare || w.priority != spared) && !q.fairSpared(w, now, c.interval) {
-			q.fairShed(w, now)
+		if (!spare || w.priority != spared) && !q.fairSpared(w, now, c.interval, limit) {
+			q.fairShed(w, now, limit)
 			q.remove(w)
 			w.state = waiterTimedOut
 			close(w.ready)
 			c.shedLockedPriority(q, now, true, w.priority)
+		} else {
+			q.fairKept(w)
 		}
 		w = next
 	}

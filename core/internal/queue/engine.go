@@ -179,10 +179,11 @@ func (e *Engine) SetLimitLocked(n int) {
 	e.grantLocked()
 }
 
-// FreeLocked reports whether a permit is free and the engine open. A free
-// permit implies an empty queue: grantLocked never leaves a waiter queued
-// while a permit is free.
-func (e *Engine) FreeLocked() bool { return e.inFlight < e.limit && !e.closed }
+// FreeLocked reports whether a permit is free, nobody waits and the
+// engine is open. Permits can be free while a waiter is queued: a costly
+// waiter at the head waits until enough are (see cost.go), and a newcomer
+// must not overtake it.
+func (e *Engine) FreeLocked() bool { return e.inFlight < e.limit && e.queue.n == 0 && !e.closed }
 
 // TakeLocked takes a permit that FreeLocked reported free.
 func (e *Engine) TakeLocked() { e.inFlight++ }
@@ -239,7 +240,8 @@ func (e *Engine) AcquireRanked(ctx context.Context, rank func(context.Context) R
 // AcquireRankedSlowLocked is AcquireRanked once no permit was free, as
 // AcquireSlowLocked is for Acquire. It is called locked and unlocks.
 func (e *Engine) AcquireRankedSlowLocked(ctx context.Context, rank func(context.Context) Rank, hold bool) (time.Duration, Result, *Flow) {
-	return e.acquireSlow(ctx, nil, rank, hold)
+	waited, r, h := e.acquireSlow(ctx, nil, rank, hold, 1)
+	return waited, r, h.Flow
 }
 
 // AcquireSlowLocked is Acquire once no permit was free: it sheds or
@@ -247,27 +249,28 @@ func (e *Engine) AcquireRankedSlowLocked(ctx context.Context, rank func(context.
 // after its own fast path, which also decides under the same lock whether
 // to time the execution.
 func (e *Engine) AcquireSlowLocked(ctx context.Context, rank func(context.Context) int) (time.Duration, Result) {
-	waited, r, _ := e.acquireSlow(ctx, rank, nil, false)
+	waited, r, _ := e.acquireSlow(ctx, rank, nil, false, 1)
 	return waited, r
 }
 
-// acquireSlow is the slow path of both Acquire forms: priority ranks by
-// priority alone, rank by a whole Rank (at most one is set). It is called
-// locked and unlocks.
-func (e *Engine) acquireSlow(ctx context.Context, priority func(context.Context) int, rank func(context.Context) Rank, hold bool) (time.Duration, Result, *Flow) {
+// acquireSlow is the slow path of every Acquire form: priority ranks by
+// priority alone, rank by a whole Rank (at most one is set); cost is the
+// permits the caller asks for (1 but for a costly request, see cost.go).
+// It is called locked and unlocks.
+func (e *Engine) acquireSlow(ctx context.Context, priority func(context.Context) int, rank func(context.Context) Rank, hold bool, cost int) (time.Duration, Result, Held) {
 	if e.closed {
 		e.mu.Unlock()
-		return 0, ShuttingDown, nil
+		return 0, ShuttingDown, Held{}
 	}
 	// A fair queue must know the newcomer's flow to shed fairly; any
 	// other sheds without ranking: under overload this is the common case
 	// and should cost as little as possible.
 	if e.queueLimit == 0 || (e.overflow == RejectNew && e.queue.flows == nil && e.queue.len() >= e.queueLimit && !e.purgeFullLocked()) {
 		e.mu.Unlock()
-		return 0, Full, nil
+		return 0, Full, Held{}
 	}
 	if priority == nil && rank == nil {
-		return e.wait(ctx, Rank{}, hold) // wait unlocks
+		return e.wait(ctx, Rank{}, hold, cost) // wait unlocks
 	}
 	// rank is the caller's code: run it without the lock, then look again,
 	// since a permit may have been freed meanwhile.
@@ -281,34 +284,34 @@ func (e *Engine) acquireSlow(ctx context.Context, priority func(context.Context)
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		return 0, ShuttingDown, nil
+		return 0, ShuttingDown, Held{}
 	}
-	if e.inFlight < e.limit {
-		e.inFlight++
-		var f *Flow
+	if n := e.need(cost); e.queue.n == 0 && e.inFlight+n <= e.limit {
+		e.inFlight += n
+		h := Held{N: n}
 		if hold && e.queue.flows != nil {
-			f = e.queue.flows.Hold(r.Flow, r.Weight)
+			h.Flow = e.queue.flows.HoldN(r.Flow, r.Weight, n)
 		}
 		e.mu.Unlock()
-		return 0, Admitted, f
+		return 0, Admitted, h
 	}
 	if ctx.Err() != nil {
 		// The caller left while it was ranked: it must not queue, let alone
 		// evict a live waiter.
 		e.mu.Unlock()
-		return 0, Cancelled, nil
+		return 0, Cancelled, Held{}
 	}
-	return e.wait(ctx, r, hold)
+	return e.wait(ctx, r, hold, cost)
 }
 
 // wait queues the caller with priority p, applying the overflow policy if
 // the queue is full, and waits for the outcome. It is called locked and
 // unlocks.
-func (e *Engine) wait(ctx context.Context, r Rank, hold bool) (time.Duration, Result, *Flow) {
+func (e *Engine) wait(ctx context.Context, r Rank, hold bool, cost int) (time.Duration, Result, Held) {
 	p := r.Priority
 	start := time.Now()
 	timeoutAfter := e.queueTimeout
-	if e.codel != nil && e.codel.purgeLocked(&e.queue, start) && !e.codel.sparesNewcomer(&e.queue, p, start) && !e.queue.fairSparesNewcomer(r, start, e.codel.interval) {
+	if e.codel != nil && e.codel.purgeLocked(&e.queue, start, e.limit) && !e.codel.sparesNewcomer(&e.queue, p, start) && !e.queue.fairSparesNewcomer(r, start, e.codel.interval, e.limit) {
 		// The queue is standing: newcomers get the short target as their
 		// queue timeout, so a standing queue drains (the spared best class
 		// excepted).
@@ -329,15 +332,16 @@ func (e *Engine) wait(ctx context.Context, r Rank, hold bool) (time.Duration, Re
 		if victim == nil {
 			if e.codel != nil {
 				if e.queue.flows != nil {
-					e.queue.flows.ShedKey(r.Flow, start)
+					e.queue.flows.ShedKey(r.Flow, start, e.limit)
 				}
 				e.codel.shedLockedPriority(&e.queue, start, true, p)
 			}
+			e.regrantLocked() // CoDel's purge above may have taken a costly head
 			e.mu.Unlock()
-			return 0, Full, nil
+			return 0, Full, Held{}
 		}
 		if e.codel != nil {
-			e.queue.fairShed(victim, start)
+			e.queue.fairShed(victim, start, e.limit)
 		}
 		e.queue.remove(victim)
 		victim.state = waiterEvicted
@@ -346,11 +350,17 @@ func (e *Engine) wait(ctx context.Context, r Rank, hold bool) (time.Duration, Re
 			e.codel.shedLockedPriority(&e.queue, start, true, victim.priority)
 		}
 	}
-	w := &waiter{priority: p, queuedAt: start, ready: make(chan struct{}), flow: r.Flow, weight: r.Weight, hold: hold}
+	w := &waiter{priority: p, queuedAt: start, ready: make(chan struct{}), flow: r.Flow, weight: r.Weight, hold: hold, cost: cost}
 	if e.codel != nil {
 		e.codel.onPushLocked(&e.queue, start)
 	}
 	e.queue.push(w)
+	if e.inFlight < e.limit {
+		// Permits are free only while a costly waiter is held back for
+		// more (see cost.go): a newcomer that now heads the queue, by
+		// priority, may fit.
+		e.grantLocked()
+	}
 	e.mu.Unlock()
 
 	var timeout <-chan time.Time
@@ -376,12 +386,16 @@ func (e *Engine) wait(ctx context.Context, r Rank, hold bool) (time.Duration, Re
 			var now time.Time
 			if ended == waiterTimedOut && e.codel != nil {
 				now = time.Now()
-				e.queue.fairShed(w, now)
+				e.queue.fairShed(w, now, e.limit)
 			}
 			e.queue.remove(w)
 			w.state = ended
 			if ended == waiterTimedOut && e.codel != nil {
 				e.codel.shedLockedPriority(&e.queue, now, true, w.priority)
+			}
+			if e.inFlight < e.limit {
+				// w may have been a costly head holding the others back.
+				e.grantLocked()
 			}
 		}
 		e.mu.Unlock()
@@ -396,21 +410,21 @@ func (e *Engine) wait(ctx context.Context, r Rank, hold bool) (time.Duration, Re
 		// nobody waits for the result.
 		if ctx.Err() != nil {
 			e.mu.Lock()
-			e.ReleaseFlowLocked(w.held)
+			e.ReleaseNLocked(w.held, w.cost)
 			e.mu.Unlock()
-			return time.Since(start), Cancelled, nil
+			return time.Since(start), Cancelled, Held{}
 		}
 		// At least 1 ns: a wait that took no measurable time (a fake
 		// clock) is still a wait.
-		return max(time.Since(start), 1), Admitted, w.held
+		return max(time.Since(start), 1), Admitted, Held{Flow: w.held, N: w.cost}
 	case waiterEvicted:
-		return time.Since(start), Dropped, nil
+		return time.Since(start), Dropped, Held{}
 	case waiterTimedOut:
-		return time.Since(start), QueueTimeout, nil
+		return time.Since(start), QueueTimeout, Held{}
 	case waiterClosed:
-		return time.Since(start), ShuttingDown, nil
+		return time.Since(start), ShuttingDown, Held{}
 	default: // waiterCancelled
-		return time.Since(start), Cancelled, nil
+		return time.Since(start), Cancelled, Held{}
 	}
 }
 
@@ -422,11 +436,12 @@ func (e *Engine) purgeFullLocked() bool {
 		return false
 	}
 	now := time.Now()
-	e.codel.purgeLocked(&e.queue, now)
+	e.codel.purgeLocked(&e.queue, now, e.limit)
 	if e.queue.len() < e.queueLimit {
 		return true
 	}
 	e.codel.shedLocked(&e.queue, now) // the newcomer is rejected
+	e.regrantLocked()                 // the purge may have taken a costly head
 	return false
 }
 
@@ -480,7 +495,7 @@ func (e *Engine) grantLocked() {
 	lifo := false
 	if e.codel != nil {
 		// Only the slow path (someone is queued) reads the clock.
-		lifo = e.codel.purgeLocked(&e.queue, time.Now()) && e.codel.lifo
+		lifo = e.codel.purgeLocked(&e.queue, time.Now(), e.limit) && e.codel.lifo
 	}
 	for e.inFlight < e.limit {
 		w := e.queue.best()
@@ -490,9 +505,16 @@ func (e *Engine) grantLocked() {
 		if w == nil {
 			return
 		}
+		// Head-of-line: a waiter that needs more permits than are free
+		// waits for them, and so does everyone behind it (see cost.go).
+		n := e.need(w.cost)
+		if e.inFlight+n > e.limit {
+			return
+		}
+		w.cost = n // what it holds, and returns
 		e.queue.grant(w)
 		w.state = waiterGranted
-		e.inFlight++
+		e.inFlight += n
 		close(w.ready)
 	}
 }

@@ -52,6 +52,9 @@ type waiter struct {
 	weight int
 	hold   bool
 	held   *Flow
+	// cost is the permits the waiter asks for (0 or 1: one); once
+	// granted, the permits it holds (see cost.go).
+	cost int
 }
 
 // Flow is a flow of a fair engine that holds a permit, for
@@ -218,7 +221,7 @@ func (q *waitQueue) unlink(w *waiter, hold bool) {
 	empty := false
 	if l.level != nil {
 		if hold {
-			w.held = fair.Grant(&w.node)
+			w.held = fair.GrantN(&w.node, max(w.cost, 1))
 		} else {
 			fair.Remove(&w.node)
 		}
@@ -349,24 +352,49 @@ func (q *waitQueue) oldestOfLargest(r Rank) *waiter {
 
 // fairSpared reports whether CoDel spares w as it spares the best
 // priority: in a fair queue, a waiter of the best priority queued whose
-// flow asks for well less than the heaviest flow and has had no waiter
-// shed within the interval (fair.Table.Spared). A standing queue is the
-// doing of the flows whose demand exceeds what they get; CoDel drains
-// theirs, and the flows it meets in full keep their queue timeout.
-func (q *waitQueue) fairSpared(w *waiter, now time.Time, interval time.Duration) bool {
-	return q.flows != nil && w.priority == q.lists[0].priority && q.flows.Spared(w.flow, now, interval)
+// flow is within its share of the limit permits, counting its permits and
+// its waiters kept ahead of w in this purge (fair.Table.WithinShare), or
+// whose flow asks for well less than the heaviest flow and has had no
+// waiter shed within the interval (fair.Table.Spared). A standing queue is
+// the doing of the flows whose demand exceeds what they get; CoDel drains
+// theirs, and the flows under their share keep their queue timeout. The
+// first test holds at every moment, for clients of any kind (a closed
+// loop that re-sends at once after a rejection is never idle long enough
+// to build a demand history); the second tells a flow that is under its
+// share over time when permits free in bursts, and its waiters pile up
+// between them. Call q.flows.Pass before the purge's first waiter.
+func (q *waitQueue) fairSpared(w *waiter, now time.Time, interval time.Duration, limit int) bool {
+	if q.flows == nil || w.priority != q.lists[0].priority {
+		return false
+	}
+	return q.flows.WithinShare(&w.node, limit, now, interval) || q.flows.Spared(w.flow, now, interval)
+}
+
+// fairKept records, in a fair queue, that the purge keeps w.
+func (q *waitQueue) fairKept(w *waiter) {
+	if q.flows != nil {
+		q.flows.Kept(&w.node)
+	}
 }
 
 // fairSparesNewcomer is fairSpared for a newcomer r.
-func (q *waitQueue) fairSparesNewcomer(r Rank, now time.Time, interval time.Duration) bool {
-	return q.flows != nil && (len(q.lists) == 0 || r.Priority <= q.lists[0].priority) && q.flows.Spared(r.Flow, now, interval)
+func (q *waitQueue) fairSparesNewcomer(r Rank, now time.Time, interval time.Duration, limit int) bool {
+	if q.flows == nil || (len(q.lists) > 0 && r.Priority > q.lists[0].priority) {
+		return false
+	}
+	queued := 0
+	if len(q.lists) > 0 && q.lists[0].priority == r.Priority {
+		queued = q.lists[0].level.Queued(r.Flow)
+	}
+	return q.flows.NewcomerWithinShare(r.Flow, r.Weight, queued, limit, now, interval) || q.flows.Spared(r.Flow, now, interval)
 }
 
-// fairShed records, in a fair queue, that w is being shed at now.
-func (q *waitQueue) fairShed(w *waiter, now time.Time) {
+// fairShed records, in a fair queue, that w is being shed at now from
+// limit permits.
+func (q *waitQueue) fairShed(w *waiter, now time.Time, limit int) {
 	if q.flows != nil {
 		if f := w.node.Flow(); f != nil {
-			q.flows.Shed(f, now)
+			q.flows.Shed(f, now, limit)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"github.com/ylcnfrht/resilience/core/inbound/by"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -19,10 +20,12 @@ import (
 const TenantHeader = "X-Tenant"
 
 // Tenant is one client population of a scenario: its name, sent in
-// TenantHeader, and the rate it offers.
+// TenantHeader, and the rate it offers, or in a closed loop its number of
+// workers (0: its share of Config.Workers, by Rate).
 type Tenant struct {
-	Name string  `json:"name"`
-	Rate float64 `json:"rate"`
+	Name    string  `json:"name"`
+	Rate    float64 `json:"rate"`
+	Workers int     `json:"workers,omitempty"`
 }
 
 // fairTenants is the fair scenario's traffic: one tenant offers more than
@@ -58,6 +61,9 @@ func validateTenants(ts []Tenant) error {
 		seen[t.Name] = true
 		if t.Rate <= 0 {
 			return fmt.Errorf("tenant %s: rate must be greater than 0", t.Name)
+		}
+		if t.Workers < 0 {
+			return fmt.Errorf("tenant %s: workers must not be negative", t.Name)
 		}
 	}
 	return nil
@@ -108,6 +114,7 @@ func tenantResults(cfg *Config, recs []record) []ClassResult {
 	for i, t := range cfg.Tenants {
 		out[i].Class = t.Name
 	}
+	lat := make([][]time.Duration, len(out))
 	for i, rec := range recs {
 		if rec.kind == 0 || int(rec.class) >= len(out) {
 			continue
@@ -118,9 +125,12 @@ func tenantResults(cfg *Config, recs []record) []ClassResult {
 		}
 		if rec.kind == kindOK {
 			c.InTime++
+			lat[rec.class] = append(lat[rec.class], rec.lat)
 		}
 	}
 	for i := range out {
+		sortDurations(lat[i])
+		out[i].P99 = ms(percentile(lat[i], 0.99))
 		if out[i].Sent > 0 {
 			out[i].Share = math.Round(1000*float64(out[i].InTime)/float64(out[i].Sent)) / 1000
 		}
@@ -133,19 +143,20 @@ func tenantResults(cfg *Config, recs []record) []ClassResult {
 // tenant but the first).
 func (rep *Report) writeTenantTable(w io.Writer) error {
 	c := rep.Config
-	fmt.Fprintf(w, "\nanswered in time per tenant (%s header; offered req/s in brackets):\n", TenantHeader)
+	fmt.Fprintf(w, "\nanswered in time per tenant (%s header; %s in brackets):\n", TenantHeader, c.tenantLoadName())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "mode\t")
-	for _, t := range c.Tenants {
-		fmt.Fprintf(tw, "%s [%.0f]\t", t.Name, t.Rate*c.tenantScale())
+	for i, t := range c.Tenants {
+		fmt.Fprintf(tw, "%s [%s]\t", t.Name, c.tenantLoad(i))
 	}
-	fmt.Fprintln(tw, "worst quiet\tnoisy in time/s\t")
+	fmt.Fprintln(tw, "worst quiet\tnoisy in time/s\tnoisy p99 ms\tquiet p99 ms\t")
 	for _, r := range rep.Results {
 		fmt.Fprintf(tw, "%s\t", r.Contender)
 		for _, cr := range r.Classes {
 			fmt.Fprintf(tw, "%.1f %%\t", 100*cr.Share)
 		}
-		fmt.Fprintf(tw, "%.1f %%\t%.0f\t\n", 100*worstQuiet(r.Classes), noisyGoodput(&c, r.Classes))
+		noisy, quiet := tenantP99(r.Classes)
+		fmt.Fprintf(tw, "%.1f %%\t%.0f\t%.0f\t%.0f\t\n", 100*worstQuiet(r.Classes), noisyGoodput(&c, r.Classes), noisy, quiet)
 	}
 	return tw.Flush()
 }
@@ -154,17 +165,52 @@ func (rep *Report) writeTenantTable(w io.Writer) error {
 func (rep *Report) writeTenantMarkdown(w io.Writer) {
 	c := rep.Config
 	fmt.Fprintf(w, "\n| contender |")
-	for _, t := range c.Tenants {
-		fmt.Fprintf(w, " %s (%.0f/s) |", t.Name, t.Rate*c.tenantScale())
+	for i, t := range c.Tenants {
+		fmt.Fprintf(w, " %s (%s) |", t.Name, c.tenantLoadMarkdown(i))
 	}
-	fmt.Fprintf(w, " worst quiet | noisy in time/s |\n|---|%s--:|--:|\n", repeat("--:|", len(c.Tenants)))
+	fmt.Fprintf(w, " worst quiet | noisy in time/s | noisy p99 ms | quiet p99 ms |\n|---|%s--:|--:|--:|--:|\n", repeat("--:|", len(c.Tenants)))
 	for _, r := range rep.Results {
 		fmt.Fprintf(w, "| %s |", r.Contender)
 		for _, cr := range r.Classes {
 			fmt.Fprintf(w, " %.1f %% |", 100*cr.Share)
 		}
-		fmt.Fprintf(w, " %.1f %% | %.0f |\n", 100*worstQuiet(r.Classes), noisyGoodput(&c, r.Classes))
+		noisy, quiet := tenantP99(r.Classes)
+		fmt.Fprintf(w, " %.1f %% | %.0f | %.0f | %.0f |\n", 100*worstQuiet(r.Classes), noisyGoodput(&c, r.Classes), noisy, quiet)
 	}
+}
+
+// tenantLoadName is what the tenant table's brackets hold.
+func (c *Config) tenantLoadName() string {
+	if c.ClosedLoop() {
+		return "closed-loop workers"
+	}
+	return "offered req/s"
+}
+
+// tenantLoad is tenant i's offered rate, or its workers in a closed loop.
+func (c *Config) tenantLoad(i int) string {
+	if c.ClosedLoop() {
+		return fmt.Sprintf("%d", c.tenantWorkers(i))
+	}
+	return fmt.Sprintf("%.0f", c.Tenants[i].Rate*c.tenantScale())
+}
+
+func (c *Config) tenantLoadMarkdown(i int) string {
+	if c.ClosedLoop() {
+		return fmt.Sprintf("%d workers", c.tenantWorkers(i))
+	}
+	return fmt.Sprintf("%.0f/s", c.Tenants[i].Rate*c.tenantScale())
+}
+
+// tenantWorkers is the number of closed-loop workers of tenant i.
+func (c *Config) tenantWorkers(i int) int {
+	n := 0
+	for _, w := range closedWorkers(c) {
+		if int(w.class) == i {
+			n++
+		}
+	}
+	return n
 }
 
 func repeat(s string, n int) string {
@@ -183,6 +229,18 @@ func worstQuiet(cs []ClassResult) float64 {
 		worst = min(worst, c.Share)
 	}
 	return worst
+}
+
+// tenantP99 is the first tenant's p99 answered latency and the highest
+// of the others' (ms).
+func tenantP99(cs []ClassResult) (noisy, quiet float64) {
+	if len(cs) == 0 {
+		return 0, 0
+	}
+	for _, c := range cs[1:] {
+		quiet = max(quiet, c.P99)
+	}
+	return cs[0].P99, quiet
 }
 
 // noisyGoodput is the first tenant's requests answered in time per second.
@@ -204,7 +262,7 @@ func noisyGoodput(c *Config, cs []ClassResult) float64 {
 //   - adaptive-fair: the same with a flow per tenant;
 //   - adaptive-codel-fair: adaptive-codel with a flow per tenant.
 func fairContenders() []Contender {
-	flow := inbound.KeyByHeader(TenantHeader)
+	flow := by.Header(TenantHeader)
 	adaptive := func(k Knobs, codel *resilience.CoDelOptions, fair bool) *resilience.AdaptiveLimiterOptions {
 		o := &resilience.AdaptiveLimiterOptions{QueueLimit: k.Queue, QueueTimeout: k.QueueTimeout, Priority: priority(k), CoDel: codel}
 		if fair {

@@ -43,7 +43,7 @@ func TestTenantArrivals(t *testing.T) {
 // as in time, and the table names every tenant and the worst quiet one.
 func TestTenantResultsAndTable(t *testing.T) {
 	cfg, _ := Preset("fair")
-	cfg.Tenants = []Tenant{{"noisy", 10}, {"quiet-1", 1}, {"quiet-2", 1}}
+	cfg.Tenants = []Tenant{{Name: "noisy", Rate: 10}, {Name: "quiet-1", Rate: 1}, {Name: "quiet-2", Rate: 1}}
 	cfg.Rate = 12
 	recs := []record{
 		{kind: kindOK, class: 0}, {kind: kindShed, class: 0}, // attempt and its retry
@@ -53,7 +53,7 @@ func TestTenantResultsAndTable(t *testing.T) {
 		{kind: kindOK, class: 2}, {},
 	}
 	got := tenantResults(&cfg, recs)
-	want := []ClassResult{{"noisy", 2, 1, 0.5}, {"quiet-1", 1, 1, 1}, {"quiet-2", 2, 1, 0.5}}
+	want := []ClassResult{{"noisy", 2, 1, 0.5, 0}, {"quiet-1", 1, 1, 1, 0}, {"quiet-2", 2, 1, 0.5, 0}}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("tenant %d: %+v, want %+v", i, got[i], want[i])
@@ -75,7 +75,7 @@ func TestTenantResultsAndTable(t *testing.T) {
 }
 
 func TestValidateTenants(t *testing.T) {
-	for _, ts := range [][]Tenant{{{"", 1}}, {{"a", 1}, {"a", 2}}, {{"a", 0}}} {
+	for _, ts := range [][]Tenant{{{Name: "", Rate: 1}}, {{Name: "a", Rate: 1}, {Name: "a", Rate: 2}}, {{Name: "a", Rate: 0}}} {
 		if err := validateTenants(ts); err == nil {
 			t.Errorf("%v: no error", ts)
 		}
@@ -84,5 +84,40 @@ func TestValidateTenants(t *testing.T) {
 	cfg.High = 0.3
 	if err := cfg.Validate(); err == nil {
 		t.Error("tenants with priority classes: no error")
+	}
+}
+
+// Closed-loop workers: a tenant's own, or Workers split by the tenants'
+// rates with at least one each, or the priority classes by High.
+func TestClosedWorkers(t *testing.T) {
+	cfg, _ := Preset(ScenarioFairClosed)
+	if !cfg.ClosedLoop() || cfg.workerCount() != 69 || cfg.tenantWorkers(0) != 60 || cfg.tenantWorkers(9) != 1 {
+		t.Fatalf("fair-closed: closed %v, %d workers, noisy %d, quiet-9 %d", cfg.ClosedLoop(), cfg.workerCount(), cfg.tenantWorkers(0), cfg.tenantWorkers(9))
+	}
+	cfg, _ = Preset("fair")
+	if cfg.ClosedLoop() {
+		t.Fatal("fair: closed loop without workers")
+	}
+	cfg.Workers = 100
+	if n, q := cfg.tenantWorkers(0), cfg.tenantWorkers(1); n != 60 || q != 4 {
+		t.Errorf("fair with 100 workers: noisy %d, quiet %d; want 60 and 4", n, q)
+	}
+	cfg, _ = Preset("priority")
+	cfg.Workers = 10
+	high := 0
+	for _, w := range closedWorkers(&cfg) {
+		high += int(w.class)
+	}
+	if high != 3 || cfg.workerCount() != 10 {
+		t.Errorf("priority with 10 workers: %d high of %d, want 3 of 10", high, cfg.workerCount())
+	}
+	cfg.Resend = "later"
+	if err := cfg.Validate(); err == nil {
+		t.Error("resend later: no error")
+	}
+	cfg, _ = Preset(ScenarioRetryStorm)
+	cfg.Workers = 10
+	if err := cfg.Validate(); err == nil {
+		t.Error("retry-storm closed loop: no error")
 	}
 }

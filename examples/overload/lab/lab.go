@@ -1,7 +1,11 @@
-// Package lab is an overload laboratory: it sends open-loop traffic over
-// loopback to a simulated service behind any HTTP middleware and measures
-// what the clients get (goodput, latency of answered and shed requests,
-// client timeouts, priority classes) and what the service wasted.
+// Package lab is an overload laboratory: it sends traffic over loopback
+// to a simulated service behind any HTTP middleware and measures what the
+// clients get (goodput, latency of answered and shed requests, client
+// timeouts, priority classes, tenants) and what the service wasted. The
+// traffic is open-loop (arrivals at a rate, whatever the answers) or,
+// with Config.Workers or a tenant's Workers, closed-loop: workers that
+// send their next request as soon as the last is answered, as worker
+// pools do, re-sending after a 503 at once or after its Retry-After.
 //
 // A contender is any func(http.Handler) http.Handler, built per run from
 // one set of Knobs, so the project's limiters and other libraries' are
@@ -150,6 +154,15 @@ type Config struct {
 	// each at its own share of Rate, sent with TenantHeader; results then
 	// report each tenant as a class.
 	Tenants []Tenant `json:"tenants,omitempty"`
+	// Workers, when greater than 0, makes the load closed-loop: that many
+	// workers, each sending its next request as soon as the last one is
+	// answered, instead of Rate's arrivals (split between the tenants in
+	// proportion to their rates, unless a tenant has Workers of its own;
+	// a tenant's Workers alone also make the load closed-loop). Resend is
+	// what a worker does after a 503 or 429: ResendNow (the default) or
+	// ResendRetryAfter.
+	Workers int    `json:"workers,omitempty"`
+	Resend  string `json:"resend,omitempty"`
 
 	Service     string        `json:"service"`
 	Slots       int           `json:"slots"`
@@ -184,7 +197,7 @@ type Config struct {
 }
 
 // Scenarios are the preset names, in the order the lab lists them.
-var Scenarios = []string{"overload", "priority", "step", "cpu", ScenarioRetryStorm, "fair"}
+var Scenarios = []string{"overload", "priority", "step", "cpu", ScenarioRetryStorm, "fair", ScenarioFairClosed}
 
 // Preset returns the named scenario's configuration with the default
 // knobs (limit 100, queue 100, queue timeout 500 ms, timeout = the client
@@ -222,6 +235,8 @@ func Preset(name string) (Config, error) {
 		c.PinCPUs = runtime.NumCPU() >= 2
 	case ScenarioRetryStorm:
 		stormPreset(&c)
+	case ScenarioFairClosed:
+		fairClosedPreset(&c)
 	default:
 		return Config{}, fmt.Errorf("unknown scenario %q; want one of %s", name, strings.Join(Scenarios, ", "))
 	}
@@ -276,6 +291,15 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("limit must be greater than 0")
 	case c.Knobs.Queue < 0 || c.Knobs.QueueTimeout < 0 || c.Knobs.Timeout < 0:
 		return fmt.Errorf("queue, queue timeout and timeout must not be negative")
+	}
+	if c.Workers < 0 {
+		return fmt.Errorf("workers must not be negative")
+	}
+	if c.Resend != "" && c.Resend != ResendNow && c.Resend != ResendRetryAfter {
+		return fmt.Errorf("resend must be %s or %s, got %q", ResendNow, ResendRetryAfter, c.Resend)
+	}
+	if c.ClosedLoop() && c.Scenario == ScenarioRetryStorm {
+		return fmt.Errorf("the %s scenario's clients are open-loop: it has no closed-loop form", ScenarioRetryStorm)
 	}
 	if err := validateTenants(c.Tenants); err != nil {
 		return err

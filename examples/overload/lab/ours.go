@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"github.com/ylcnfrht/resilience/core/inbound/by"
 	"net/http"
 
 	resilience "github.com/ylcnfrht/resilience/core"
@@ -21,7 +22,7 @@ import (
 //     only the timeout;
 //   - adaptive-codel: the adaptive limiter with the knobs' queue and CoDel;
 //   - fixed-retrylast: the fixed limiter ranking requests marked as
-//     retries (inbound.RetryPriority) below first attempts, so that a
+//     retries (by.RetriesLast) below first attempts, so that a
 //     full queue sheds them first;
 //   - the fair modes and their contrast (see fairContenders).
 //
@@ -52,7 +53,7 @@ func Ours() []Contender {
 		}},
 		{Name: "fixed-retrylast", New: func(k Knobs) (func(http.Handler) http.Handler, error) {
 			o := fixedOptions(k, nil, resilience.OverflowDropLowestPriority)
-			o.Priority = inbound.RetryPriority(o.Priority)
+			o.Priority = by.RetriesLast(o.Priority)
 			return inboundMiddleware(k, inbound.Options{Concurrency: o})
 		}},
 	}, fairContenders()...)
@@ -92,7 +93,7 @@ func priority(k Knobs) func(ctx context.Context) int {
 // headerPriority ranks by X-Priority as a service should: only the lab's
 // classes are believed, anything else is LowPriority.
 var headerPriority = func() func(context.Context) int {
-	f, err := inbound.PriorityByHeader(inbound.PriorityHeader{Name: PriorityHeader, Min: HighPriority, Max: LowPriority, Default: LowPriority})
+	f, err := by.Priority(by.PriorityHeader{Name: PriorityHeader, Min: HighPriority, Max: LowPriority, Default: LowPriority})
 	if err != nil {
 		panic(err) // constants: a programming error
 	}

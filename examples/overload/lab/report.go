@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -83,6 +84,9 @@ type ClassResult struct {
 	Sent   int     `json:"sent"`
 	InTime int     `json:"inTime"`
 	Share  float64 `json:"share"` // InTime / Sent
+	// P99 is the p99 latency (ms) of the class's requests answered in
+	// time, for tenants; 0 otherwise.
+	P99 float64 `json:"p99,omitempty"`
 }
 
 // WindowResult is one window of the run (by the time outcomes were known).
@@ -244,17 +248,27 @@ func summarise(cfg *Config, capacity float64, name string, recs []record, lags [
 
 func round1(f float64) float64 { return math.Round(f*10) / 10 }
 
+// lastWindow names the column of GoodputLast10 by the window it really
+// covers: the run's last 10 s, or its whole length when it is shorter
+// ("last 6 s" for a 6 s run).
+func lastWindow(run time.Duration) string {
+	if run >= 10*time.Second {
+		return "last 10 s"
+	}
+	return "last " + strconv.FormatFloat(run.Seconds(), 'f', -1, 64) + " s"
+}
+
 // WriteTable writes the report as text: a header naming the scenario and
 // the machine, one row per contender, and the per-class and per-window
 // tables when the scenario has them.
 func (rep *Report) WriteTable(w io.Writer) error {
 	c := rep.Config
-	fmt.Fprintf(w, "scenario %s: %.0f req/s offered (%s arrivals) for %v against capacity %.0f req/s (%s); client timeout %v%s\n",
-		c.Scenario, c.Rate, c.Arrivals, c.Duration, rep.Capacity, serviceLine(rep), c.ClientTimeout, retryLine(c))
+	fmt.Fprintf(w, "scenario %s: %s for %v against capacity %.0f req/s (%s); client timeout %v%s\n",
+		c.Scenario, loadLine(c), c.Duration, rep.Capacity, serviceLine(rep), c.ClientTimeout, retryLine(c))
 	fmt.Fprintf(w, "knobs: limit %d, queue %d, queue timeout %v, timeout %v; %s, %s, %d CPUs%s, load %s\n",
 		c.Knobs.Limit, c.Knobs.Queue, c.Knobs.QueueTimeout, c.Knobs.Timeout, rep.Machine.GoVersion, rep.Machine.OS, rep.Machine.CPUs, pinLine(rep), rep.Machine.Load)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tgoodput/s\tlast 10 s\tp50 ms\tp99 ms\tshed\tshed p99 ms\ttimeouts\tfailed\twasted\tpending\tlag p99 ms\tload\t")
+	fmt.Fprintln(tw, "mode\tgoodput/s\t"+lastWindow(c.Duration)+"\tp50 ms\tp99 ms\tshed\tshed p99 ms\ttimeouts\tfailed\twasted\tpending\tlag p99 ms\tload\t")
 	for _, r := range rep.Results {
 		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%.1f\t%d\t%d\t%s\t%s\t%.1f\t%s\t\n",
 			r.Contender, r.Goodput, r.GoodputLast10, r.P50, r.P99, r.Shed, r.ShedP99, r.Timeouts, r.Failed, count(r.Wasted), count(r.Pending), r.LagP99, firstField(r.Load))
@@ -365,9 +379,9 @@ func count(n int64) string {
 // then the per-class and per-window ones when the scenario has them.
 func (rep *Report) WriteMarkdown(w io.Writer) error {
 	c := rep.Config
-	fmt.Fprintf(w, "%.0f req/s offered for %v against capacity %.0f req/s (%s); client timeout %v; load average at the start %s%s.\n\n",
-		c.Rate, c.Duration, rep.Capacity, serviceLine(rep), c.ClientTimeout, rep.Machine.Load, pinSentence(rep))
-	fmt.Fprintln(w, "| contender | goodput/s | last 10 s | p50 ms | p99 ms | shed | shed p99 ms | client timeouts | failed | wasted | pending | lag p99 ms |")
+	fmt.Fprintf(w, "%s for %v against capacity %.0f req/s (%s); client timeout %v; load average at the start %s%s.\n\n",
+		loadLine(c), c.Duration, rep.Capacity, serviceLine(rep), c.ClientTimeout, rep.Machine.Load, pinSentence(rep))
+	fmt.Fprintln(w, "| contender | goodput/s | "+lastWindow(c.Duration)+" | p50 ms | p99 ms | shed | shed p99 ms | client timeouts | failed | wasted | pending | lag p99 ms |")
 	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for _, r := range rep.Results {
 		mark := ""

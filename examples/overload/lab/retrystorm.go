@@ -46,7 +46,7 @@ var stormClients = []string{ClientBudgetThrottle, ClientNaive, ClientBudget, Cli
 
 // stormServers are the server contenders the scenario pairs them with:
 // no shedding, the fixed limiter, and the fixed limiter that ranks marked
-// retries below first attempts (inbound.RetryPriority).
+// retries below first attempts (by.RetriesLast).
 var stormServers = []string{"none", "fixed", "fixed-retrylast"}
 
 const (

@@ -188,31 +188,34 @@ func runOne(ctx context.Context, cfg *Config, capacity float64, name string, t *
 	url := t.base + workPath
 
 	var sent, ok, shed, timedOut atomic.Int64
-	do := func(start time.Time, i, attempt int) {
+	// send sends one request of class and returns its record and, for a
+	// rejection, its Retry-After.
+	send := func(start time.Time, class uint8) (record, time.Duration) {
 		rctx, cancel := context.WithTimeout(ctx, cfg.ClientTimeout)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(rctx, http.MethodGet, url, nil)
 		if cfg.High > 0 {
 			p := LowPriority
-			if cls[i] == 1 {
+			if class == 1 {
 				p = HighPriority
 			}
 			req.Header.Set(PriorityHeader, fmt.Sprint(p))
 		}
 		if len(cfg.Tenants) > 0 {
-			req.Header.Set(TenantHeader, cfg.Tenants[cls[i]].Name)
+			req.Header.Set(TenantHeader, cfg.Tenants[class].Name)
 		}
 		sent.Add(1)
 		t0 := time.Now()
 		resp, err := client.Do(req)
 		status := 0
+		var wait time.Duration
 		if err == nil {
 			_, err = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			status = resp.StatusCode
 		}
 		now := time.Now()
-		r := record{end: now.Sub(start), lat: now.Sub(t0), class: cls[i]}
+		r := record{end: now.Sub(start), lat: now.Sub(t0), class: class}
 		switch {
 		case err != nil && rctx.Err() != nil && ctx.Err() == nil:
 			r.kind = kindTimeout
@@ -225,10 +228,14 @@ func runOne(ctx context.Context, cfg *Config, capacity float64, name string, t *
 		case status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests:
 			r.kind = kindShed
 			shed.Add(1)
+			wait = retryAfter(resp)
 		default:
 			r.kind = kindFailed
 		}
-		recs[2*i+attempt] = r
+		return r, wait
+	}
+	do := func(start time.Time, i, attempt int) {
+		recs[2*i+attempt], _ = send(start, cls[i])
 	}
 
 	for _, s := range cfg.Steps {
@@ -264,6 +271,9 @@ func runOne(ctx context.Context, cfg *Config, capacity float64, name string, t *
 
 	var wg sync.WaitGroup
 	var cpuStart = processCPU()
+	if cfg.ClosedLoop() {
+		recs, lags, arr = runClosed(ctx, cfg, start, send), nil, nil
+	}
 	for i, at := range arr {
 		if d := time.Until(start.Add(at)); d > 0 {
 			select {
