@@ -32,7 +32,7 @@ func Example() {
 	mux.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
 	fmt.Print(w.Code, " ", w.Body)
 
-	m.Limiter().TryAcquire() // someone else holds the only permit
+	held, _ := m.Limiter().TryAcquire() // someone else holds the only permit
 	w = httptest.NewRecorder()
 	mux.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
 	fmt.Println(w.Code, w.Body)
@@ -40,7 +40,7 @@ func Example() {
 	w = httptest.NewRecorder()
 	mux.ServeHTTP(w, httptest.NewRequest("GET", "/debug/limits", nil))
 	fmt.Print(w.Body)
-	m.Limiter().Release()
+	held.Release()
 	// Output:
 	// 200 hello
 	// 503 {"statusCode":503,"error":"Service Unavailable","message":"The server is at capacity; retry later.","code":"BULKHEAD_FULL","reason":"full"}

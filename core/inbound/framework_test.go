@@ -202,14 +202,15 @@ func TestServeReturnsRejectionsAndPassesRaw(t *testing.T) {
 			return 0
 		}},
 	})
-	if _, ok := mq.Limiter().TryAcquire(); !ok {
+	permit, ok := mq.Limiter().TryAcquire()
+	if !ok {
 		t.Fatal("no permit")
 	}
 	q := &ginLike{next: okHandler}
 	if err := mq.serve(httptest.NewRecorder(), httptest.NewRequest("GET", "/q/1", nil), q, continueGinLike); !errors.As(err, &b) {
 		t.Errorf("queued request: %v, want a queue timeout", err)
 	}
-	mq.Limiter().Release()
+	permit.Release()
 	if sawRaw != q || sawRoute != "/q/{id}" {
 		t.Errorf("priority saw Raw %v and Route %q", sawRaw, sawRoute)
 	}

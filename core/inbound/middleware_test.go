@@ -563,7 +563,7 @@ func TestCustomPipelineRejects(t *testing.T) {
 	if w.Code != 200 || w.Body.String() != "ok" {
 		t.Fatalf("admitted: %d %q", w.Code, w.Body)
 	}
-	limiter.TryAcquire()
+	held, _ := limiter.TryAcquire()
 	w = httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
 	wantResponse(t, w.Code, w.Header(), w.Body.String(), 503, bodyFull)
@@ -574,7 +574,7 @@ func TestCustomPipelineRejects(t *testing.T) {
 	if code, hdr, body := sw.result(); len(hdr) != 0 || body != "" || !sw.aborted.Load() {
 		t.Fatalf("wrote to a gone client: %d %v %q (aborted %v)", code, hdr, body, sw.aborted.Load())
 	}
-	limiter.Release()
+	held.Release()
 }
 
 // http.ResponseController reaches the connection through Unwrap for what

@@ -107,10 +107,11 @@ func TestRenderHook(t *testing.T) {
 			return Response{Status: def.Status, Header: h, Body: []byte("busy\n")}
 		},
 	})
-	if _, ok := m.Limiter().TryAcquire(); !ok {
+	held, ok := m.Limiter().TryAcquire()
+	if !ok {
 		t.Fatal("could not take the permit")
 	}
-	defer m.Limiter().Release()
+	defer held.Release()
 	w := httptest.NewRecorder()
 	m.Handler(okHandler).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
 	if w.Code != 503 || w.Body.String() != "busy\n" || w.Header().Get("X-Reason") != "shed" ||
@@ -139,12 +140,13 @@ func TestRenderHookInvalidStatusFallsBack(t *testing.T) {
 			Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1},
 			Render:      func(error, Response) Response { return Response{Status: status, Body: []byte("x")} },
 		})
-		if _, ok := m.Limiter().TryAcquire(); !ok {
+		held, ok := m.Limiter().TryAcquire()
+		if !ok {
 			t.Fatal("could not take the permit")
 		}
 		w := httptest.NewRecorder()
 		m.Handler(okHandler).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
-		m.Limiter().Release()
+		held.Release()
 		if w.Code != 503 || w.Body.String() != string(respFull.Body) {
 			t.Fatalf("status %d: got %d %q, want the default 503", status, w.Code, w.Body)
 		}

@@ -70,7 +70,8 @@ func TestRequestViewInPriority(t *testing.T) {
 			return 0
 		},
 	}})
-	if _, ok := m.Limiter().TryAcquire(); !ok {
+	held, ok := m.Limiter().TryAcquire()
+	if !ok {
 		t.Fatal("no permit")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -80,7 +81,7 @@ func TestRequestViewInPriority(t *testing.T) {
 	}
 	cancel()
 	<-done
-	m.Limiter().Release()
+	held.Release()
 }
 
 // The neutral API: Execute resolves the client, stores the view, takes

@@ -11,8 +11,8 @@ import (
 // The debug endpoint serves the numbers under their stable JSON names.
 func TestStatsHandler(t *testing.T) {
 	m := mustNew(t, Options{Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 3}})
-	m.Limiter().TryAcquire()
-	defer m.Limiter().Release()
+	held, _ := m.Limiter().TryAcquire()
+	defer held.Release()
 	w := httptest.NewRecorder()
 	m.StatsHandler().ServeHTTP(w, httptest.NewRequest("GET", "/debug/limits", nil))
 	var got map[string]any

@@ -412,10 +412,11 @@ func TestObserveLimiter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.m.ObserveLimiter("db", l.Stats)()
-	if _, ok := l.TryAcquire(); !ok {
+	p, ok := l.TryAcquire()
+	if !ok {
 		t.Fatal("no permit")
 	}
-	defer l.Release()
+	defer p.Release()
 	got := gauges(t, h.collect(), "resilience.limiter.name=db")
 	want := map[string]int64{MetricLimiterLimit: 3, MetricLimiterInFlight: 1, MetricLimiterQueued: 0}
 	if fmt.Sprint(got) != fmt.Sprint(want) {

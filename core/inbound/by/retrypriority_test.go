@@ -78,14 +78,16 @@ func TestRetryPriorityShedsRetriesFirst(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := l.TryAcquire(); !ok {
+		held, ok := l.TryAcquire()
+		if !ok {
 			t.Fatal("no permit")
 		}
 		retry := viewCtx(http.Header{outbound.AttemptHeader: {"1"}})
 		first := viewCtx(http.Header{})
 		got := make(chan string, 3)
 		acquire := func(name string, ctx context.Context) {
-			if _, err := l.Acquire(ctx); err != nil {
+			p, err := l.Acquire(ctx)
+			if err != nil {
 				var be *resilience.ConcurrencyLimitRejectedError
 				if errors.As(err, &be) {
 					got <- name + " " + string(be.Reason)
@@ -93,7 +95,7 @@ func TestRetryPriorityShedsRetriesFirst(t *testing.T) {
 				return
 			}
 			got <- name + " ran"
-			l.Release()
+			p.Release()
 		}
 		go acquire("retry1", retry)
 		synctest.Wait()
@@ -104,7 +106,7 @@ func TestRetryPriorityShedsRetriesFirst(t *testing.T) {
 		if g := <-got; g != "retry2 dropped" {
 			t.Fatalf("got %q, want the newest retry dropped", g)
 		}
-		l.Release()
+		held.Release()
 		if a, b := <-got, <-got; a != "first ran" || b != "retry1 ran" {
 			t.Fatalf("got %q then %q, want the first attempt served before the older retry", a, b)
 		}
