@@ -24,6 +24,9 @@ func (m *Middleware) closesConnection(err error) bool {
 	if m.draining.Load() {
 		return true
 	}
+	if bulk, ok := err.(*resilience.ConcurrencyLimitRejectedError); ok { // no errors.As per refusal
+		return bulk.Reason == resilience.ReasonShuttingDown
+	}
 	var bulk *resilience.ConcurrencyLimitRejectedError
 	return errors.As(err, &bulk) && bulk.Reason == resilience.ReasonShuttingDown
 }

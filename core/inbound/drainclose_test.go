@@ -35,8 +35,10 @@ func TestClosesConnection(t *testing.T) {
 	if m.closesConnection(full) || connection(full) != nil {
 		t.Fatalf("a 503 full closes its connection: %q", connection(full))
 	}
-	if !m.closesConnection(errShuttingDown) || strings.Join(connection(errShuttingDown), ",") != "close" {
-		t.Fatalf("a 503 shutting-down: Connection %q, want close", connection(errShuttingDown))
+	for _, err := range []error{errShuttingDown, fmt.Errorf("wrapped: %w", errShuttingDown)} {
+		if !m.closesConnection(err) || strings.Join(connection(err), ",") != "close" {
+			t.Fatalf("a 503 shutting-down (%v): Connection %q, want close", err, connection(err))
+		}
 	}
 	if respFull.Header["Connection"] != nil || respShuttingDown.Header["Connection"] != nil {
 		t.Fatal("Render changed a shared response header")

@@ -80,17 +80,22 @@ func staticResponse(status int, code, msg string, reason resilience.RejectReason
 // renderDefault maps an error from the inbound pipeline to a response. ok
 // is false when nothing must be sent: the client went away.
 func (m *Middleware) renderDefault(err error) (Response, bool) {
+	// The limiters' own errors, as they return them, skip errors.As's
+	// reflection (neither type wraps another error): the rejection path's
+	// usual case.
+	switch e := err.(type) {
+	case *resilience.ConcurrencyLimitRejectedError:
+		return m.capacity.capacity(e.Reason), true
+	case *resilience.RateLimitRejectedError:
+		return m.rateLimited(e), true
+	}
 	var bulk *resilience.ConcurrencyLimitRejectedError
 	var rate *resilience.RateLimitRejectedError
 	switch {
 	case err == nil:
 		return Response{}, false
 	case errors.As(err, &rate):
-		h := make(http.Header, 6)
-		h["Content-Type"] = jsonHeader["Content-Type"]
-		h["Retry-After"] = []string{retryafter.Format(rate.RetryAfter)}
-		m.setRateLimitFields(h, rate.Limit, rate.Remaining, rate.Reset)
-		return Response{Status: http.StatusTooManyRequests, Header: h, Body: bodyRateLimited}, true
+		return m.rateLimited(rate), true
 	case errors.As(err, &bulk):
 		return m.capacity.capacity(bulk.Reason), true
 	case errors.Is(err, resilience.ErrTimeoutRejected), errors.Is(err, context.DeadlineExceeded):
@@ -105,6 +110,16 @@ func (m *Middleware) renderDefault(err error) (Response, bool) {
 		return m.capacity.rejected, true
 	}
 	return respInternal, true
+}
+
+// rateLimited is the 429 for a rate limit's refusal, with its
+// Retry-After and rate-limit fields.
+func (m *Middleware) rateLimited(rate *resilience.RateLimitRejectedError) Response {
+	h := make(http.Header, 6)
+	h["Content-Type"] = jsonHeader["Content-Type"]
+	h["Retry-After"] = []string{retryafter.Format(rate.RetryAfter)}
+	m.setRateLimitFields(h, rate.Limit, rate.Remaining, rate.Reset)
+	return Response{Status: http.StatusTooManyRequests, Header: h, Body: bodyRateLimited}
 }
 
 // render is adapt.Kit.Render, documented there: the default response

@@ -36,6 +36,7 @@ func TestRenderDefault(t *testing.T) {
 		{&resilience.TimeoutRejectedError{Timeout: time.Second}, 504, CodeTimeout, "", true},
 		{context.DeadlineExceeded, 504, CodeTimeout, "", true},
 		{&resilience.RateLimitRejectedError{RetryAfter: time.Second, Limit: 5, Reset: time.Second}, 429, CodeRateLimited, "", true},
+		{fmt.Errorf("wrapped: %w", &resilience.RateLimitRejectedError{RetryAfter: time.Second}), 429, CodeRateLimited, "", true},
 		{fmt.Errorf("breaker: %w (%w)", resilience.ErrRejected, secret), 503, CodeRejected, "", true},
 		{&resilience.RateLimitStoreError{Policy: "p", Err: secret}, 503, CodeRejected, "", true},
 		{secret, 500, CodeInternal, "", true},
