@@ -57,10 +57,25 @@ func applyConfigFile(fs *flag.FlagSet, path string) error {
 			return &flagError{k, fmt.Sprintf("in %s: want a single value, got %v", path, v)}
 		}
 		if err := fs.Set(k, s); err != nil {
-			return &flagError{k, fmt.Sprintf("in %s: %q: %v", path, s, err)}
+			return &flagError{k, fmt.Sprintf("in %s: %q: %v%s", path, s, err, takes(fs.Lookup(k)))}
 		}
 	}
 	return nil
+}
+
+// takes says what kind of value flag f takes, for an error about a value
+// it refused (the flag package says only "parse error"): a duration's
+// unit is the usual slip, since a bare JSON number reads as one.
+func takes(f *flag.Flag) string {
+	switch kind, _ := flag.UnquoteUsage(f); kind {
+	case "duration":
+		return `; want a duration with its unit, such as "200ms" or "2s"`
+	case "int":
+		return "; want a whole number"
+	case "": // a boolean flag
+		return "; want true or false"
+	}
+	return ""
 }
 
 // reloadCount counts the -config reloads of one server: applied, and

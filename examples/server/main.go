@@ -11,7 +11,7 @@
 // reflection: its .proto is examples/server/proto/resilience/example/v1/work.proto). An invalid flag value exits with status 2 and a
 // message naming the flag (an -addr it cannot listen on, with status 1).
 // SIGINT or SIGTERM shuts it down cleanly, in the order a load balancer
-// needs: /readyz (an ready.Probe, outside the middleware; with grpc,
+// needs: /readyz (a ready.Probe, outside the middleware; with grpc,
 // the health service's every status NOT_SERVING) fails at once while
 // requests are still served for -ready-delay (0; in Kubernetes, longer
 // than the readiness probe's period, so the endpoints drop the pod
@@ -51,8 +51,13 @@
 // live statistics as JSON (limit, inflight, queued, late, lateTotal, the
 // request counts), with the configuration in force ("config") and the
 // -config reloads ("reloads": ok, failed).
+// /readyz is the readiness probe, outside the middleware too.
 // /work?ms=N sleeps N milliseconds ignoring its context; /cooperative?ms=N
-// stops when its context is done. N defaults to 100 and is at most 60000.
+// stops when its context is done; /export?ms=N works like /work but costs
+// 10 permits and 10 rate-limit tokens (1 permit with -adaptive, which has
+// no cost). N defaults to 100 and is at most 60000. With -framework grpc
+// there are no HTTP routes: the work is the WorkService methods, and
+// the live statistics are not served.
 // A request's X-Priority header (0 to 9, lower runs sooner when it has
 // to queue) sets its priority; anything else, missing, malformed or out of
 // range, means 5.

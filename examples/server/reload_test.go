@@ -126,6 +126,30 @@ func TestConfigFileKeys(t *testing.T) {
 	}
 }
 
+// A value its flag cannot parse is refused with what the flag takes, not
+// only the flag package's "parse error": a duration needs its unit (a
+// bare JSON number is the usual slip), an integer is a whole number, a
+// switch is true or false.
+func TestConfigFileValueErrorSaysWhatTheFlagTakes(t *testing.T) {
+	dir := t.TempDir()
+	for content, want := range map[string]string{
+		`{"queue-timeout": 200}`:   "a duration with its unit",
+		"timeout: soon\n":          "a duration with its unit",
+		`{"permit-limit": "many"}`: "a whole number",
+		`{"queue-limit": 1.5}`:     "a whole number",
+		"codel: maybe\n":           "true or false",
+	} {
+		p := filepath.Join(dir, "cfg.yaml")
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := parseConfig([]string{"-config", p}, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want it to say %q", content, err, want)
+		}
+	}
+}
+
 // FuzzConfigFile: whatever a -config file holds, parseConfig never
 // panics, and refuses it with an error naming a flag or accepts a
 // configuration that passes every flag's check.

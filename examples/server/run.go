@@ -75,8 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		base, listening = ln.Addr().String(), " (gRPC, plaintext)" // what gRPC clients dial
 	}
 	fmt.Fprintf(stdout, "listening on %s%s\n", base, listening)
-	fmt.Fprintf(stdout, "framework %s; timeout %v; %s; queue %d (timeout %v, overflow %s%s); %s\n",
-		cfg.framework, cfg.timeout, limiterSummary(cfg), cfg.queueLimit, cfg.queueTimeout, cfg.overflow, codelSummary(cfg), rateSummary(cfg))
+	fmt.Fprintf(stdout, "framework %s; timeout %v; %s; queue %d (timeout %v, overflow %s%s); %s%s\n",
+		cfg.framework, cfg.timeout, limiterSummary(cfg), cfg.queueLimit, cfg.queueTimeout, cfg.overflow, codelSummary(cfg), rateSummary(cfg), shadowSummary(cfg))
 	fmt.Fprint(stdout, routeSummary(cfg, base))
 
 	serveErr := make(chan error, 1)
@@ -139,6 +139,18 @@ func limiterSummary(cfg config) string {
 		return fmt.Sprintf("adaptive limit starting at %d", cfg.permitLimit)
 	}
 	return fmt.Sprintf("permit limit %d", cfg.permitLimit)
+}
+
+// shadowSummary tells, at start-up, that -shadow or -shadow-share is on:
+// the limits printed before it are then counted more than enforced.
+func shadowSummary(cfg config) string {
+	switch {
+	case cfg.shadowShare == 100:
+		return "; shadow 100%: every decision counted in /debug/limits \"shadow\", none enforced"
+	case cfg.shadowShare > 0:
+		return fmt.Sprintf("; shadow %d%%: that share of the decisions counted in /debug/limits \"shadow\", not enforced", cfg.shadowShare)
+	}
+	return ""
 }
 
 func codelSummary(cfg config) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -60,5 +61,18 @@ func TestShadowFlagCountsWithoutShedding(t *testing.T) {
 			}
 			s.waitIdle(t)
 		})
+	}
+}
+
+// The start-up banner says when the limits it prints run in shadow, so
+// a -shadow run is not mistaken for an enforcing one.
+func TestBannerSaysShadow(t *testing.T) {
+	_, banner := startGRPC(t, "-shadow")
+	if !strings.Contains(banner, "; shadow 100%") {
+		t.Errorf("banner of a -shadow run does not say so:\n%s", banner)
+	}
+	_, banner = startGRPC(t)
+	if strings.Contains(banner, "shadow") {
+		t.Errorf("banner of an enforcing run mentions shadow:\n%s", banner)
 	}
 }
