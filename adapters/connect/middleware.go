@@ -158,7 +158,7 @@ func continueCall(w http.ResponseWriter, r *http.Request, raw any) {
 // while it queued gets nothing: the stream is aborted, since net/http
 // would otherwise end it with an empty 200 of its own.
 func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, err error) {
-	e := m.rej.rejection(m.in, err)
+	e := m.rej.rejection(m.in, r, err)
 	if e == nil {
 		panic(http.ErrAbortHandler)
 	}

@@ -6,11 +6,9 @@ import (
 	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 	"github.com/ylcnfrht/resilience/core/retryafter"
 	"net/http"
-	"strconv"
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	resilience "github.com/ylcnfrht/resilience/core"
@@ -21,7 +19,7 @@ import (
 // rejection; its reason is the inbound code (BULKHEAD_FULL, TIMEOUT,
 // RATE_LIMITED, …) and its metadata["reason"] the limiter's reason (full,
 // queue-timeout, dropped) when there is one.
-const ErrorDomain = "resilience"
+const ErrorDomain = adapt.RPCErrorDomain
 
 // CapacityRetryAfter is the default retry advice sent with a capacity
 // rejection (Unavailable: full, queue timeout, dropped): Retry-After: 1,
@@ -32,159 +30,80 @@ const ErrorDomain = "resilience"
 // negative value sends no advice.
 const CapacityRetryAfter = inbound.DefaultRetryAfter
 
-// noRetry is the grpc-retry-pushback-ms value that tells a gRPC client not
-// to retry (any negative number does): sent when a retry cannot succeed
-// soon.
-const noRetry = "-1"
-
-// Messages sent to clients: inbound's, constant, never internal error
-// text.
-const (
-	msgCapacity     = adapt.MessageCapacity
-	msgShuttingDown = adapt.MessageShuttingDown
-	msgTimeout      = adapt.MessageTimeout
-	msgRate         = adapt.MessageRateLimited
-	msgRejected     = adapt.MessageRejected
-	msgInternal     = adapt.MessageInternal
-	pushbackName    = "Grpc-Retry-Pushback-Ms"
-)
+// pushbackName is the field through which a rejection tells a gRPC
+// client's retry policy when to retry (adapt.RPCStatus.Pushback).
+const pushbackName = "Grpc-Retry-Pushback-Ms"
 
 // rejections holds the rendered errors whose content never changes, so a
 // rejection costs no encoding of details. They are only read once built.
 type rejections struct {
-	full, queueTimeout, dropped, shuttingDown, timeout, expired, rejected, internal *connect.Error
+	advice time.Duration    // the capacity rejections' retry advice
+	consts []*connect.Error // each constant adapt.RPCStatus's, at its Index
+	// timeout is a custom pipeline's timeout, and the deadline's answer;
+	// expired the caller's deadline, passed before the handler ran.
+	timeout, expired *connect.Error
 }
 
-func newRejections(retryAfter time.Duration) rejections {
-	capacity := func(reason resilience.RejectReason) *connect.Error {
-		return newRejection(connect.CodeUnavailable, msgCapacity, inbound.CodeBulkheadFull, string(reason), retryAfter)
+func newRejections(advice time.Duration) rejections {
+	rs := rejections{advice: advice}
+	for _, st := range adapt.RPCConstStatuses(advice) {
+		rs.consts = append(rs.consts, newRejection(st))
 	}
-	return rejections{
-		full:         capacity(resilience.ReasonFull),
-		queueTimeout: capacity(resilience.ReasonQueueTimeout),
-		dropped:      capacity(resilience.ReasonDropped),
-		// Draining does not end: a retry here fails the same way, so the
-		// client is told not to retry rather than when.
-		shuttingDown: withoutRetry(newRejection(connect.CodeUnavailable, msgShuttingDown, inbound.CodeBulkheadFull, string(resilience.ReasonShuttingDown), 0)),
-		timeout:      newRejection(connect.CodeDeadlineExceeded, msgTimeout, inbound.CodeTimeout, "", 0),
-		// The caller's deadline passed before the handler ran: every
-		// retry has the same deadline.
-		expired:  withoutRetry(newRejection(connect.CodeDeadlineExceeded, msgTimeout, inbound.CodeTimeout, "", 0)),
-		rejected: newRejection(connect.CodeUnavailable, msgRejected, inbound.CodeRejected, "", retryAfter),
-		internal: newRejection(connect.CodeInternal, msgInternal, inbound.CodeInternal, "", 0),
-	}
+	rs.timeout = rs.consts[rs.index(resilience.ErrTimeoutRejected)]
+	rs.expired = rs.consts[rs.index(context.DeadlineExceeded)]
+	return rs
 }
 
-// newRejection builds a connect error with an ErrorInfo detail and, when
-// retryAfter > 0, the retry advice as a RetryInfo detail and as Retry-After
-// and grpc-retry-pushback-ms metadata.
-func newRejection(code connect.Code, msg, infoReason, reason string, retryAfter time.Duration) *connect.Error {
-	e := connect.NewError(code, errors.New(msg))
-	e.AddDetail(errorInfo(infoReason, reason))
-	if retryAfter > 0 {
-		e.AddDetail(retryInfo(retryAfter))
-		e.Meta().Set("Retry-After", retryafter.Format(retryAfter))
-		// Rounded up: a retry at the pushback must not arrive before the
-		// wait is over.
-		e.Meta().Set(pushbackName, strconv.FormatInt(int64((retryAfter+time.Millisecond-1)/time.Millisecond), 10))
+func (rs *rejections) index(err error) int {
+	st, _ := adapt.RPCStatusOf(err, rs.advice)
+	return st.Index
+}
+
+// newRejection renders st as a connect error: its ErrorInfo detail and,
+// when it advises a wait, its RetryInfo detail and Retry-After; its
+// grpc-retry-pushback-ms, if any.
+func newRejection(st adapt.RPCStatus) *connect.Error {
+	e := connect.NewError(connect.Code(st.Code), errors.New(st.Message))
+	e.AddDetail(detail(st.ErrorInfo()))
+	if ri, ok := st.RetryInfo(); ok {
+		e.AddDetail(detail(ri))
+		e.Meta().Set("Retry-After", retryafter.Format(st.RetryAfter))
+	}
+	if p := st.Pushback(); p != "" {
+		e.Meta().Set(pushbackName, p)
 	}
 	return e
 }
 
-// withoutRetry makes e tell gRPC clients not to retry: a negative
-// grpc-retry-pushback-ms.
-func withoutRetry(e *connect.Error) *connect.Error {
-	e.Meta().Set(pushbackName, noRetry)
-	return e
-}
-
-// rejection maps an error from inbound's Execute, for a call whose handler
-// did not run, to the connect error to send, or nil when nothing must be
-// sent (the client went away). in renders the rate limit's header fields
-// (Retry-After, RateLimit-*).
-func (rs *rejections) rejection(in *adapt.Kit, err error) *connect.Error {
-	var bulk *resilience.ConcurrencyLimitRejectedError
-	var rate *resilience.RateLimitRejectedError
+// rejection maps an error from inbound's Execute, for call r whose
+// handler did not run, to the connect error to send, or nil when nothing
+// must be sent (the client went away). A rate limit's carries the header
+// fields in renders for it (Retry-After, RateLimit-*).
+func (rs *rejections) rejection(in *adapt.Kit, r *http.Request, err error) *connect.Error {
+	st, ok := adapt.RPCStatusOf(err, rs.advice)
 	switch {
-	case err == nil:
+	case !ok:
 		return nil
-	case errors.As(err, &rate):
-		e := newRejection(connect.CodeResourceExhausted, msgRate, inbound.CodeRateLimited, "", rate.RetryAfter)
-		if resp, ok := in.Render(err); ok {
-			for k, v := range resp.Header {
-				if k != "Content-Type" && k != "Connection" { // reject sets Connection on the response itself
-					e.Meta()[k] = v
-				}
-			}
-		}
-		return e
-	case errors.As(err, &bulk):
-		switch bulk.Reason {
-		case resilience.ReasonQueueTimeout:
-			return rs.queueTimeout
-		case resilience.ReasonDropped:
-			return rs.dropped
-		case resilience.ReasonShuttingDown:
-			return rs.shuttingDown
-		}
-		return rs.full
-	case errors.Is(err, resilience.ErrTimeoutRejected):
-		// A custom pipeline's timeout strategy: its budget, not the
-		// caller's, so a retry may fit.
-		return rs.timeout
-	case errors.Is(err, context.DeadlineExceeded):
-		return rs.expired
-	case errors.Is(err, context.Canceled):
-		return nil
-	case errors.Is(err, resilience.ErrRejected), errors.Is(err, resilience.ErrRateLimitStore):
-		return rs.rejected
+	case st.Index >= 0:
+		return rs.consts[st.Index]
 	}
-	return rs.internal
+	// The call arrived just now; a wait that outlasts its deadline leaves
+	// no retry that can succeed in it. Better the rejection now than a
+	// client asleep until DEADLINE_EXCEEDED.
+	if d, terr := callerTimeout(classify(r), r.Header); terr == nil && st.RetryAfter >= d {
+		st.NoRetry = true
+	}
+	e := newRejection(st)
+	in.RPCFields(err, func(name string, v []string) { e.Meta()[name] = v })
+	return e
 }
 
-// errorInfo encodes a google.rpc.ErrorInfo by hand, so the module needs no
-// generated error-details package.
-func errorInfo(infoReason, reason string) *connect.ErrorDetail {
-	var b []byte
-	b = protowire.AppendTag(b, 1, protowire.BytesType) // reason
-	b = protowire.AppendString(b, infoReason)
-	b = protowire.AppendTag(b, 2, protowire.BytesType) // domain
-	b = protowire.AppendString(b, ErrorDomain)
-	if reason != "" {
-		var entry []byte // map<string, string> metadata entry
-		entry = protowire.AppendTag(entry, 1, protowire.BytesType)
-		entry = protowire.AppendString(entry, "reason")
-		entry = protowire.AppendTag(entry, 2, protowire.BytesType)
-		entry = protowire.AppendString(entry, reason)
-		b = protowire.AppendTag(b, 3, protowire.BytesType)
-		b = protowire.AppendBytes(b, entry)
-	}
-	return detail("google.rpc.ErrorInfo", b)
-}
-
-// retryInfo encodes a google.rpc.RetryInfo with its retry_delay.
-func retryInfo(d time.Duration) *connect.ErrorDetail {
-	var dur []byte // google.protobuf.Duration
-	if s := int64(d / time.Second); s != 0 {
-		dur = protowire.AppendTag(dur, 1, protowire.VarintType)
-		dur = protowire.AppendVarint(dur, uint64(s))
-	}
-	if n := int32(d % time.Second); n != 0 {
-		dur = protowire.AppendTag(dur, 2, protowire.VarintType)
-		dur = protowire.AppendVarint(dur, uint64(n))
-	}
-	var b []byte
-	b = protowire.AppendTag(b, 1, protowire.BytesType)
-	b = protowire.AppendBytes(b, dur)
-	return detail("google.rpc.RetryInfo", b)
-}
-
-func detail(typeName string, value []byte) *connect.ErrorDetail {
-	d, err := connect.NewErrorDetail(&anypb.Any{TypeUrl: "type.googleapis.com/" + typeName, Value: value})
+func detail(d adapt.RPCDetail) *connect.ErrorDetail {
+	cd, err := connect.NewErrorDetail(&anypb.Any{TypeUrl: d.TypeURL, Value: d.Value})
 	if err != nil { // an Any is used as it is; this cannot fail
 		panic(err)
 	}
-	return d
+	return cd
 }
 
 // writeRejection sends e, the connect error for err, to a call whose
@@ -194,16 +113,7 @@ func detail(typeName string, value []byte) *connect.ErrorDetail {
 // client's retry policy may retry (and whose pushback it reads). The
 // other protocols get what writeError sends.
 func (m *Middleware) writeRejection(w http.ResponseWriter, r *http.Request, err error, e *connect.Error) {
-	wi := classify(r)
-	if rate, ok := errors.AsType[*resilience.RateLimitRejectedError](err); ok {
-		// The call arrived just now; a wait that outlasts its deadline
-		// leaves no retry that can succeed in it. Better the rejection now
-		// than a client asleep until DEADLINE_EXCEEDED.
-		if d, terr := callerTimeout(wi, r.Header); terr == nil && rate.RetryAfter >= d {
-			e.Meta().Set(pushbackName, noRetry) // e is built for this call
-		}
-	}
-	if wi != wireGRPC {
+	if classify(r) != wireGRPC {
 		m.writeError(w, r, err, e)
 		return
 	}

@@ -2,7 +2,6 @@ package inbound
 
 import (
 	"context"
-	"errors"
 	"github.com/ylcnfrht/resilience/core/inbound/internal/kit"
 	"github.com/ylcnfrht/resilience/core/retryafter"
 	"net/http"
@@ -80,46 +79,33 @@ func staticResponse(status int, code, msg string, reason resilience.RejectReason
 // renderDefault maps an error from the inbound pipeline to a response. ok
 // is false when nothing must be sent: the client went away.
 func (m *Middleware) renderDefault(err error) (Response, bool) {
-	// The limiters' own errors, as they return them, skip errors.As's
-	// reflection (neither type wraps another error): the rejection path's
-	// usual case.
-	switch e := err.(type) {
-	case *resilience.ConcurrencyLimitRejectedError:
-		return m.capacity.capacity(e.Reason), true
-	case *resilience.RateLimitRejectedError:
-		return m.rateLimited(e), true
-	}
-	var bulk *resilience.ConcurrencyLimitRejectedError
-	var rate *resilience.RateLimitRejectedError
-	switch {
-	case err == nil:
+	switch r, rate := kit.Refuse(err); r {
+	case kit.None:
 		return Response{}, false
-	case errors.As(err, &rate):
-		return m.rateLimited(rate), true
-	case errors.As(err, &bulk):
-		return m.capacity.capacity(bulk.Reason), true
-	case errors.Is(err, resilience.ErrTimeoutRejected), errors.Is(err, context.DeadlineExceeded):
+	case kit.RateLimited:
+		h := make(http.Header, 6)
+		h["Content-Type"] = jsonHeader["Content-Type"]
+		h["Retry-After"] = []string{retryafter.Format(rate.RetryAfter)}
+		m.setRateLimitFields(h, rate.Limit, rate.Remaining, rate.Reset)
+		return Response{Status: http.StatusTooManyRequests, Header: h, Body: bodyRateLimited}, true
+	case kit.Full:
+		return m.capacity.full, true
+	case kit.QueueTimeout:
+		return m.capacity.queueTimeout, true
+	case kit.Dropped:
+		return m.capacity.dropped, true
+	case kit.ShuttingDown:
+		return m.capacity.shuttingDown, true
+	case kit.Timeout, kit.CallerDeadline:
 		// Ours, or a caller's deadline carried by the request's context
 		// (a budget from upstream): either way time ran out.
 		return respTimeout, true
-	case errors.Is(err, context.Canceled):
-		return Response{}, false
-	case errors.Is(err, resilience.ErrRejected), errors.Is(err, resilience.ErrRateLimitStore):
+	case kit.Rejected:
 		// Another strategy's rejection, or a rate-limit store that failed
 		// closed: the service declines for now.
 		return m.capacity.rejected, true
 	}
 	return respInternal, true
-}
-
-// rateLimited is the 429 for a rate limit's refusal, with its
-// Retry-After and rate-limit fields.
-func (m *Middleware) rateLimited(rate *resilience.RateLimitRejectedError) Response {
-	h := make(http.Header, 6)
-	h["Content-Type"] = jsonHeader["Content-Type"]
-	h["Retry-After"] = []string{retryafter.Format(rate.RetryAfter)}
-	m.setRateLimitFields(h, rate.Limit, rate.Remaining, rate.Reset)
-	return Response{Status: http.StatusTooManyRequests, Header: h, Body: bodyRateLimited}
 }
 
 // render is adapt.Kit.Render, documented there: the default response

@@ -4,8 +4,6 @@ import (
 	"github.com/ylcnfrht/resilience/core/retryafter"
 	"net/http"
 	"time"
-
-	resilience "github.com/ylcnfrht/resilience/core"
 )
 
 // DefaultRetryAfter is the Retry-After of a 503 when Options.RetryAfter
@@ -58,17 +56,4 @@ func newCapacityResponses(retryAfter time.Duration) capacityResponses {
 		shuttingDown: with(respShuttingDown),
 		rejected:     with(respRejected),
 	}
-}
-
-// capacity returns the 503 for a concurrency limiter's reason.
-func (c *capacityResponses) capacity(reason resilience.RejectReason) Response {
-	switch reason {
-	case resilience.ReasonQueueTimeout:
-		return c.queueTimeout
-	case resilience.ReasonDropped:
-		return c.dropped
-	case resilience.ReasonShuttingDown:
-		return c.shuttingDown
-	}
-	return c.full
 }
