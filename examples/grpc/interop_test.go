@@ -14,6 +14,7 @@ import (
 	otelcodes "go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	oteltrace "go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -129,20 +130,30 @@ func TestCoexistsWithOtelgrpcAndMiddlewareChain(t *testing.T) {
 			if n := logs.finished.Load(); n != want {
 				t.Errorf("logging interceptor saw %d calls, want %d", n, want)
 			}
-			// Server and client spans: two per call, the shed call's with an
-			// error status.
+			// Server and client spans: two per call, the shed call's server
+			// span with an error status (the adapter's refusal reaches the
+			// stats handler as the call's status). The client span's status
+			// is otelgrpc's client handler's alone, and under load it
+			// sometimes ends the shed call's span Unset although Invoke
+			// returned UNAVAILABLE (seen at 0594d96 as well, 3 of 450 runs
+			// with two other copies running): it is not asserted.
 			// The server ends its span as it sends the status: wait for it.
 			for end := time.Now().Add(10 * time.Second); len(spans.Ended()) < 4 && time.Now().Before(end); {
 				time.Sleep(2 * time.Millisecond)
 			}
-			var errorSpans int
+			var serverErrors, clients int
 			for _, sp := range spans.Ended() {
-				if sp.Status().Code == otelcodes.Error {
-					errorSpans++
+				switch sp.SpanKind() {
+				case oteltrace.SpanKindServer:
+					if sp.Status().Code == otelcodes.Error {
+						serverErrors++
+					}
+				case oteltrace.SpanKindClient:
+					clients++
 				}
 			}
-			if n := len(spans.Ended()); n != 4 || errorSpans != 2 {
-				t.Errorf("%d spans, %d with an error status, want 4 and 2 (the shed call's, both sides)", n, errorSpans)
+			if n := len(spans.Ended()); n != 4 || serverErrors != 1 || clients != 2 {
+				t.Errorf("%d spans, %d server spans with an error status, %d client spans; want 4, 1 (the shed call's) and 2", n, serverErrors, clients)
 			}
 		})
 	}
