@@ -121,7 +121,7 @@ func checkCountedWhileLate(t *testing.T, m *Middleware, status int, release, ret
 		t.Fatalf("status %d, want 504 at the deadline", status)
 	}
 	s := m.Stats()
-	if s.TimedOut != 1 || s.Requests() != 1 {
+	if s.TimedOut != 1 || s.Requests != 1 {
 		t.Errorf("before the handler returns: %+v, want timedOut 1 of 1", s.RequestCounts)
 	}
 	if s.Late != 1 || s.InFlight != 1 {
@@ -137,7 +137,7 @@ func checkCountedWhileLate(t *testing.T, m *Middleware, status int, release, ret
 		time.Sleep(2 * time.Millisecond)
 	}
 	s = m.Stats()
-	if s.TimedOut != 1 || s.Requests() != 1 || s.Late != 0 {
+	if s.TimedOut != 1 || s.Requests != 1 || s.Late != 0 {
 		t.Errorf("after the handler returned: %+v late %d, want timedOut 1 of 1, late 0", s.RequestCounts, s.Late)
 	}
 }

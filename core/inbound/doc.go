@@ -10,7 +10,7 @@
 //   - Options (Concurrency or Adaptive, Timeout, RateLimit) and New, for a
 //     Middleware whose Handler wraps a net/http handler; Drain at
 //     shutdown, Stats for health checks and dashboards, Reconfigure to
-//     change the limits while serving (Settings reads them back);
+//     change the limits while serving (Stats.Config shows them);
 //   - the request view (Request, RequestFrom) that key, flow and priority
 //     functions read; package core/inbound/by has ready-made ones
 //     (by.ClientIP, by.Header, by.Priority, by.RetriesLast);

@@ -40,11 +40,12 @@ func ExampleMiddleware_Reconfigure() {
 	err = m.Reconfigure(added)
 	fmt.Println(errors.Is(err, resilience.ErrNotLive), err)
 
-	fmt.Println("limit", m.Stats().Limit, m.Stats().Reconfigured)
+	s := m.Stats()
+	fmt.Println("limit", s.Limit, "applied", s.Reconfigured, "refused", s.ReconfigureRefused)
 	// Output:
 	// limit 50
 	// limit 7
 	// true ConcurrencyLimiterOptions.PermitLimit
 	// true resilience: Options.RateLimit cannot change while in use: was nil at New; a stage cannot be added live
-	// limit 7 {1 2}
+	// limit 7 applied 1 refused 2
 }

@@ -44,5 +44,5 @@ func Example() {
 	// Output:
 	// 200 hello
 	// 503 {"statusCode":503,"error":"Service Unavailable","message":"The server is at capacity; retry later.","code":"BULKHEAD_FULL","reason":"full"}
-	// {"limit":1,"inflight":1,"queued":0,"late":0,"lateTotal":0,"admitted":1,"timedOut":0,"rateLimited":0,"storeUnavailable":0,"full":1,"queueTimeout":0,"dropped":0,"shuttingDown":0,"canceled":0,"panicked":0}
+	// {"limit":1,"inflight":1,"queued":0,"late":0,"lateTotal":0,"admitted":1,"timedOut":0,"rateLimited":0,"storeUnavailable":0,"full":1,"queueTimeout":0,"dropped":0,"shuttingDown":0,"canceled":0,"panicked":0,"requests":2}
 }

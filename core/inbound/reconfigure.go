@@ -45,14 +45,6 @@ type reconfState struct {
 	refused atomic.Uint64
 }
 
-// ReconfigureCounts counts the calls of Middleware.Reconfigure: applied,
-// and refused (an invalid or not live option; nothing changed). The JSON
-// names are stable.
-type ReconfigureCounts struct {
-	Applied uint64 `json:"applied"`
-	Refused uint64 `json:"refused"`
-}
-
 // Reconfigure applies a whole new option set to a middleware while it
 // serves, without a restart: for an incident (raise the limit now), a
 // ramp, or a configuration file reloaded on SIGHUP (examples/server
@@ -77,7 +69,8 @@ type ReconfigureCounts struct {
 //     the new bounds).
 //   - RateLimit: PermitLimit and Window (for a token bucket, its size and
 //     refill), for every key's next take.
-//   - Shadow, as SetShadow.
+//   - Shadow: the shares drawn by the next requests, for a ramp (100,
+//     then 50, then 0).
 //
 // Running requests keep their permits: a lower limit admits again once
 // fewer run; a smaller queue refuses its excess at once with the usual
@@ -98,10 +91,17 @@ type ReconfigureCounts struct {
 //
 // Safe for concurrent use with requests and with other calls of
 // Reconfigure, which apply one at a time. Stats counts the calls
-// (Stats.Reconfigured), each is reported to Options.Listener as
-// event.Reconfigured (reason "ok" or "failed"; extensions/otel counts it
-// in resilience.reloads), and Settings returns the configuration in
-// force.
+// (Stats.Reconfigured, Stats.ReconfigureRefused) and shows the
+// configuration in force (Stats.Config); each call is reported to
+// Options.Listener as event.Reconfigured (reason "ok" or "failed";
+// extensions/otel counts it in resilience.reloads).
+//
+// To change one part, start from Options, which returns the options in
+// force:
+//
+//	o := m.Options()
+//	o.Shadow.Concurrency = 50
+//	err := m.Reconfigure(o)
 func (m *Middleware) Reconfigure(opts Options) error {
 	m.reconf.mu.Lock()
 	defer m.reconf.mu.Unlock()
@@ -251,10 +251,29 @@ func stageNotLive(field string, was bool) error {
 }
 
 // Options returns the options in force: those given to New, or to the
-// last Reconfigure that succeeded, as validated, with the shadow shares
-// SetShadow last set. Its functions are the ones in use, New's, whatever
-// a later Reconfigure was given.
+// last Reconfigure that succeeded, as validated; its functions are the
+// ones in use, New's, whatever a later Reconfigure was given. The stages'
+// options are copies: change them and pass the result to Reconfigure.
 func (m *Middleware) Options() Options {
+	o := m.inForce()
+	if c := o.Concurrency; c != nil {
+		cc := *c
+		o.Concurrency = &cc
+	}
+	if a := o.Adaptive; a != nil {
+		aa := *a
+		o.Adaptive = &aa
+	}
+	if r := o.RateLimit; r != nil {
+		rr := *r
+		o.RateLimit = &rr
+	}
+	return o
+}
+
+// inForce is the options in force, sharing the stages' options with the
+// middleware (read only).
+func (m *Middleware) inForce() Options {
 	o := m.opts
 	if live := m.reconf.live.Load(); live != nil {
 		o = *live
@@ -263,12 +282,12 @@ func (m *Middleware) Options() Options {
 	return o
 }
 
-// Settings is the live configuration of a middleware in plain values,
-// for a debug endpoint beside Stats (examples/server serves it as the
-// "config" object of /debug/limits): what Reconfigure last applied, or
-// New. Durations are in milliseconds; the fields of an absent stage are
-// zero and, where they would mislead, left out. The JSON names are
-// stable.
+// Settings is the configuration in force in plain values, as Stats.Config
+// (for a debug endpoint: examples/server's "config" in /debug/limits): what Reconfigure last
+// applied, or New. Durations are in milliseconds; the fields of an absent
+// stage are zero and, where they would mislead, left out. PermitLimit is
+// the configured one: Stats.Limit is the limit in force, as the adaptive
+// limiter or Limiter().SetLimit moved it. The JSON names are stable.
 type Settings struct {
 	TimeoutMS      float64 `json:"timeoutMs"`
 	PermitLimit    int     `json:"permitLimit,omitempty"`
@@ -287,12 +306,9 @@ type Settings struct {
 	ShadowTimeout     int `json:"shadowTimeout"`
 }
 
-// Settings returns the configuration in force (see Options), the shadow
-// shares as SetShadow last set them. PermitLimit is the configured one:
-// Stats.Limit is the limit in force, as Limiter().SetLimit or the
-// adaptive limiter moved it.
-func (m *Middleware) Settings() Settings {
-	o := m.Options()
+// settings is Stats.Config.
+func (m *Middleware) settings() Settings {
+	o := m.inForce()
 	s := Settings{
 		TimeoutMS:         ms(o.Timeout),
 		ShadowRateLimit:   o.Shadow.RateLimit,

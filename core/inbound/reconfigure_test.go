@@ -62,7 +62,7 @@ func TestReconfigureRefusesInvalidFieldKeepsOld(t *testing.T) {
 	} {
 		t.Run(tc.field, func(t *testing.T) {
 			m := mustNew(t, reconfBase())
-			before, beforeStats := m.Settings(), m.Stats()
+			before, beforeStats := m.Stats().Config, m.Stats()
 			o := reconfBase()
 			tc.change(&o)
 			err := m.Reconfigure(o)
@@ -76,15 +76,15 @@ func TestReconfigureRefusesInvalidFieldKeepsOld(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.field) {
 				t.Fatalf("%q does not name %s", err, tc.field)
 			}
-			if got := m.Settings(); got != before {
+			if got := m.Stats().Config; got != before {
 				t.Fatalf("settings changed: %+v, was %+v", got, before)
 			}
 			after := m.Stats()
 			if after.Limit != beforeStats.Limit || m.RateLimiter().Policy() != mustNew(t, reconfBase()).RateLimiter().Policy() {
 				t.Fatalf("limits changed: %+v, rate %+v", after.LimiterStats, m.RateLimiter().Policy())
 			}
-			if after.Reconfigured != (ReconfigureCounts{Refused: 1}) {
-				t.Fatalf("counted %+v, want one refused", after.Reconfigured)
+			if after.Reconfigured != 0 || after.ReconfigureRefused != 1 {
+				t.Fatalf("counted %d applied, %d refused, want one refused", after.Reconfigured, after.ReconfigureRefused)
 			}
 		})
 	}
@@ -109,10 +109,10 @@ func TestReconfigureAppliesEveryLivePart(t *testing.T) {
 	}
 	want := Settings{TimeoutMS: 700, PermitLimit: 7, QueueLimit: 5, QueueTimeoutMS: 300, Overflow: "drop-oldest", CoDel: true,
 		RateLimit: 3, RateWindowMS: 60000, ShadowRateLimit: 10, ShadowConcurrency: 20, ShadowTimeout: 30}
-	if got := m.Settings(); got != want {
+	if got := m.Stats().Config; got != want {
 		t.Fatalf("settings %+v, want %+v", got, want)
 	}
-	if s := m.Stats(); s.Limit != 7 || s.Reconfigured != (ReconfigureCounts{Applied: 1}) {
+	if s := m.Stats(); s.Limit != 7 || s.Reconfigured != 1 || s.ReconfigureRefused != 0 {
 		t.Fatalf("stats %+v", s)
 	}
 	if p := m.RateLimiter().Policy(); p.Limit != 3 || p.Window != time.Minute {
@@ -225,7 +225,7 @@ func TestReconfigureShrinkAndGrow(t *testing.T) {
 			<-d
 		}
 		s = m.Stats()
-		if s.InFlight != 0 || s.Queued != 0 || s.Admitted != 3 || s.Dropped != 2 || s.Requests() != 5 {
+		if s.InFlight != 0 || s.Queued != 0 || s.Admitted != 3 || s.Dropped != 2 || s.Requests != 5 {
 			t.Fatalf("at the end: %+v", s)
 		}
 	})
@@ -348,8 +348,8 @@ func reconfigureTraffic(rt *rapid.T) {
 	if s.InFlight != 0 || s.Queued != 0 || s.Late != 0 || s.Shadow.Over != 0 {
 		rt.Fatalf("left behind: %+v", s)
 	}
-	if s.Requests() != uint64(n) {
-		rt.Fatalf("counted %d requests of %d: %+v", s.Requests(), n, s.RequestCounts)
+	if s.Requests != uint64(n) {
+		rt.Fatalf("counted %d requests of %d: %+v", s.Requests, n, s.RequestCounts)
 	}
 	if overLimit {
 		rt.Fatal("a handler ran with more in flight than any limit in force")
@@ -386,23 +386,31 @@ func (c *countingRecorder) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// SetShadow and Reconfigure change the same shares: Options and Settings
-// show the last change of either.
-func TestSettingsFollowSetShadow(t *testing.T) {
+// Options returns copies of the stages' options: changing them changes
+// nothing until they are passed to Reconfigure, which is how one part
+// changes (a shadow ramp, say), and Stats.Config follows.
+func TestOptionsReturnsACopyToChangeAndReconfigure(t *testing.T) {
 	m := mustNew(t, reconfBase())
-	if err := m.SetShadow(Shadow{Concurrency: 40}); err != nil {
-		t.Fatal(err)
+	o := m.Options()
+	o.Concurrency.PermitLimit = 99
+	o.RateLimit.PermitLimit = 99
+	o.Shadow.Concurrency = 40
+	if c := m.Stats().Config; c.PermitLimit == 99 || c.RateLimit == 99 || c.ShadowConcurrency != 0 || m.Options().Concurrency.PermitLimit == 99 {
+		t.Fatalf("changing what Options returned changed the middleware: %+v", c)
 	}
-	if s := m.Settings(); s.ShadowConcurrency != 40 || m.Options().Shadow.Concurrency != 40 {
-		t.Fatalf("after SetShadow: %+v", s)
-	}
-	o := reconfBase()
-	o.Shadow.Timeout = 10
 	if err := m.Reconfigure(o); err != nil {
 		t.Fatal(err)
 	}
-	if s := m.Settings(); s.ShadowConcurrency != 0 || s.ShadowTimeout != 10 {
-		t.Fatalf("after Reconfigure: %+v", s)
+	if c := m.Stats().Config; c.PermitLimit != 99 || c.RateLimit != 99 || c.ShadowConcurrency != 40 {
+		t.Fatalf("after Reconfigure: %+v", c)
+	}
+	o = m.Options()
+	o.Shadow = Shadow{Timeout: 10}
+	if err := m.Reconfigure(o); err != nil {
+		t.Fatal(err)
+	}
+	if c := m.Stats().Config; c.ShadowConcurrency != 0 || c.ShadowTimeout != 10 || c.PermitLimit != 99 {
+		t.Fatalf("after the second Reconfigure: %+v", c)
 	}
 }
 

@@ -47,8 +47,8 @@ type RequestCounts struct {
 	Panicked uint64 `json:"panicked"`
 }
 
-// Requests is the number of requests counted: the sum of the fields.
-func (c RequestCounts) Requests() uint64 {
+// sum is the number of requests counted (Stats.Requests).
+func (c RequestCounts) sum() uint64 {
 	return c.Admitted + c.TimedOut + c.RateLimited + c.StoreUnavailable + c.Full + c.QueueTimeout + c.Dropped + c.ShuttingDown + c.Canceled + c.Panicked
 }
 

@@ -158,15 +158,3 @@ func (s shadowTimer) stop() {
 		s.t.Stop()
 	}
 }
-
-// SetShadow changes the shadow shares while the middleware serves, for a
-// ramp (100, then 50, then 0) without a restart; the next requests draw
-// with the new shares. An invalid share is refused with a
-// *resilience.ConfigError naming the field, and nothing changes.
-func (m *Middleware) SetShadow(sh Shadow) error {
-	if err := sh.validate(&m.opts); err != nil {
-		return err
-	}
-	m.shadow.set(sh)
-	return nil
-}

@@ -85,7 +85,7 @@ func TestShadowConcurrencyCountsWouldBeRefusalsAndRunsAll(t *testing.T) {
 				if s.Shadow.Queued != tc.wantQueued || s.Shadow.Full != tc.wantFull || s.Shadow.Over != 0 {
 					t.Errorf("shadow counts %+v, want queued %d, full %d, over 0", s.Shadow, tc.wantQueued, tc.wantFull)
 				}
-				if s.Admitted != 10 || s.Requests() != 10 || s.Full != 0 {
+				if s.Admitted != 10 || s.Requests != 10 || s.Full != 0 {
 					t.Errorf("request counts %+v, want 10 admitted, nothing refused", s.RequestCounts)
 				}
 				if got := events.count(event.ShadowDecision, "full"); uint64(got) != tc.wantFull {

@@ -27,15 +27,26 @@ type Stats struct {
 	// Left out of the JSON while zero.
 	Costly int64 `json:"costly,omitempty"`
 	// RequestCounts counts every request by how it ended; its fields
-	// add up to all requests seen (Requests()).
+	// add up to Requests.
 	RequestCounts
+	// Requests is the number of requests seen: the sum of RequestCounts'
+	// fields, so any of them divided by it is a share.
+	Requests uint64 `json:"requests"`
 	// Shadow counts the decisions made in shadow (Options.Shadow) and
 	// not enforced; zero, and left out of the JSON, when nothing ran in
 	// shadow.
 	Shadow ShadowCounts `json:"shadow,omitzero"`
-	// Reconfigured counts the calls of Reconfigure; left out of the
-	// JSON until the first. The configuration in force is Settings.
-	Reconfigured ReconfigureCounts `json:"reconfigured,omitzero"`
+	// Config is the configuration in force: New's, or the last
+	// Reconfigure's that succeeded. It is left out of StatsHandler's
+	// JSON, whose top-level values stay plain numbers for the clients
+	// that decode them as such; examples/server serves it beside them as
+	// "config".
+	Config Settings `json:"-"`
+	// Reconfigured counts the calls of Reconfigure that were applied,
+	// ReconfigureRefused those refused (nothing changed); each is left
+	// out of the JSON while zero.
+	Reconfigured       uint64 `json:"reconfigured,omitempty"`
+	ReconfigureRefused uint64 `json:"reconfigureRefused,omitempty"`
 }
 
 // Stats returns the current numbers. Safe for concurrent use; the fields
@@ -53,7 +64,9 @@ func (m *Middleware) Stats() Stats {
 	s.Costly = m.costly.Load()
 	s.Shadow = m.shadow.load()
 	s.RequestCounts = m.requests.load()
-	s.Reconfigured = ReconfigureCounts{Applied: m.reconf.applied.Load(), Refused: m.reconf.refused.Load()}
+	s.Requests = s.RequestCounts.sum()
+	s.Config = m.settings()
+	s.Reconfigured, s.ReconfigureRefused = m.reconf.applied.Load(), m.reconf.refused.Load()
 	return s
 }
 

@@ -20,7 +20,7 @@ func TestStatsHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{"limit": 3.0, "inflight": 1.0, "queued": 0.0, "late": 0.0, "lateTotal": 0.0}
-	for _, k := range []string{"admitted", "timedOut", "rateLimited", "storeUnavailable", "full", "queueTimeout", "dropped", "shuttingDown", "canceled", "panicked"} {
+	for _, k := range []string{"requests", "admitted", "timedOut", "rateLimited", "storeUnavailable", "full", "queueTimeout", "dropped", "shuttingDown", "canceled", "panicked"} {
 		want[k] = 0.0 // every value a plain number, as clients decode it
 	}
 	if len(got) != len(want) || w.Header().Get("Content-Type") != "application/json" {

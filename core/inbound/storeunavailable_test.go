@@ -53,7 +53,7 @@ func TestStoreFailedClosedIsNotRateLimited(t *testing.T) {
 		if closed {
 			want = RequestCounts{StoreUnavailable: 3}
 		}
-		if s.RequestCounts != want || s.Requests() != 3 {
+		if s.RequestCounts != want || s.Requests != 3 {
 			t.Fatalf("fail-closed %v: counts %+v, want %+v", closed, s.RequestCounts, want)
 		}
 		if len(causes) != 3 || causes[0] != ratelimit.StoreClusterDown {

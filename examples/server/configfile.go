@@ -174,7 +174,7 @@ func limitsHandler(mw *inbound.Middleware) http.Handler {
 		var out map[string]json.RawMessage
 		json.Unmarshal(b, &out) //nolint:errcheck // just marshalled
 		c := reloadsOf(mw)
-		out["config"], _ = json.Marshal(mw.Settings())
+		out["config"], _ = json.Marshal(mw.Stats().Config)
 		out["reloads"] = json.RawMessage(`{"ok":` + strconv.FormatUint(c.OK.Load(), 10) + `,"failed":` + strconv.FormatUint(c.Failed.Load(), 10) + `}`)
 		b, _ = json.Marshal(out)
 		w.Header().Set("Content-Type", "application/json")

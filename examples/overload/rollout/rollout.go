@@ -169,7 +169,9 @@ func Measure(ctx context.Context, cfg Config) (*Report, error) {
 			s := m.Stats().Shadow
 			shadowAt[i] = s.Full + s.Queued
 			if p := int(time.Duration(i) * cfg.Window / cfg.Phase); p < len(cfg.Shares) && time.Duration(i)*cfg.Window%cfg.Phase == 0 {
-				_ = m.SetShadow(inbound.Shadow{Concurrency: cfg.Shares[p]})
+				o := m.Options()
+				o.Shadow = inbound.Shadow{Concurrency: cfg.Shares[p]}
+				_ = m.Reconfigure(o)
 			}
 		}
 	}()
