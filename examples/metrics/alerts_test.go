@@ -60,7 +60,7 @@ func TestAlertRulesParse(t *testing.T) {
 	}
 	want := []string{"ResilienceHighShedRate", "ResilienceHighTimeoutRate", "ResilienceInstanceHighRefusalRate",
 		"ResilienceRateLimitStoreFailingClosed", "ResilienceRateLimitStoreFailingOpen",
-		"ResilienceLateHandlers", "ResilienceLimitAtFloor", "ResilienceMetricsAbsent"}
+		"ResilienceLateHandlers", "ResilienceLimitAtFloor", "ResilienceMetricsAbsent", "ResilienceReloadFailed"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("alerts %v, want %v", names, want)
 	}
@@ -118,7 +118,7 @@ func TestAlertRulesSelectorReachesEverySelector(t *testing.T) {
 			}
 		}
 	}
-	if n < 19 { // 3 in each of the 5 share alerts, 1 + 2 + 1 in the others
+	if n < 22 { // 3 in each of the 5 share alerts, 1 + 2 + 1 + 3 in the others
 		t.Fatalf("only %d selectors checked", n)
 	}
 }
@@ -279,6 +279,15 @@ func scrapeTextUnderLoad(t *testing.T) []byte {
 		if want := map[bool]int{false: http.StatusOK, true: http.StatusServiceUnavailable}[closed]; rec.Code != want {
 			t.Fatalf("%s: status %d, want %d", name, rec.Code, want)
 		}
+	}
+
+	// A live reload the middleware refuses: the reload alert's series.
+	reloaded, err := inbound.New(inbound.Options{Name: "reloaded", Timeout: time.Second, Listener: svc.metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reloaded.Reconfigure(inbound.Options{Name: "reloaded", Timeout: -time.Second, Listener: svc.metrics}); err == nil {
+		t.Fatal("Reconfigure took a negative timeout")
 	}
 
 	_, body := get("/metrics")

@@ -34,6 +34,7 @@ type config struct {
 	readyDelay   time.Duration // at shutdown, between /readyz failing and Drain
 	shadowShare  int           // percent of decisions left unenforced (Options.Shadow), every stage
 	configFile   string        // -config: YAML or JSON, keys named as the flags; "" for none
+	debugAddr    string        // -debug-addr: a second, HTTP listener for /debug/limits, /readyz, /healthz; "" for none
 }
 
 // rateKey says how requests are partitioned for the rate limit: by client IP
@@ -90,6 +91,7 @@ func parseConfig(args []string, usage io.Writer) (config, error) {
 	fs.BoolVar(&shadow, "shadow", false, "run the rate limit, the limiter and the timeout in shadow: decide and count what they would shed (/debug/limits \"shadow\"), enforce nothing")
 	fs.IntVar(&cfg.shadowShare, "shadow-share", 0, "percent of requests whose decisions run in shadow, 0 to 100, for a ramp (-shadow is 100)")
 	fs.DurationVar(&cfg.readyDelay, "ready-delay", 0, "at shutdown, how long /readyz fails while requests are still served, before draining (Kubernetes: longer than the readiness probe's period)")
+	fs.StringVar(&cfg.debugAddr, "debug-addr", "", "a second, HTTP listener for /debug/limits, /readyz and /healthz (outside the middleware), for -framework grpc, whose own listener speaks gRPC only; any framework may use it, to keep them off the public port (empty: none)")
 	fs.StringVar(&cfg.configFile, "config", "", "a YAML or JSON file of flag values, keys named as the flags (permit-limit: 50); a flag on the command line wins; reloaded on SIGHUP")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err // the flag package's message names the flag

@@ -147,6 +147,7 @@ func reload(args []string, cur config, mw *inbound.Middleware) (config, error) {
 		{"rate-limit", (next.rateLimit > 0) != (cur.rateLimit > 0)},
 		{"rate-key", next.rateKey != cur.rateKey},
 		{"ready-delay", next.readyDelay != cur.readyDelay},
+		{"debug-addr", next.debugAddr != cur.debugAddr},
 	} {
 		if k.changed {
 			return cur, &flagError{k.key, "cannot change while the server runs (restart it)" + liveHint(k.key)}

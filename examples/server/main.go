@@ -33,18 +33,32 @@
 // adaptive limiter, -permit-limit its initial limit); -codel; -rate-limit N
 // (0, none) with -rate-window (1s) and -rate-key ip|header:NAME;
 // -shadow and -shadow-share N (every stage decides and counts, enforcing
-// none, or all but N percent); -ready-delay (0); -config FILE.
+// none, or all but N percent); -ready-delay (0); -config FILE;
+// -debug-addr ADDR (none).
+//
+// -debug-addr ADDR opens a second listener, plain HTTP, with /debug/limits,
+// /readyz and /healthz (outside the middleware, as on the main listener)
+// and nothing else: with -framework grpc, whose listener speaks gRPC only,
+// it is where the live statistics and an HTTP readiness probe are; with
+// the other frameworks it keeps them off the public port too. It is off
+// by default, so that a gRPC server opens no port it was not given
+// (127.0.0.1:0 picks a free one). Its address is printed after the
+// routes ("debug listener on http://HOST:PORT ..."); one it cannot listen
+// on exits with status 1. At shutdown its /readyz fails with the main
+// one, and it closes last, after the drain. It cannot change on reload.
 //
 // -config FILE reads flag values from a YAML or JSON file whose keys are
 // the flags' names (permit-limit: 50, queue-timeout: 200ms); a flag given
 // on the command line wins. SIGHUP reloads the file and applies it live
 // (inbound.Middleware.Reconfigure): running requests keep their permits,
 // a smaller queue refuses its excess with 503 dropped. A bad file (a value
-// a flag refuses, an unknown key, or framework, addr, adaptive, rate-key,
-// ready-delay changed, or rate-limit turned on or off, which need a
-// restart) is logged to stderr with the key's name and changes nothing.
-// With -adaptive, permit-limit is only the initial limit: a reload leaves
-// the learnt limit where it is.
+// a flag refuses, an unknown key, or framework, addr, adaptive,
+// rate-key, ready-delay or debug-addr changed, or rate-limit turned on or
+// off, which need a restart) is logged to stderr with the key's name and
+// changes nothing. The file is the whole configuration: a key it no
+// longer has goes back to its flag's default on reload. With -adaptive,
+// permit-limit is only the initial limit: a reload leaves the learnt
+// limit where it is.
 //
 // Routes: /healthz and /debug/limits are outside the middleware, so they
 // answer while the server is saturated; /debug/limits is the middleware's
@@ -57,7 +71,7 @@
 // 10 permits and 10 rate-limit tokens (1 permit with -adaptive, which has
 // no cost). N defaults to 100 and is at most 60000. With -framework grpc
 // there are no HTTP routes: the work is the WorkService methods, and
-// the live statistics are not served.
+// /debug/limits and /readyz are served only on -debug-addr.
 // A request's X-Priority header (0 to 9, lower runs sooner when it has
 // to queue) sets its priority; anything else, missing, malformed or out of
 // range, means 5.

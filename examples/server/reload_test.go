@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 // The Done-when, on the run function with a real SIGHUP sent to
@@ -177,4 +179,55 @@ func FuzzConfigFile(f *testing.F) {
 			t.Fatalf("%q accepted as %+v", content, cfg)
 		}
 	})
+}
+
+// The -config file is the whole configuration: on a reload, a key the
+// file no longer has goes back to its flag's default (unless the command
+// line gives it), not to the value the previous file set; a key that
+// cannot change live, left out, goes back to its default too, and so
+// refuses the reload when the previous file set it otherwise.
+func TestConfigFileReloadResetsAKeyLeftOut(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cfg.yaml")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defaults, err := parseConfig(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("permit-limit: 50\nqueue-limit: 9\nqueue-timeout: 2s\nrate-limit: 10\n")
+	args := []string{"-config", path, "-timeout", "3s"}
+	cur, err := parseConfig(args, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := inbound.New(inboundOptions(cur))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	write("permit-limit: 60\nrate-limit: 10\n") // queue-limit and queue-timeout left out
+	next, err := reload(args, cur, mw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.permitLimit != 60 || next.queueLimit != defaults.queueLimit || next.queueTimeout != defaults.queueTimeout || next.timeout != 3*time.Second {
+		t.Fatalf("after the reload: %+v; want permit 60, queue %d and %v (the defaults), timeout 3s (the command line)",
+			next, defaults.queueLimit, defaults.queueTimeout)
+	}
+	if c := mw.Options().Concurrency; c.PermitLimit != 60 || c.QueueLimit != defaults.queueLimit || c.QueueTimeout != defaults.queueTimeout {
+		t.Fatalf("in force: %+v", c)
+	}
+
+	write("permit-limit: 70\n") // rate-limit left out: back to 0, no rate limit, which needs a restart
+	if _, err := reload(args, next, mw); err == nil || !strings.Contains(err.Error(), "-rate-limit:") {
+		t.Fatalf("rate-limit left out: %v, want a refusal naming -rate-limit", err)
+	}
+	if c := mw.Options().Concurrency; c.PermitLimit != 60 {
+		t.Fatalf("the refused reload changed the limit to %d", c.PermitLimit)
+	}
 }

@@ -70,6 +70,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "server: -addr: cannot listen: %v\n", err)
 		return 1
 	}
+	debug, err := listenDebug(cfg, mw, ready, stderr)
+	if err != nil {
+		ln.Close()
+		fmt.Fprintln(stderr, "server:", err)
+		return 1
+	}
 	base, listening := "http://"+ln.Addr().String(), ""
 	if cfg.framework == "grpc" {
 		base, listening = ln.Addr().String(), " (gRPC, plaintext)" // what gRPC clients dial
@@ -78,6 +84,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "framework %s; timeout %v; %s; queue %d (timeout %v, overflow %s%s); %s%s\n",
 		cfg.framework, cfg.timeout, limiterSummary(cfg), cfg.queueLimit, cfg.queueTimeout, cfg.overflow, codelSummary(cfg), rateSummary(cfg), shadowSummary(cfg))
 	fmt.Fprint(stdout, routeSummary(cfg, base))
+	if debug != nil {
+		fmt.Fprint(stdout, debugSummary(debug))
+	}
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -85,6 +94,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	select {
 	case err := <-serveErr: // Serve failed on its own (it never returns nil)
 		fmt.Fprintln(stderr, "server:", err)
+		if debug != nil {
+			debug.srv.Close()
+			<-debug.done
+		}
 		return 1
 	case <-ctx.Done():
 	}
@@ -123,6 +136,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintln(stderr, "server:", err)
 		code = 1
+	}
+	if debug != nil {
+		// Last, so /debug/limits and /readyz answer through the drain.
+		dctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel()
+		if err := debug.close(dctx); err != nil {
+			fmt.Fprintln(stderr, "server: -debug-addr:", err)
+			code = 1
+		}
 	}
 	return code
 }

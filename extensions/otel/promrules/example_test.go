@@ -36,4 +36,5 @@ func Example() {
 	// ResilienceLateHandlers
 	// ResilienceLimitAtFloor
 	// ResilienceMetricsAbsent
+	// ResilienceReloadFailed
 }

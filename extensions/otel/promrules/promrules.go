@@ -93,6 +93,14 @@ type Config struct {
 	// Absent: no resilience_requests_total series matches Selector for
 	// For (the exporter, the scrape or ObserveMiddleware is gone).
 	Absent Alert
+	// ReloadFailed: a live reconfiguration of a middleware
+	// (Middleware.Reconfigure) was refused in the last ReloadWindow, so
+	// the instance kept its previous configuration.
+	ReloadFailed Alert
+	// ReloadWindow is how far back ReloadFailed looks for a refused
+	// reload, and so how long it fires after one: whole seconds, at
+	// least 1 m.
+	ReloadWindow time.Duration
 }
 
 // DefaultRunbookURL is the runbook in the repository, for
@@ -112,6 +120,7 @@ const DefaultRunbookURL = "https://github.com/ylcnfrht/resilience/blob/main/docs
 //	LateHandlers     for 10m, ticket
 //	LimitAtFloor     for 15m, ticket
 //	Absent           for 15m, ticket
+//	ReloadFailed     any in the last 15m (ReloadWindow), at once, ticket
 func DefaultConfig() Config {
 	return Config{
 		Group:           "resilience",
@@ -127,6 +136,8 @@ func DefaultConfig() Config {
 		LateHandlers:    Alert{For: 10 * time.Minute, Severity: "ticket"},
 		LimitAtFloor:    Alert{For: 15 * time.Minute, Severity: "ticket"},
 		Absent:          Alert{For: 15 * time.Minute, Severity: "ticket"},
+		ReloadFailed:    Alert{Severity: "ticket"},
+		ReloadWindow:    15 * time.Minute,
 	}
 }
 
@@ -168,6 +179,9 @@ func (c Config) check() error {
 	}
 	if c.Window < time.Minute || c.Window%time.Second != 0 {
 		return bad("Window", "%v: want whole seconds, at least 1m", c.Window)
+	}
+	if c.ReloadWindow < time.Minute || c.ReloadWindow%time.Second != 0 {
+		return bad("ReloadWindow", "%v: want whole seconds, at least 1m", c.ReloadWindow)
 	}
 	if c.MinRequestRate < 0 || math.IsNaN(c.MinRequestRate) || math.IsInf(c.MinRequestRate, 0) {
 		return bad("MinRequestRate", "%v: want 0 or more", c.MinRequestRate)

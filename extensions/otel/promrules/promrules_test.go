@@ -30,6 +30,8 @@ func TestGenerateNamesTheBadField(t *testing.T) {
 		{"Timeout.Threshold", func(c *Config) { c.Timeout.Threshold = 1.5 }},
 		{"StoreFailOpen.For", func(c *Config) { c.StoreFailOpen.For = -time.Minute }},
 		{"Absent.Severity", func(c *Config) { c.Absent.Severity = "" }},
+		{"ReloadWindow", func(c *Config) { c.ReloadWindow = 0 }},
+		{"ReloadFailed.For", func(c *Config) { c.ReloadFailed.For = time.Millisecond }},
 	} {
 		cfg := DefaultConfig()
 		c.edit(&cfg)
@@ -65,6 +67,7 @@ func TestGenerateAppliesEveryParameter(t *testing.T) {
 	c.RunbookURL = "https://wiki.example.com/rb"
 	c.Labels = map[string]string{"team": "payments"}
 	c.Shed = Alert{Threshold: 0.07, For: 3 * time.Minute, Severity: "critical"}
+	c.ReloadWindow = 30 * time.Minute
 	b, err := Generate(c)
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +81,8 @@ func TestGenerateAppliesEveryParameter(t *testing.T) {
 	}
 	for _, m := range metricSelector.FindAllString(strings.Join(exprs, "\n"), -1) {
 		if strings.HasPrefix(m, "resilience_pipeline_name") || strings.HasPrefix(m, "resilience_limiter_name") ||
-			strings.HasPrefix(m, "resilience_request_result") || strings.HasPrefix(m, "resilience_event_name") || strings.HasPrefix(m, "resilience_reason") {
+			strings.HasPrefix(m, "resilience_request_result") || strings.HasPrefix(m, "resilience_event_name") || strings.HasPrefix(m, "resilience_reason") ||
+			strings.HasPrefix(m, "resilience_reload_result") {
 			continue // label names
 		}
 		if !strings.Contains(m, `cluster="eu-1"`) {
@@ -90,12 +94,13 @@ func TestGenerateAppliesEveryParameter(t *testing.T) {
 		") > 0.07\n", ">= 2.5\n", "for: 3m\n", `severity: "critical"`, `team: "payments"`,
 		`runbook_url: "https://wiki.example.com/rb#resiliencehighshedrate"`, "above 7% for 3m, at 2.5 requests/s",
 		`absent(resilience_requests_total{cluster="eu-1"})`, `from cluster=\"eu-1\" for 15m`,
+		`[30m]) > 0)`, `offset 30m`, "in the last 30m",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("the rules lack %q", want)
 		}
 	}
-	if strings.Contains(s, "[5m]") || strings.Count(s, `team: "payments"`) != 8 {
+	if strings.Contains(s, "[5m]") || strings.Count(s, `team: "payments"`) != 9 {
 		t.Errorf("the window or the labels did not reach every rule")
 	}
 	c.MinRequestRate = 0

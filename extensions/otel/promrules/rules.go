@@ -18,6 +18,9 @@ const (
 	shedding  = "full|queue-timeout|dropped"
 	refusing  = "full|queue-timeout|dropped|timeout"
 	storeErr  = "OnRateLimiterStoreError"
+	reloads   = "resilience_reloads_total"
+	reloadL   = "resilience_reload_result"
+	pipelineL = "resilience_pipeline_name"
 	instanceL = "instance"
 )
 
@@ -46,6 +49,7 @@ func (c Config) alerts() []alertDef {
 		{c.LateHandlers, "ResilienceLateHandlers", "LateHandlers", false, lateRule},
 		{c.LimitAtFloor, "ResilienceLimitAtFloor", "LimitAtFloor", false, floorRule},
 		{c.Absent, "ResilienceMetricsAbsent", "Absent", false, absentRule},
+		{c.ReloadFailed, "ResilienceReloadFailed", "ReloadFailed", false, reloadRule},
 	}
 }
 
@@ -184,6 +188,24 @@ func absentRule(c Config, a Alert) rule {
 		summary: "no resilience request counts from " + what + " for " + promDuration(a.For),
 		description: "Prometheus has had no " + requests + " series from " + what + " for " + promDuration(a.For) +
 			": the shedding, timeout and store alerts cannot fire without them.",
+	}
+}
+
+// reloadRule fires while a refused reload is at most ReloadWindow old.
+// The counter's series appears with the first refusal, already at 1,
+// which increase cannot see (it has no earlier sample to rise from): a
+// failed series that did not exist ReloadWindow ago counts as well. The
+// reloads carry the middleware's name as their pipeline.
+func reloadRule(c Config, a Alert) rule {
+	failed := c.sel(reloads, reloadL+`="failed"`)
+	w := promDuration(c.ReloadWindow)
+	return rule{
+		expr: c.by(instanceL, limiterL) + " (\n  label_replace(\n    (increase(" + failed + "[" + w + "]) > 0)\n    or\n    (" +
+			failed + " unless " + failed + " offset " + w + "),\n    \"" + limiterL + "\", \"$1\", \"" + pipelineL + "\", \"(.*)\"\n  )\n) > 0\n",
+		summary: "{{ $labels." + limiterL + " }} on {{ $labels.instance }} refused a configuration reload in the last " + w,
+		description: "Middleware {{ $labels." + limiterL + " }} (" + c.service(instanceL) + ") refused a live reconfiguration " +
+			"(Middleware.Reconfigure) in the last " + w + ": the instance serves its previous configuration, " +
+			"not the one deployed, unless a later reload applied.",
 	}
 }
 

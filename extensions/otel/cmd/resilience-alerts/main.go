@@ -9,7 +9,8 @@
 // -o names the file to write (default: standard output). Each alert
 // has -NAME-for and -NAME-severity, and the share alerts -NAME-threshold,
 // with NAME one of shed, timeout, instance-refusal, store-fail-closed,
-// store-fail-open, late-handlers, limit-at-floor, absent. -label k=v
+// store-fail-open, late-handlers, limit-at-floor, absent, reload-failed;
+// -reload-window is how far back reload-failed looks. -label k=v
 // (repeatable) adds a label to every alert. An invalid value exits 2
 // with a message naming the flag or the Config field it sets
 // (Shed.Threshold for -shed-threshold).
@@ -55,6 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.Window, "window", c.Window, "rate window of the share alerts")
 	fs.Float64Var(&c.MinRequestRate, "min-request-rate", c.MinRequestRate, "requests/s below which no share alert fires (0: no guard)")
 	fs.StringVar(&c.RunbookURL, "runbook-url", c.RunbookURL, "runbook address; each alert links to #its-name")
+	fs.DurationVar(&c.ReloadWindow, "reload-window", c.ReloadWindow, "how far back reload-failed looks for a refused reload")
 	fs.Var(labels(c.Labels), "label", "name=value added to every alert (repeatable)")
 	for _, a := range []struct {
 		name  string
@@ -64,6 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		{"shed", &c.Shed, true}, {"timeout", &c.Timeout, true}, {"instance-refusal", &c.InstanceRefusal, true},
 		{"store-fail-closed", &c.StoreFailClosed, true}, {"store-fail-open", &c.StoreFailOpen, true},
 		{"late-handlers", &c.LateHandlers, false}, {"limit-at-floor", &c.LimitAtFloor, false}, {"absent", &c.Absent, false},
+		{"reload-failed", &c.ReloadFailed, false},
 	} {
 		if a.share {
 			fs.Float64Var(&a.alert.Threshold, a.name+"-threshold", a.alert.Threshold, "share of requests above which "+a.name+" fires")

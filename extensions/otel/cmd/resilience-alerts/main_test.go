@@ -24,12 +24,15 @@ func TestFlagsSetTheConfig(t *testing.T) {
 	c.Labels = map[string]string{"team": "shop"}
 	c.Shed = promrules.Alert{Threshold: 0.02, For: 5 * time.Minute, Severity: "critical"}
 	c.Absent.Severity = "warning"
+	c.ReloadFailed = promrules.Alert{For: time.Minute, Severity: "page"}
+	c.ReloadWindow = time.Hour
 	want, err := promrules.Generate(c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"-selector", `job="api"`, "-service-labels", "cluster, job", "-window", "2m", "-min-request-rate", "1",
-		"-label", "team=shop", "-shed-threshold", "0.02", "-shed-for", "5m", "-shed-severity", "critical", "-absent-severity", "warning"}
+		"-label", "team=shop", "-shed-threshold", "0.02", "-shed-for", "5m", "-shed-severity", "critical", "-absent-severity", "warning",
+		"-reload-failed-for", "1m", "-reload-failed-severity", "page", "-reload-window", "1h"}
 	var out, errs bytes.Buffer
 	if code := run(args, &out, &errs); code != 0 || !bytes.Equal(out.Bytes(), want) {
 		t.Fatalf("exit %d, stderr %q; output equals Generate's: %v", code, errs.String(), bytes.Equal(out.Bytes(), want))
