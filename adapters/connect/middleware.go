@@ -2,7 +2,6 @@ package resilienceconnect
 
 import (
 	"context"
-	"encoding/json"
 	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 	"net/http"
 	"sync"
@@ -85,14 +84,9 @@ func (m *Middleware) Inbound() *inbound.Middleware { return m.in.Middleware }
 func (m *Middleware) Stats() inbound.Stats { return m.in.Stats() }
 
 // StatsHandler serves Stats as JSON, for a debug route outside the
-// middleware (the examples mount it at /debug/limits).
-func (m *Middleware) StatsHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		_ = json.NewEncoder(w).Encode(m.Stats())
-	})
-}
+// middleware (the examples mount it at /debug/limits), as every adapter's
+// StatsHandler does.
+func (m *Middleware) StatsHandler() http.Handler { return m.in.StatsHandler() }
 
 // Handler wraps next, a connect handler (or a mux of them), in the inbound
 // pipeline. Mount the result where next would be mounted:
