@@ -149,20 +149,15 @@ func (headerOnly) Write(p []byte) (int, error) { return len(p), nil }
 // trailers-only response, over Connect streaming an end-of-stream message,
 // over the Connect protocol's unary mapping a status and JSON body, which
 // Options.Render may restyle (given Connect's own response as the
-// default).
+// default, by adapt's rule for a faulty hook).
 func (m *Middleware) writeError(w http.ResponseWriter, r *http.Request, err error, e *connect.Error) {
-	if m.render == nil || classify(r) != wireConnectUnary {
+	if !m.in.Restyles() || classify(r) != wireConnectUnary {
 		_ = m.errw.Write(w, r, e) // the client may be gone; nothing to do
 		return
 	}
 	var cw captureWriter
 	_ = m.errw.Write(&cw, r, e)
-	def := inbound.Response{Status: cw.status, Header: cw.h, Body: cw.body}
-	resp := m.render(err, def)
-	if resp.Status < 100 || resp.Status > 999 {
-		resp = def // a faulty hook cannot break the reply
-	}
-	adapt.WriteResponse(w, resp)
+	adapt.WriteResponse(w, m.in.Restyle(err, inbound.Response{Status: cw.status, Header: cw.h, Body: cw.body}))
 }
 
 // captureWriter records the response connect's ErrorWriter writes, as the
