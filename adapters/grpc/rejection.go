@@ -2,7 +2,6 @@ package resiliencegrpc
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	spb "google.golang.org/genproto/googleapis/rpc/status"
@@ -90,26 +89,6 @@ func newRejection(st adapt.RPCStatus) rejection {
 
 func detail(d adapt.RPCDetail) *anypb.Any { return &anypb.Any{TypeUrl: d.TypeURL, Value: d.Value} }
 
-// mdKey is the metadata key of a header field inbound sets, without
-// allocating for the ones it sets per call.
-func mdKey(name string) string {
-	switch name {
-	case "Retry-After":
-		return "retry-after"
-	case "Ratelimit-Limit":
-		return "ratelimit-limit"
-	case "Ratelimit-Remaining":
-		return "ratelimit-remaining"
-	case "Ratelimit-Reset":
-		return "ratelimit-reset"
-	case "Ratelimit-Policy":
-		return "ratelimit-policy"
-	case "Ratelimit":
-		return "ratelimit"
-	}
-	return strings.ToLower(name)
-}
-
 // rejectionFor maps an error from inbound's Execute, for a call that never
 // reached its handler, to what to send; ok is false when nothing must be
 // sent (the client went away).
@@ -146,7 +125,7 @@ func rateRejection(ctx context.Context, in *adapt.Kit, err error, st adapt.RPCSt
 	}
 	r := newRejection(st)
 	trailer := r.trailer // not nil: the wait is positive
-	in.RPCFields(err, func(name string, v []string) { trailer[mdKey(name)] = v })
+	in.RPCFields(err, func(name string, v []string) { trailer[adapt.FieldKey(name)] = v })
 	return r
 }
 
