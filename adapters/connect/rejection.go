@@ -87,11 +87,9 @@ func (rs *rejections) rejection(in *adapt.Kit, r *http.Request, err error) *conn
 	case st.Index >= 0:
 		return rs.consts[st.Index]
 	}
-	// The call arrived just now; a wait that outlasts its deadline leaves
-	// no retry that can succeed in it. Better the rejection now than a
-	// client asleep until DEADLINE_EXCEEDED.
-	if d, terr := callerTimeout(classify(r), r.Header); terr == nil && st.RetryAfter >= d {
-		st.NoRetry = true
+	// The call arrived just now: its deadline leaves it all its timeout.
+	if d, terr := callerTimeout(classify(r), r.Header); terr == nil {
+		st = st.WithinDeadline(d)
 	}
 	e := newRejection(st)
 	in.RPCFields(err, func(name string, v []string) { e.Meta()[name] = v })

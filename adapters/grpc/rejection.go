@@ -120,8 +120,8 @@ const msgRateLimited = "Too many requests; retry after the delay in the RetryInf
 func rateRejection(ctx context.Context, in *adapt.Kit, err error, st adapt.RPCStatus) rejection {
 	st.Message = msgRateLimited
 	st.RetryAfter = max(st.RetryAfter, time.Millisecond)
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < st.RetryAfter {
-		st.NoRetry = true
+	if dl, ok := ctx.Deadline(); ok {
+		st = st.WithinDeadline(time.Until(dl))
 	}
 	r := newRejection(st)
 	trailer := r.trailer // not nil: the wait is positive

@@ -120,6 +120,18 @@ func constStatus(r kit.Refusal, advice time.Duration) RPCStatus {
 	return s
 }
 
+// WithinDeadline returns s with NoRetry set when the wait it advises is
+// not shorter than left, the time the caller's deadline leaves its call:
+// a retry after the wait could only end in DEADLINE_EXCEEDED, so the
+// client is better told at once than left asleep until then. Call it for
+// a call with a deadline; a status advising no wait is returned as it is.
+func (s RPCStatus) WithinDeadline(left time.Duration) RPCStatus {
+	if s.RetryAfter > 0 && s.RetryAfter >= left {
+		s.NoRetry = true
+	}
+	return s
+}
+
 // Pushback is the value of s's grpc-retry-pushback-ms field: "-1" when
 // NoRetry, RetryAfter in milliseconds, rounded up so that a retry does
 // not come before the wait is over, when positive, else "" (no field).
