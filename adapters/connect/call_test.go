@@ -17,6 +17,7 @@ import (
 
 	resilienceconnect "github.com/ylcnfrht/resilience/adapters/connect"
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/event"
 	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
@@ -153,6 +154,41 @@ func TestRenderOnlyOverConnectUnary(t *testing.T) {
 	for _, p := range protocols[1:] {
 		_, err := ts.say(p).CallUnary(t.Context(), connect.NewRequest(wrapperspb.String("x")))
 		expectCode(t, p.name, err, connect.CodeUnavailable, inbound.CodeBulkheadFull, "full")
+	}
+	ts.svc.open()
+	if err := await(t, "held call", held); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestRenderPanicGivesDefault: a Render hook that panics while
+// restyling a Connect unary rejection gives Connect's own error, and is
+// reported as event.HookPanic, as inbound's own Render hook is: the
+// process and the answer survive it.
+func TestRenderPanicGivesDefault(t *testing.T) {
+	var panics atomic.Int32
+	ts := startServer(t, inbound.Options{
+		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 1},
+		Render:      func(error, inbound.Response) inbound.Response { panic("bug") },
+		Listener: event.ListenerFunc(func(_ context.Context, e event.Event) {
+			if e.Name == event.HookPanic && e.Reason == event.HookRender {
+				panics.Add(1)
+			}
+		}),
+	})
+	held := ts.callSay(t.Context(), protocols[1], msgHold)
+	ts.svc.waitEntered(t, sayProcedure)
+	resp, err := ts.client.Post(ts.url+sayProcedure, "application/json", strings.NewReader(`"x"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"code":"unavailable"`) {
+		t.Errorf("Connect unary rejection: %d %q, want Connect's own 503 unavailable", resp.StatusCode, body)
+	}
+	if n := panics.Load(); n != 1 {
+		t.Errorf("%d HookPanic events of Options.Render, want 1", n)
 	}
 	ts.svc.open()
 	if err := await(t, "held call", held); err != nil {

@@ -91,8 +91,10 @@
 // Connect's JSON error body. A request in no RPC protocol (a plain GET)
 // is treated as a Connect unary call, as connect's ErrorWriter does.
 // Options.Render restyles the rejections sent over that unary mapping
-// only, given Connect's own error response as its default; gRPC, gRPC-Web
-// and Connect streaming keep their protocols' format. A call whose client
+// only, given Connect's own error response as its default (a hook that
+// panics, reported as event.HookPanic, or returns a status outside
+// 100–999 gives that default, as under inbound); gRPC, gRPC-Web and
+// Connect streaming keep their protocols' format. A call whose client
 // left gets nothing: its stream is aborted rather than ended with an empty
 // 200.
 //

@@ -2,7 +2,6 @@ package resilienceconnect
 
 import (
 	"context"
-	"encoding/json"
 	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 	"net/http"
 	"sync"
@@ -19,12 +18,11 @@ import (
 // it with New: the zero value is not usable. A rejected, timed-out or
 // panicking call leaves nothing behind (permit and queue place returned).
 type Middleware struct {
-	in     *adapt.Kit
-	errw   *connect.ErrorWriter
-	render func(error, inbound.Response) inbound.Response // Options.Render
-	rej    rejections
-	ends   streamEnds // rej.timeout as the end of a committed stream
-	timed  bool       // inbound's Timed: a deadline can answer for every call
+	in    *adapt.Kit
+	errw  *connect.ErrorWriter
+	rej   rejections
+	ends  streamEnds // rej.timeout as the end of a committed stream
+	timed bool       // inbound's Timed: a deadline can answer for every call
 	// recycle: a call that ended before ServeHTTP returned can be reused.
 	// Not under a custom pipeline, whose context (the handler's) carries
 	// the view, and with it the Call, beyond the handler's return.
@@ -40,15 +38,13 @@ type Middleware struct {
 // Connect's own error response); gRPC, gRPC-Web and Connect streaming keep
 // their protocols' error format.
 func New(opts inbound.Options) (*Middleware, error) {
-	render := opts.Render
-	opts.Render = nil // inbound's JSON is never sent; its headers are read unrestyled
 	in, err := adapt.New(framework, opts)
 	if err != nil {
 		return nil, err
 	}
 	// Timed: a timeout, or a custom pipeline that may hold a timeout
 	// strategy of its own.
-	m := &Middleware{in: in, errw: connect.NewErrorWriter(), render: render, rej: newRejections(in.CapacityRetryAfter()), timed: in.Timed(),
+	m := &Middleware{in: in, errw: connect.NewErrorWriter(), rej: newRejections(in.CapacityRetryAfter()), timed: in.Timed(),
 		recycle: opts.Pipeline == nil}
 	m.ends = newStreamEnds(m.errw, m.rej.timeout)
 	return m, nil
@@ -69,9 +65,12 @@ func NewMiddleware(opts inbound.Options) (func(http.Handler) http.Handler, error
 
 // framework tells inbound how to read a call: the route is Call.route
 // (the view's other fields come from the *http.Request, as Serve reads
-// them).
+// them). Options.Render restyles connect's own errors (writeError), never
+// inbound's JSON, which is not sent: its header fields are read as they
+// are.
 var framework = adapt.Framework{
-	Route: func(raw any) string { return raw.(*Call).route() },
+	Route:     func(raw any) string { return raw.(*Call).route() },
+	RenderOwn: true,
 }
 
 // Inbound returns the underlying inbound middleware: its Limiter to
@@ -85,14 +84,9 @@ func (m *Middleware) Inbound() *inbound.Middleware { return m.in.Middleware }
 func (m *Middleware) Stats() inbound.Stats { return m.in.Stats() }
 
 // StatsHandler serves Stats as JSON, for a debug route outside the
-// middleware (the examples mount it at /debug/limits).
-func (m *Middleware) StatsHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		_ = json.NewEncoder(w).Encode(m.Stats())
-	})
-}
+// middleware (the examples mount it at /debug/limits), as every adapter's
+// StatsHandler does.
+func (m *Middleware) StatsHandler() http.Handler { return m.in.StatsHandler() }
 
 // Handler wraps next, a connect handler (or a mux of them), in the inbound
 // pipeline. Mount the result where next would be mounted:

@@ -87,11 +87,9 @@ func (rs *rejections) rejection(in *adapt.Kit, r *http.Request, err error) *conn
 	case st.Index >= 0:
 		return rs.consts[st.Index]
 	}
-	// The call arrived just now; a wait that outlasts its deadline leaves
-	// no retry that can succeed in it. Better the rejection now than a
-	// client asleep until DEADLINE_EXCEEDED.
-	if d, terr := callerTimeout(classify(r), r.Header); terr == nil && st.RetryAfter >= d {
-		st.NoRetry = true
+	// The call arrived just now: its deadline leaves it all its timeout.
+	if d, terr := callerTimeout(classify(r), r.Header); terr == nil {
+		st = st.WithinDeadline(d)
 	}
 	e := newRejection(st)
 	in.RPCFields(err, func(name string, v []string) { e.Meta()[name] = v })
@@ -149,20 +147,15 @@ func (headerOnly) Write(p []byte) (int, error) { return len(p), nil }
 // trailers-only response, over Connect streaming an end-of-stream message,
 // over the Connect protocol's unary mapping a status and JSON body, which
 // Options.Render may restyle (given Connect's own response as the
-// default).
+// default, by adapt's rule for a faulty hook).
 func (m *Middleware) writeError(w http.ResponseWriter, r *http.Request, err error, e *connect.Error) {
-	if m.render == nil || classify(r) != wireConnectUnary {
+	if !m.in.Restyles() || classify(r) != wireConnectUnary {
 		_ = m.errw.Write(w, r, e) // the client may be gone; nothing to do
 		return
 	}
 	var cw captureWriter
 	_ = m.errw.Write(&cw, r, e)
-	def := inbound.Response{Status: cw.status, Header: cw.h, Body: cw.body}
-	resp := m.render(err, def)
-	if resp.Status < 100 || resp.Status > 999 {
-		resp = def // a faulty hook cannot break the reply
-	}
-	adapt.WriteResponse(w, resp)
+	adapt.WriteResponse(w, m.in.Restyle(err, inbound.Response{Status: cw.status, Header: cw.h, Body: cw.body}))
 }
 
 // captureWriter records the response connect's ErrorWriter writes, as the

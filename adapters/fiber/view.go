@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/ylcnfrht/resilience/core/inbound"
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 )
 
 // fillView fills the neutral view of a *fiber.Ctx. fasthttp reuses the
@@ -78,14 +79,11 @@ func CtxFrom(ctx context.Context) (*fiber.Ctx, bool) {
 // headerField is one response header field.
 type headerField struct{ name, value string }
 
-// rateNames are the RateLimit fields the middleware may set on a response.
-var rateNames = [...]string{"Ratelimit-Limit", "Ratelimit-Remaining", "Ratelimit-Reset", "Ratelimit-Policy", "Ratelimit"}
-
 // rateFields copies the RateLimit fields set on c's response.
 func rateFields(c *fiber.Ctx) []headerField {
 	var fs []headerField
 	h := &c.Response().Header
-	for _, n := range rateNames {
+	for _, n := range adapt.RateLimitFields() {
 		if v := h.Peek(n); v != nil {
 			fs = append(fs, headerField{n, string(v)})
 		}

@@ -70,7 +70,7 @@ func (r *rpc) hold(name, value string) {
 		_ = grpc.SetHeader(r.ctx, metadata.Pairs(name, value))
 		return
 	}
-	r.fields[r.n] = rpcField{mdKey(name), value}
+	r.fields[r.n] = rpcField{adapt.FieldKey(name), value}
 	r.n++
 }
 

@@ -11,7 +11,10 @@
 // Kit.ServeAnswering for one that answers a deadline in its own protocol,
 // Kit.ExecuteInPlace or Kit.Execute for one that is not on net/http. It
 // renders what they return with Kit.Render or Kit.RenderServe, through
-// the framework's own error flow. Go and Handoff run a handler on a
+// the framework's own error flow; an RPC adapter maps them to statuses
+// with RPCStatusOf, and an adapter answering in a format of its own lets
+// Options.Render restyle that answer with Kit.Restyle
+// (Framework.RenderOwn). Go and Handoff run a handler on a
 // goroutine of its own while the deadline is answered; ColonRoute,
 // BraceRoute and PatternRoute convert the framework's route patterns to
 // the one format of inbound.Request.Route.

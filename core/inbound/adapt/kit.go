@@ -42,6 +42,13 @@ type Framework struct {
 	// responses of a rate-limited route before fn runs. Nil: none are
 	// set. Serve and Handler use the http.ResponseWriter.
 	SetHeader func(raw any, name, value string)
+
+	// RenderOwn is set by an adapter that answers rejections in a format
+	// of its protocol's own (connect's errors) and lets Options.Render
+	// restyle those answers, with Kit.Restyle: New keeps the hook away
+	// from inbound's JSON responses, which Render and RenderServe then
+	// return as they are (the adapter reads their header fields).
+	RenderOwn bool
 }
 
 // Kit is an inbound middleware as its adapter sees it: the embedded
@@ -51,17 +58,23 @@ type Framework struct {
 // safe for concurrent use, as the middleware is.
 type Kit struct {
 	*inbound.Middleware
+	restyle restyler // Options.Render, for Framework.RenderOwn
 }
 
 // New validates opts and returns the middleware for an adapter's
 // framework, described by fw, or a *resilience.ConfigError naming the
 // first invalid field, as inbound.New does.
 func New(fw Framework, opts inbound.Options) (*Kit, error) {
+	var rs restyler
+	if fw.RenderOwn {
+		rs = newRestyler(opts)
+		opts.Render = nil
+	}
 	m, err := hooks.New(kit.Framework[inbound.Request]{Route: fw.Route, View: fw.View, SetHeader: fw.SetHeader}, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &Kit{m}, nil
+	return &Kit{Middleware: m, restyle: rs}, nil
 }
 
 // Continue runs the rest of a framework's chain once Serve admitted the

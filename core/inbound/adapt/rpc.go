@@ -75,48 +75,60 @@ func RPCStatusOf(err error, advice time.Duration) (st RPCStatus, ok bool) {
 // limit's, each at its Index, for an adapter to render once when it is
 // built; advice as for RPCStatusOf.
 func RPCConstStatuses(advice time.Duration) []RPCStatus {
-	out := make([]RPCStatus, kit.Internal-kit.Full+1)
+	out := make([]RPCStatus, len(constStatuses))
 	for i := range out {
 		out[i] = constStatus(kit.Full+kit.Refusal(i), advice)
 	}
 	return out
 }
 
+// constStatuses are the statuses of every refusal but None and
+// RateLimited, at their Index (the refusal's place after kit.Full); a
+// status whose RetryAfter is advised gets the capacity advice.
+var constStatuses = [...]RPCStatus{
+	capacityStatus(resilience.ReasonFull, 0),
+	capacityStatus(resilience.ReasonQueueTimeout, 1),
+	capacityStatus(resilience.ReasonDropped, 2),
+	// A draining server will not take the call however long the client
+	// waits: no advice but not to retry here.
+	{Code: codeUnavailable, Message: MessageShuttingDown, ErrorCode: inbound.CodeBulkheadFull,
+		Reason: string(resilience.ReasonShuttingDown), NoRetry: true, Index: 3},
+	// A custom pipeline's timeout: its budget, not the caller's, so a
+	// retry may fit.
+	{Code: codeDeadlineExceeded, Message: MessageTimeout, ErrorCode: inbound.CodeTimeout, Index: 4},
+	// The caller's own budget is spent: every retry has the same deadline.
+	{Code: codeDeadlineExceeded, Message: MessageTimeout, ErrorCode: inbound.CodeTimeout, NoRetry: true, Index: 5},
+	{Code: codeUnavailable, Message: MessageRejected, ErrorCode: inbound.CodeRejected, RetryAfter: advised, Index: 6},
+	{Code: codeInternal, Message: MessageInternal, ErrorCode: inbound.CodeInternal, Index: 7},
+}
+
+// advised marks, in constStatuses, the RetryAfter the capacity advice
+// takes the place of.
+const advised = -1
+
+func capacityStatus(reason resilience.RejectReason, index int) RPCStatus {
+	return RPCStatus{Code: codeUnavailable, Message: MessageCapacity, ErrorCode: inbound.CodeBulkheadFull,
+		Reason: string(reason), RetryAfter: advised, Index: index}
+}
+
 // constStatus is the status of every refusal but None and RateLimited.
 func constStatus(r kit.Refusal, advice time.Duration) RPCStatus {
-	capacity := func(reason resilience.RejectReason) RPCStatus {
-		return RPCStatus{Code: codeUnavailable, Message: MessageCapacity, ErrorCode: inbound.CodeBulkheadFull, Reason: string(reason), RetryAfter: advice}
+	s := constStatuses[r-kit.Full]
+	if s.RetryAfter == advised {
+		s.RetryAfter = max(advice, 0)
 	}
-	var s RPCStatus
-	switch r {
-	case kit.Full:
-		s = capacity(resilience.ReasonFull)
-	case kit.QueueTimeout:
-		s = capacity(resilience.ReasonQueueTimeout)
-	case kit.Dropped:
-		s = capacity(resilience.ReasonDropped)
-	case kit.ShuttingDown:
-		// A draining server will not take the call however long the
-		// client waits: no advice but not to retry here.
-		s = RPCStatus{Code: codeUnavailable, Message: MessageShuttingDown, ErrorCode: inbound.CodeBulkheadFull,
-			Reason: string(resilience.ReasonShuttingDown), NoRetry: true}
-	case kit.Timeout:
-		// A custom pipeline's timeout: its budget, not the caller's, so a
-		// retry may fit.
-		s = RPCStatus{Code: codeDeadlineExceeded, Message: MessageTimeout, ErrorCode: inbound.CodeTimeout}
-	case kit.CallerDeadline:
-		// The caller's own budget is spent: every retry has the same
-		// deadline.
-		s = RPCStatus{Code: codeDeadlineExceeded, Message: MessageTimeout, ErrorCode: inbound.CodeTimeout, NoRetry: true}
-	case kit.Rejected:
-		s = RPCStatus{Code: codeUnavailable, Message: MessageRejected, ErrorCode: inbound.CodeRejected, RetryAfter: advice}
-	default:
-		s = RPCStatus{Code: codeInternal, Message: MessageInternal, ErrorCode: inbound.CodeInternal}
+	return s
+}
+
+// WithinDeadline returns s with NoRetry set when the wait it advises is
+// not shorter than left, the time the caller's deadline leaves its call:
+// a retry after the wait could only end in DEADLINE_EXCEEDED, so the
+// client is better told at once than left asleep until then. Call it for
+// a call with a deadline; a status advising no wait is returned as it is.
+func (s RPCStatus) WithinDeadline(left time.Duration) RPCStatus {
+	if s.RetryAfter > 0 && s.RetryAfter >= left {
+		s.NoRetry = true
 	}
-	if s.RetryAfter < 0 {
-		s.RetryAfter = 0
-	}
-	s.Index = int(r - kit.Full)
 	return s
 }
 

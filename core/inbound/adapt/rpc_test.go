@@ -186,3 +186,22 @@ func TestRPCFields(t *testing.T) {
 		t.Errorf("fields for a client gone: %v, want none", none)
 	}
 }
+
+// TestRPCStatusWithinDeadline: a wait the caller's time left cannot hold
+// tells the client not to retry; a shorter one, and a status advising no
+// wait, stay as they are.
+func TestRPCStatusWithinDeadline(t *testing.T) {
+	rate, _ := adapt.RPCStatusOf(&resilience.RateLimitRejectedError{RetryAfter: 2 * time.Second}, 0)
+	for _, c := range []struct {
+		left time.Duration
+		stop bool
+	}{{time.Second, true}, {2 * time.Second, true}, {3 * time.Second, false}} {
+		if got := rate.WithinDeadline(c.left); got.NoRetry != c.stop || got.Pushback() == "-1" != c.stop {
+			t.Errorf("a wait of 2s with %v left: NoRetry %v, pushback %q, want NoRetry %v", c.left, got.NoRetry, got.Pushback(), c.stop)
+		}
+	}
+	internal, _ := adapt.RPCStatusOf(errors.New("bug"), time.Second)
+	if got := internal.WithinDeadline(time.Millisecond); got != internal {
+		t.Errorf("a status without advice: %+v, want it unchanged", got)
+	}
+}
