@@ -229,3 +229,28 @@ func TestRouteIsProcedureUnderServicePrefix(t *testing.T) {
 		t.Errorf("plain route: Route %q, Procedure %q; want /users/{id}, /users/7", got.route, got.procedure)
 	}
 }
+
+// A Render hook restyles connect's own errors, yet it is part of the
+// options like any other: Options returns it and Reconfigure accepts the
+// options New was given (it was refused as "added" while the adapter
+// kept the hook out of the options).
+func TestReconfigureKeepsARenderHook(t *testing.T) {
+	opts := inbound.Options{
+		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 2},
+		Render:      func(err error, def inbound.Response) inbound.Response { return def },
+	}
+	m, err := resilienceconnect.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Inbound().Options().Render == nil {
+		t.Fatal("Options().Render is nil, want the hook given to New")
+	}
+	opts.Concurrency = &resilience.ConcurrencyLimiterOptions{PermitLimit: 5}
+	if err := m.Inbound().Reconfigure(opts); err != nil {
+		t.Fatalf("Reconfigure with New's Render: %v", err)
+	}
+	if got := m.Stats().Limit; got != 5 {
+		t.Fatalf("limit %d after Reconfigure, want 5", got)
+	}
+}

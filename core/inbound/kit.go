@@ -12,6 +12,7 @@ func init() {
 		Execute:            (*Middleware).execute,
 		ExecuteInPlace:     (*Middleware).executeInPlace,
 		Render:             (*Middleware).render,
+		Restyle:            (*Middleware).restyle,
 		RenderServe:        (*Middleware).renderServe,
 		CapacityRetryAfter: (*Middleware).capacityRetryAfter,
 		Timed:              (*Middleware).timed,

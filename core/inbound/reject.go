@@ -114,18 +114,27 @@ func (m *Middleware) renderDefault(err error) (Response, bool) {
 // nothing must be sent (the client left).
 func (m *Middleware) render(err error) (resp Response, ok bool) {
 	resp, ok = m.renderDefault(err)
-	if ok && m.opts.Render != nil {
-		// A hook's mistake must not panic every rejected request (net/http
-		// panics on an invalid status): such a response is replaced by
-		// the default.
-		if r, hookOK := m.renderHook(err, resp); hookOK && r.Status >= 100 && r.Status <= 999 {
-			resp = r
-		}
+	if ok && !m.fw.RenderOwn {
+		resp = m.restyle(err, resp)
 	}
 	if ok {
 		resp = m.closeWhenDraining(err, resp) // see drainclose.go
 	}
 	return resp, ok
+}
+
+// restyle applies Options.Render to def, the default answer to err
+// (adapt.Kit.Restyle, for an adapter answering in a format of its own).
+// A hook's mistake must not panic every rejected request (net/http panics
+// on an invalid status): a status outside 100–999 gives def.
+func (m *Middleware) restyle(err error, def Response) Response {
+	if m.opts.Render == nil {
+		return def
+	}
+	if r, ok := m.renderHook(err, def); ok && r.Status >= 100 && r.Status <= 999 {
+		return r
+	}
+	return def
 }
 
 // renderHook calls Options.Render. A panic in it is contained: the 504 at

@@ -45,9 +45,10 @@ type Framework struct {
 
 	// RenderOwn is set by an adapter that answers rejections in a format
 	// of its protocol's own (connect's errors) and lets Options.Render
-	// restyle those answers, with Kit.Restyle: New keeps the hook away
-	// from inbound's JSON responses, which Render and RenderServe then
-	// return as they are (the adapter reads their header fields).
+	// restyle those answers, with Kit.Restyle: the hook is kept away from
+	// inbound's JSON responses, which Render and RenderServe then return
+	// as they are (the adapter reads their header fields). Options.Render
+	// stays in the options (Options, Reconfigure) all the same.
 	RenderOwn bool
 }
 
@@ -58,23 +59,18 @@ type Framework struct {
 // safe for concurrent use, as the middleware is.
 type Kit struct {
 	*inbound.Middleware
-	restyle restyler // Options.Render, for Framework.RenderOwn
+	restyles bool // Framework.RenderOwn with an Options.Render
 }
 
 // New validates opts and returns the middleware for an adapter's
 // framework, described by fw, or a *resilience.ConfigError naming the
 // first invalid field, as inbound.New does.
 func New(fw Framework, opts inbound.Options) (*Kit, error) {
-	var rs restyler
-	if fw.RenderOwn {
-		rs = newRestyler(opts)
-		opts.Render = nil
-	}
-	m, err := hooks.New(kit.Framework[inbound.Request]{Route: fw.Route, View: fw.View, SetHeader: fw.SetHeader}, opts)
+	m, err := hooks.New(kit.Framework[inbound.Request]{Route: fw.Route, View: fw.View, SetHeader: fw.SetHeader, RenderOwn: fw.RenderOwn}, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &Kit{Middleware: m, restyle: rs}, nil
+	return &Kit{Middleware: m, restyles: fw.RenderOwn && opts.Render != nil}, nil
 }
 
 // Continue runs the rest of a framework's chain once Serve admitted the

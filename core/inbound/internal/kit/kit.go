@@ -29,6 +29,7 @@ type Framework[Req any] struct {
 	Route     func(raw any) string
 	View      func(raw any, v *Req)
 	SetHeader func(raw any, name, value string)
+	RenderOwn bool
 }
 
 // Hooks are the entry points package inbound gives package adapt: M is
@@ -41,6 +42,7 @@ type Hooks[M, O, Req, Resp any] struct {
 	Execute            func(m *M, ctx context.Context, raw any, fn func(ctx context.Context) error) error
 	ExecuteInPlace     func(m *M, ctx context.Context, raw any, fn func(ctx context.Context) error, expired func(cause error)) error
 	Render             func(m *M, err error) (Resp, bool)
+	Restyle            func(m *M, err error, def Resp) Resp
 	RenderServe        func(m *M, w http.ResponseWriter, r *http.Request, err error) (Resp, bool)
 	CapacityRetryAfter func(m *M) time.Duration
 	Timed              func(m *M) bool
