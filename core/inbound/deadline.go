@@ -32,9 +32,10 @@ type timing struct {
 	tc     *timeoutConf     // the middleware's timeout when armed (Reconfigure may replace it)
 	dctx   deadline.Context // also holds the parent: what ctx derives from
 	node   deadline.Node
-	timer  *time.Timer     // its own timer, when the deadline list could not take it
 	client context.Context // the request's own: ended means the client left
-	stop   func() bool     // the watch on a custom pipeline's context
+	// rare holds what only a request off the common path uses, allocated
+	// by arm when one needs it (nil on the common path).
+	rare *timingRare
 	// ans answers the deadline in the entry point's terms: the timed
 	// writer's 504, or ExecuteInPlace's expired. Nil under Execute, whose
 	// caller reports the timeout once fn returns.
@@ -46,9 +47,27 @@ type timing struct {
 	// owned: the parent's end reaches the handler's context through pass
 	// (set once, by arm), not by itself.
 	owned bool
+}
+
+// timingRare is the part of a timing that the common case (a deadline
+// the list takes, no watch on the parent, no shadow) never uses: kept
+// behind one pointer, so that the request's one allocation stays in a
+// smaller size class. Set by arm, on the request's goroutine, and read
+// only by disarm there (Fire and pass never read it).
+type timingRare struct {
+	timer *time.Timer // its own timer, when the deadline list could not take it
+	stop  func() bool // the watch on a custom pipeline's context, or an earlier parent's
 	// shadowT counts the timeout of a request whose timeout runs in
 	// shadow (Options.Shadow.Timeout), instead of answering it.
 	shadowT shadowTimer
+}
+
+// extra returns t.rare, allocated on first use (by arm only).
+func (t *timing) extra() *timingRare {
+	if t.rare == nil {
+		t.rare = &timingRare{}
+	}
+	return t.rare
 }
 
 // deadlineKind is which deadline times a request, set once by arm.
@@ -146,7 +165,7 @@ func (t *timing) arm(m *Middleware, parent, client context.Context, arrival, cal
 		// In shadow the timeout only counts (shadow.go); a caller's
 		// deadline still times the request.
 		own = false
-		t.shadowT = m.startShadowTimer(parent, arrival, t.tc)
+		t.extra().shadowT = m.startShadowTimer(parent, arrival, t.tc)
 	}
 	if own || !caller.IsZero() {
 		now := time.Now()
@@ -170,13 +189,13 @@ func (t *timing) arm(m *Middleware, parent, client context.Context, arrival, cal
 		t.dctx.Init(parent, dl) // dl is at whenever an answerer answers it
 		t.node.Owner = t
 		if budget := at.Sub(now); !m.deadlines.Add(&t.node, now, budget) {
-			t.timer = time.AfterFunc(budget, t.Fire)
+			t.extra().timer = time.AfterFunc(budget, t.Fire)
 		}
 	}
 	if t.ans != nil && watch && parent.Done() != nil {
 		t.owned = true
 		t.dctx.Own()
-		t.stop = context.AfterFunc(parent, t.parentDone)
+		t.extra().stop = context.AfterFunc(parent, t.parentDone)
 	}
 }
 
@@ -241,16 +260,23 @@ func (t *timing) clientGone() bool {
 // deadline being answered at this moment finds the request's state and
 // acts on it.
 func (t *timing) disarm() {
-	t.shadowT.stop()
+	r := t.rare
+	if r == nil {
+		if t.kind != untimed {
+			t.m.deadlines.Remove(&t.node)
+		}
+		return
+	}
+	r.shadowT.stop()
 	if t.kind != untimed {
-		if t.timer != nil {
-			t.timer.Stop()
+		if r.timer != nil {
+			r.timer.Stop()
 		} else {
 			t.m.deadlines.Remove(&t.node)
 		}
 	}
-	if t.stop != nil {
-		t.stop()
+	if r.stop != nil {
+		r.stop()
 	}
 }
 
