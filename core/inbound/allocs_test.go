@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+	"unsafe"
 
 	resilience "github.com/ylcnfrht/resilience/core"
 )
@@ -126,5 +127,15 @@ func TestExecuteTimedPathAllocations(t *testing.T) {
 	expired := func(error) {}
 	if n := testing.AllocsPerRun(200, func() { _ = m.executeInPlace(context.Background(), raw, nopFn, expired) }); n != 1 {
 		t.Errorf("ExecuteInPlace with a timeout allocates %v per admitted request, want 1", n)
+	}
+}
+
+// A timed net/http request is one allocation, its engine and its timed
+// writer together: it must stay within the 384-byte size class (what
+// only a request off the common path uses sits behind timing.rare, and
+// a deadline list node keeps an int64).
+func TestTimedRequestSizeClass(t *testing.T) {
+	if n := unsafe.Sizeof(timedRequest{}); n > 384 {
+		t.Errorf("timedRequest is %d bytes, want at most 384 (the 384-byte size class)", n)
 	}
 }

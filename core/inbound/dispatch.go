@@ -478,3 +478,103 @@ func (m *Middleware) takeRate(x *exchange, shadow bool) error {
 	}
 	return nil
 }
+
+// Counting: dispatch counts every request once, as it ends (Stats'
+// RequestCounts), on the request's goroutine, beside the permit's return.
+
+// requestCounters are RequestCounts as they are counted: one atomic add
+// per request, on the request's goroutine.
+type requestCounters struct {
+	admitted, timedOut, rateLimited                  atomic.Uint64
+	full, queueTimeout, dropped, shuttingDown, other atomic.Uint64
+	panics                                           atomic.Uint64
+	storeUnavailable                                 atomic.Uint64
+}
+
+func (r *requestCounters) load() RequestCounts {
+	return RequestCounts{
+		Admitted: r.admitted.Load(), TimedOut: r.timedOut.Load(), RateLimited: r.rateLimited.Load(),
+		Full: r.full.Load(), QueueTimeout: r.queueTimeout.Load(), Dropped: r.dropped.Load(),
+		ShuttingDown: r.shuttingDown.Load(), Canceled: r.other.Load(), Panicked: r.panics.Load(),
+		StoreUnavailable: r.storeUnavailable.Load(),
+	}
+}
+
+// ran counts a request whose handler ran; timedOut says the deadline
+// answered it, and counted that the answer counted it already, as it went
+// out (timing.pass), so its return counts nothing more.
+func (r *requestCounters) ran(timedOut, counted bool) {
+	if counted {
+		return
+	}
+	if timedOut {
+		r.timedOut.Add(1)
+		return
+	}
+	r.admitted.Add(1)
+}
+
+// panicked counts a request whose handler panicked; timedOut says the
+// deadline had answered it already (the client got its 504), and counted
+// that the answer counted it then.
+func (r *requestCounters) panicked(timedOut, counted bool) {
+	if counted {
+		return
+	}
+	if timedOut {
+		r.timedOut.Add(1)
+		return
+	}
+	r.panics.Add(1)
+}
+
+// rejected counts a request refused before its handler ran with err.
+func (r *requestCounters) rejected(err error) {
+	reason, ok := concurrencyReason(err)
+	switch {
+	case ok:
+		switch reason {
+		case resilience.ReasonFull:
+			r.full.Add(1)
+		case resilience.ReasonQueueTimeout:
+			r.queueTimeout.Add(1)
+		case resilience.ReasonDropped:
+			r.dropped.Add(1)
+		case resilience.ReasonShuttingDown:
+			r.shuttingDown.Add(1)
+		default:
+			r.other.Add(1)
+		}
+	case errors.Is(err, resilience.ErrRateLimitRejected):
+		r.rateLimited.Add(1)
+	case storeFailedClosed(err):
+		r.storeUnavailable.Add(1)
+	default:
+		r.other.Add(1)
+	}
+}
+
+// concurrencyReason is the reason of a *resilience.ConcurrencyLimitRejectedError in
+// err. The limiters return one as it is: asked first, it costs no
+// allocation (errors.As's target escapes).
+func concurrencyReason(err error) (resilience.RejectReason, bool) {
+	if b, ok := err.(*resilience.ConcurrencyLimitRejectedError); ok {
+		return b.Reason, true
+	}
+	var b *resilience.ConcurrencyLimitRejectedError
+	if errors.As(err, &b) {
+		return b.Reason, true
+	}
+	return "", false
+}
+
+// fnTimedOut reports whether Execute's callback (c.fn), which returned
+// err, was answered by a deadline (runFn returns the timeout then,
+// whatever fn returned).
+func fnTimedOut(err error) bool { return isTimeout(err) }
+
+// httpTimedOut reports whether a net/http request that ended as res was
+// answered by its deadline.
+func httpTimedOut(res *result) bool {
+	return res.state == stateTimedOut || res.state == stateAborted
+}

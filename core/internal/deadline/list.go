@@ -1,6 +1,7 @@
 package deadline
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -13,7 +14,7 @@ type Firer interface{ Fire() }
 // sets the rest. The zero value is an unlisted node.
 type Node struct {
 	Owner      Firer
-	at         time.Time
+	at         int64 // the deadline, in nanoseconds from the List's epoch
 	prev, next *Node // listed: prev set, or the list's head
 }
 
@@ -50,9 +51,14 @@ type List struct {
 	mu         sync.Mutex
 	head, tail *Node
 	timer      *time.Timer
-	fake       bool      // the timer runs on a synctest bubble's clock
-	allowFake  bool      // AllowFakeClock was called
-	at         time.Time // when the timer fires; zero: idle
+	// epoch is the clock's reading when the timer was made: deadlines
+	// count from it in nanoseconds, monotonic on the real clock, so that a
+	// node keeps an int64 rather than a time.Time.
+	epoch     time.Time
+	at        int64 // when the timer fires, from epoch; meaningful while armed
+	armed     bool  // the timer is set for at; false: idle
+	fake      bool  // the timer runs on a synctest bubble's clock
+	allowFake bool  // AllowFakeClock was called
 }
 
 // AllowFakeClock lets the list take entries read inside a synctest bubble.
@@ -73,15 +79,22 @@ func FakeClock(now time.Time) bool { return now == now.Round(0) }
 // Add lists n for the deadline now+budget and arms the timer if n is now
 // the earliest. It reports false when n must have a timer of its own.
 func (l *List) Add(n *Node, now time.Time, budget time.Duration) bool {
-	dl := now.Add(budget)
 	fake := FakeClock(now)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if (fake && !l.allowFake) || (l.timer != nil && l.fake != fake) {
 		return false
 	}
+	if l.timer == nil {
+		l.epoch = now // the first entry: the timer is made on now's clock below
+	}
+	el := now.Sub(l.epoch)
+	dl := int64(el + budget)
+	if budget > 0 && dl < int64(el) {
+		dl = math.MaxInt64 // a deadline too far to count: never due
+	}
 	after := l.tail // n goes after this one (nil: at the head)
-	for steps := 0; after != nil && after.at.After(dl); steps++ {
+	for steps := 0; after != nil && after.at > dl; steps++ {
 		if steps == maxWalk {
 			return false
 		}
@@ -101,8 +114,8 @@ func (l *List) Add(n *Node, now time.Time, budget time.Duration) bool {
 	} else {
 		n.next.prev = n
 	}
-	if l.at.IsZero() || dl.Before(l.at) {
-		l.at = dl
+	if !l.armed || dl < l.at {
+		l.at, l.armed = dl, true
 		if l.timer == nil {
 			l.timer = time.AfterFunc(budget, l.fire)
 			l.fake = fake
@@ -138,7 +151,7 @@ func (l *List) Len() int {
 func (l *List) Idle() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.head == nil && l.at.IsZero()
+	return l.head == nil && !l.armed
 }
 
 func (l *List) unlinkLocked(n *Node) {
@@ -162,11 +175,11 @@ func (l *List) fire() {
 	for {
 		h := l.head
 		if h == nil {
-			l.at = time.Time{}
+			l.armed = false
 			l.mu.Unlock()
 			return
 		}
-		if wait := time.Until(h.at); wait > 0 {
+		if wait := time.Duration(h.at) - time.Since(l.epoch); wait > 0 {
 			l.at = h.at
 			l.timer.Reset(wait)
 			l.mu.Unlock()

@@ -1,6 +1,7 @@
 package deadline
 
 import (
+	"math"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -137,5 +138,37 @@ func TestListSlowFireDoesNotStallOthers(t *testing.T) {
 			t.Errorf("second node fired at %v, want 2s", got)
 		}
 		close(slow.release)
+	})
+}
+
+// A deadline too far to count from the list's epoch is never due: its
+// sum saturates instead of wrapping into the past.
+func TestListFarDeadlineNeverDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var l List
+		l.AllowFakeClock()
+		first, far := newFirer(), newFirer()
+		if !l.Add(&first.node, time.Now(), time.Second) {
+			t.Fatal("Add refused a node")
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if !l.Add(&far.node, time.Now(), time.Duration(math.MaxInt64)) {
+			t.Fatal("Add refused the far node")
+		}
+		near := newFirer() // the timer fires for it and walks the list
+		if !l.Add(&near.node, time.Now(), time.Second) {
+			t.Fatal("Add refused a node")
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if near.firedAt().IsZero() {
+			t.Error("the near deadline did not fire")
+		}
+		if !far.firedAt().IsZero() {
+			t.Error("a deadline past the clock's range fired")
+		}
+		l.Remove(&far.node)
+		l.timer.Stop()
 	})
 }
