@@ -1,17 +1,17 @@
 package resilienceredis
 
 import (
-	"context"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/ylcnfrht/resilience/core/ratelimit"
 	"pgregory.net/rapid"
 )
+
+// Redis's Store takes costly requests.
+var _ ratelimit.CostStore = (*Store)(nil)
 
 // TestTakeNSameNumbersAsMemoryStoreRapid extends the store's promise to
 // costly requests: for the same sequence of takes of random cost (0 to
@@ -34,35 +34,6 @@ func TestTakeNSameNumbersAsMemoryStoreRapid(t *testing.T) {
 		for i := range costs {
 			costs[i] = rapid.IntRange(0, p.Limit+2).Draw(rt, "cost")
 		}
-
-		var want []ratelimit.Decision
-		synctest.Test(t, func(t *testing.T) {
-			mem := ratelimit.NewMemoryStore(0)
-			for i, st := range steps {
-				time.Sleep(st.gap)
-				d, err := mem.TakeN(context.Background(), st.key, p, costs[i])
-				if err != nil {
-					t.Fatal(err)
-				}
-				want = append(want, d)
-			}
-		})
-		store, err := New(Options{Client: client, Prefix: fmt.Sprintf("cost%d:", run.Add(1)), Budget: 5 * time.Second})
-		if err != nil {
-			rt.Fatal(err)
-		}
-		var _ ratelimit.CostStore = store
-		now := int64(1_700_000_000_000_000)
-		store.clockArg = func() string { return strconv.FormatInt(now, 10) }
-		for i, st := range steps {
-			now += int64(st.gap / time.Microsecond)
-			got, err := store.TakeN(context.Background(), st.key, p, costs[i])
-			if err != nil {
-				rt.Fatal(err)
-			}
-			if got != want[i] {
-				rt.Fatalf("take %d of cost %d (%s after %v): redis %+v, memory %+v", i, costs[i], st.key, st.gap, got, want[i])
-			}
-		}
+		sideBySide(t, rt.Fatalf, client, fmt.Sprintf("cost%d:", run.Add(1)), 1_700_000_000_000_000, p, steps, costs)
 	})
 }
