@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/ylcnfrht/resilience/core/ratelimit"
 	"pgregory.net/rapid"
@@ -23,13 +22,7 @@ func TestTakeNSameNumbersAsMemoryStoreRapid(t *testing.T) {
 	client := srv.Client()
 	var run atomic.Int64
 	rapid.Check(t, func(rt *rapid.T) {
-		alg := rapid.SampledFrom([]ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.TokenBucket}).Draw(rt, "alg")
-		p := ratelimit.Policy{
-			Name: "cost", Algorithm: alg,
-			Limit:  rapid.IntRange(1, 30).Draw(rt, "limit"),
-			Window: time.Duration(rapid.Int64Range(int64(10*time.Second/time.Microsecond), int64(time.Hour/time.Microsecond)).Draw(rt, "windowµs")) * time.Microsecond,
-		}
-		steps := sequence(rapid.Uint64().Draw(rt, "seed"), p, rapid.IntRange(1, 3).Draw(rt, "keys"), rapid.IntRange(1, 60).Draw(rt, "takes"))
+		p, steps := drawSequence(rt, "cost", 30)
 		costs := make([]int, len(steps))
 		for i := range costs {
 			costs[i] = rapid.IntRange(0, p.Limit+2).Draw(rt, "cost")

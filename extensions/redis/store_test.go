@@ -274,17 +274,24 @@ func TestSameNumbersAsMemoryStoreRapid(t *testing.T) {
 	client := srv.Client()
 	var run atomic.Int64
 	rapid.Check(t, func(rt *rapid.T) {
-		alg := rapid.SampledFrom([]ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.TokenBucket}).Draw(rt, "alg")
-		p := ratelimit.Policy{
-			Name: "rapid", Algorithm: alg,
-			Limit: rapid.IntRange(1, 50).Draw(rt, "limit"),
-			// At least 10 s: the keys' TTLs run on Redis's real clock and
-			// must not expire while the pinned clock stands still.
-			Window: time.Duration(rapid.Int64Range(int64(10*time.Second/time.Microsecond), int64(time.Hour/time.Microsecond)).Draw(rt, "windowµs")) * time.Microsecond,
-		}
-		steps := sequence(rapid.Uint64().Draw(rt, "seed"), p, rapid.IntRange(1, 3).Draw(rt, "keys"), rapid.IntRange(1, 60).Draw(rt, "takes"))
+		p, steps := drawSequence(rt, "rapid", 50)
 		sideBySide(t, rt.Fatalf, client, fmt.Sprintf("rapid%d:", run.Add(1)), 1_700_000_000_000_000, p, steps, nil)
 	})
+}
+
+// drawSequence draws, for a rapid test, a policy named name (any
+// algorithm, a limit from 1 to maxLimit, a window of whole µs from 10 s to
+// an hour) and a sequence of 1 to 60 takes over 1 to 3 keys.
+func drawSequence(rt *rapid.T, name string, maxLimit int) (ratelimit.Policy, []step) {
+	alg := rapid.SampledFrom([]ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.TokenBucket}).Draw(rt, "alg")
+	p := ratelimit.Policy{
+		Name: name, Algorithm: alg,
+		Limit: rapid.IntRange(1, maxLimit).Draw(rt, "limit"),
+		// At least 10 s: the keys' TTLs run on Redis's real clock and
+		// must not expire while the pinned clock stands still.
+		Window: time.Duration(rapid.Int64Range(int64(10*time.Second/time.Microsecond), int64(time.Hour/time.Microsecond)).Draw(rt, "windowµs")) * time.Microsecond,
+	}
+	return p, sequence(rapid.Uint64().Draw(rt, "seed"), p, rapid.IntRange(1, 3).Draw(rt, "keys"), rapid.IntRange(1, 60).Draw(rt, "takes"))
 }
 
 // TestKeysCarryPrefixAndExpireWithTheirWindow protects the key layout in
