@@ -27,12 +27,13 @@ var drainCases = []Case{
 	},
 }
 
-// startShutDown starts a server whose one-permit limiter (queue of one)
-// is closed as Middleware.Drain closes it, with request run holding the
-// permit in h and request q queued behind it. It returns the server, the
-// holder, and the two requests' results: q's is the 503 shutting-down,
-// run's waits for h.release("run").
-func startShutDown(t *caseT, e *env) (s *server, h *holder, run, q <-chan result) {
+// startShutDown starts a server with opts (its Timeout, Pipeline and
+// LimiterStats set here) whose one-permit limiter (queue of one) is closed
+// as Middleware.Drain closes it, with request run holding the permit in h
+// and request q queued behind it. It returns the server, the holder, and
+// the two requests' results: q's is the 503 shutting-down, run's waits
+// for h.release("run").
+func startShutDown(t *caseT, e *env, opts inbound.Options) (s *server, h *holder, run, q <-chan result) {
 	t.Helper()
 	l, err := resilience.NewConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, QueueTimeout: long})
 	if err != nil {
@@ -43,7 +44,8 @@ func startShutDown(t *caseT, e *env) (s *server, h *holder, run, q <-chan result
 		t.Fatalf("pipeline: %v", err)
 	}
 	h = e.holder(false)
-	s = e.start(inbound.Options{Timeout: long, Pipeline: p, LimiterStats: l.Stats}, h)
+	opts.Timeout, opts.Pipeline, opts.LimiterStats = long, p, l.Stats
+	s = e.start(opts, h)
 	run = s.send(req{path: "/held?id=run"})
 	h.waitEntered("run")
 	q = s.send(req{path: "/held?id=q"})
@@ -57,7 +59,7 @@ func startShutDown(t *caseT, e *env) (s *server, h *holder, run, q <-chan result
 // HTTP/1.1 connection of its own and reads what the server does with the
 // connection after the 503.
 func caseShutdownClosesConnection(t *caseT, e *env, wantClose bool) {
-	s, h, run, q := startShutDown(t, e)
+	s, h, run, q := startShutDown(t, e, inbound.Options{})
 
 	r := s.await("request q", q)
 	expectRejection(t, "request q (queued when the limiter closed)", r, http.StatusServiceUnavailable, "BULKHEAD_FULL", string(resilience.ReasonShuttingDown))

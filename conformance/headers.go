@@ -6,6 +6,7 @@ import (
 	"time"
 
 	resilience "github.com/ylcnfrht/resilience/core"
+	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
 var headerCases = []Case{
@@ -76,7 +77,7 @@ func caseRetryAfter503s(t *caseT, e *env) {
 // caseShutdownRetryAfter closes the limiter as Middleware.Drain does, with
 // a request queued, and checks that one's and a later arrival's 503.
 func caseShutdownRetryAfter(t *caseT, e *env, want string) {
-	s, h, run, q := startShutDown(t, e)
+	s, h, run, q := startShutDown(t, e, inbound.Options{})
 	for _, x := range []struct {
 		what string
 		r    result
