@@ -27,11 +27,14 @@ var drainCases = []Case{
 	},
 }
 
-// caseShutdownClosesConnection closes the limiter as Middleware.Drain
-// does, with a request queued, then sends a request on a kept-alive
-// HTTP/1.1 connection of its own and reads what the server does with the
-// connection after the 503.
-func caseShutdownClosesConnection(t *caseT, e *env, wantClose bool) {
+// startShutDown starts a server with opts (its Timeout, Pipeline and
+// LimiterStats set here) whose one-permit limiter (queue of one) is closed
+// as Middleware.Drain closes it, with request run holding the permit in h
+// and request q queued behind it. It returns the server, the holder, and
+// the two requests' results: q's is the 503 shutting-down, run's waits
+// for h.release("run").
+func startShutDown(t *caseT, e *env, opts inbound.Options) (s *server, h *holder, run, q <-chan result) {
+	t.Helper()
 	l, err := resilience.NewConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, QueueTimeout: long})
 	if err != nil {
 		t.Fatalf("limiter: %v", err)
@@ -40,13 +43,23 @@ func caseShutdownClosesConnection(t *caseT, e *env, wantClose bool) {
 	if err != nil {
 		t.Fatalf("pipeline: %v", err)
 	}
-	h := e.holder(false)
-	s := e.start(inbound.Options{Timeout: long, Pipeline: p, LimiterStats: l.Stats}, h)
-	run := s.send(req{path: "/held?id=run"})
+	h = e.holder(false)
+	opts.Timeout, opts.Pipeline, opts.LimiterStats = long, p, l.Stats
+	s = e.start(opts, h)
+	run = s.send(req{path: "/held?id=run"})
 	h.waitEntered("run")
-	q := s.send(req{path: "/held?id=q"})
+	q = s.send(req{path: "/held?id=q"})
 	s.waitQueued("q", 1)
 	l.Close()
+	return s, h, run, q
+}
+
+// caseShutdownClosesConnection closes the limiter as Middleware.Drain
+// does, with a request queued, then sends a request on a kept-alive
+// HTTP/1.1 connection of its own and reads what the server does with the
+// connection after the 503.
+func caseShutdownClosesConnection(t *caseT, e *env, wantClose bool) {
+	s, h, run, q := startShutDown(t, e, inbound.Options{})
 
 	r := s.await("request q", q)
 	expectRejection(t, "request q (queued when the limiter closed)", r, http.StatusServiceUnavailable, "BULKHEAD_FULL", string(resilience.ReasonShuttingDown))

@@ -77,21 +77,7 @@ func caseRetryAfter503s(t *caseT, e *env) {
 // caseShutdownRetryAfter closes the limiter as Middleware.Drain does, with
 // a request queued, and checks that one's and a later arrival's 503.
 func caseShutdownRetryAfter(t *caseT, e *env, want string) {
-	l, err := resilience.NewConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, QueueTimeout: long})
-	if err != nil {
-		t.Fatalf("limiter: %v", err)
-	}
-	p, err := resilience.NewBuilder[struct{}]().AddStrategy(l).Build()
-	if err != nil {
-		t.Fatalf("pipeline: %v", err)
-	}
-	h := e.holder(false)
-	s := e.start(inbound.Options{Timeout: long, Pipeline: p, LimiterStats: l.Stats}, h)
-	run := s.send(req{path: "/held?id=run"})
-	h.waitEntered("run")
-	q := s.send(req{path: "/held?id=q"})
-	s.waitQueued("q", 1)
-	l.Close()
+	s, h, run, q := startShutDown(t, e, inbound.Options{})
 	for _, x := range []struct {
 		what string
 		r    result

@@ -125,24 +125,10 @@ func caseRenderEveryRejection(t *caseT, e *env) {
 	// shutting-down: the limiter is closed, as Middleware.Drain closes it,
 	// while a request is queued; that request and a later arrival are
 	// rendered. A custom pipeline gives the case the limiter to close.
-	l, err := resilience.NewConcurrencyLimiter(resilience.ConcurrencyLimiterOptions{PermitLimit: 1, QueueLimit: 1, QueueTimeout: long})
-	if err != nil {
-		t.Fatalf("limiter: %v", err)
-	}
-	p, err := resilience.NewBuilder[struct{}]().AddStrategy(l).Build()
-	if err != nil {
-		t.Fatalf("pipeline: %v", err)
-	}
-	h3 := e.holder(false)
-	s3 := e.start(inbound.Options{Timeout: long, Pipeline: p, LimiterStats: l.Stats, Render: problemRender}, h3)
-	run3 := s3.send(req{path: "/held?id=run3"})
-	h3.waitEntered("run3")
-	q3 := s3.send(req{path: "/held?id=q3"})
-	s3.waitQueued("q3", 1)
-	l.Close()
-	expectRendered(t, "request q3 (queued when the limiter closed)", s3.await("request q3", q3), http.StatusServiceUnavailable, string(resilience.ReasonShuttingDown))
+	s3, h3, run3, q3 := startShutDown(t, e, inbound.Options{Render: problemRender})
+	expectRendered(t, "request q (queued when the limiter closed)", s3.await("request q", q3), http.StatusServiceUnavailable, string(resilience.ReasonShuttingDown))
 	expectRendered(t, "request n3 (arrived after it closed)", s3.do(req{path: "/held?id=n3"}), http.StatusServiceUnavailable, string(resilience.ReasonShuttingDown))
-	h3.release("run3")
-	expectOK(t, "request run3", s3.await("request run3", run3), "done run3")
+	h3.release("run")
+	expectOK(t, "request run", s3.await("request run", run3), "done run")
 	s3.waitIdle("after the shutting-down rejections")
 }

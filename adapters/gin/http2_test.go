@@ -23,57 +23,26 @@ import (
 // still runs; at most the stream's end is then a reset, as the package
 // documentation says, and the connection serves other requests meanwhile.
 func TestHTTP2TimeoutWholeThenReset(t *testing.T) {
-	gin.SetMode(gin.ReleaseMode)
-	mw, err := resiliencegin.New(inbound.Options{
-		Timeout:     50 * time.Millisecond,
-		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 2},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	release, returned := make(chan struct{}), make(chan struct{})
-	e := gin.New()
-	e.Use(mw.Handler)
-	e.GET("/slow", func(c *gin.Context) { defer close(returned); <-release })
+	mw, e, open, returned := newSlowGin(t)
+	defer open()
 	e.GET("/ok", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
 	srv, client, logged := startH2C(t, e)
-	defer func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	}()
 
-	resp, err := client.Get(srv.URL + "/slow")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body) // a reset after the body is allowed
-	resp.Body.Close()
+	resp, body, _ := get(t, client, srv.URL+"/slow") // a reset after the body is allowed
 	want, _ := (&adapt.Kit{Middleware: mw.Inbound()}).Render(&resilience.TimeoutRejectedError{})
 	if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusGatewayTimeout || string(body) != string(want.Body) {
 		t.Fatalf("got %s %d %q, want HTTP/2 504 %q", resp.Proto, resp.StatusCode, body, want.Body)
 	}
-	select {
-	case <-returned:
-		t.Fatal("the 504 came only when the handler returned")
-	default:
-	}
+	stillRunning(t, returned)
 	// Not silent: the missing Router is logged, naming the fix.
 	if got := logged.String(); strings.Count(got, "Router(router)") != 1 {
 		t.Errorf("server log %q, want one line naming Router", got)
 	}
-	resp, err = client.Get(srv.URL + "/ok")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err = io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, body, err := get(t, client, srv.URL+"/ok")
 	if err != nil || resp.StatusCode != http.StatusOK || string(body) != "ok" {
 		t.Fatalf("while the late handler runs: %d %q %v, want 200 ok", resp.StatusCode, body, err)
 	}
-	close(release)
+	open()
 	<-returned
 	waitIdle(t, mw)
 }
@@ -83,36 +52,14 @@ func TestHTTP2TimeoutWholeThenReset(t *testing.T) {
 // to its end without error) while the late handler runs on, and nothing
 // is logged.
 func TestHTTP2TimeoutEndsStreamUnderRouter(t *testing.T) {
-	gin.SetMode(gin.ReleaseMode)
-	mw, err := resiliencegin.New(inbound.Options{
-		Timeout:     50 * time.Millisecond,
-		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 2},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	release, returned := make(chan struct{}), make(chan struct{})
-	e := gin.New()
-	e.Use(mw.Handler)
-	e.GET("/slow", func(c *gin.Context) { defer close(returned); <-release })
-	srv, client, logged := startH2C(t, mw.Router(e))
-	var once sync.Once
-	open := func() { once.Do(func() { close(release) }) }
+	mw, e, open, returned := newSlowGin(t)
 	defer open()
-	resp, err := client.Get(srv.URL + "/slow")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	srv, client, logged := startH2C(t, mw.Router(e))
+	resp, body, err := get(t, client, srv.URL+"/slow")
 	if err != nil || resp.ProtoMajor != 2 || resp.StatusCode != http.StatusGatewayTimeout {
 		t.Fatalf("got %s %d %q %v, want an HTTP/2 504 whose stream ends cleanly", resp.Proto, resp.StatusCode, body, err)
 	}
-	select {
-	case <-returned:
-		t.Fatal("the 504 came only when the handler returned")
-	default:
-	}
+	stillRunning(t, returned)
 	open()
 	<-returned
 	waitIdle(t, mw)
@@ -135,4 +82,49 @@ func startH2C(t *testing.T, h http.Handler) (*httptest.Server, *http.Client, *sy
 	tr.Protocols.SetUnencryptedHTTP2(true)
 	t.Cleanup(tr.CloseIdleConnections)
 	return srv, &http.Client{Transport: tr, Timeout: 10 * time.Second}, logged
+}
+
+// newSlowGin makes a middleware of 50 ms Timeout (two permits) and a gin
+// engine using it whose GET /slow ignores its context: it runs until open
+// is called, then returned is closed. open may be called more than once;
+// defer it, so that a failing test lets the handler end.
+func newSlowGin(t *testing.T) (mw *resiliencegin.Middleware, e *gin.Engine, open func(), returned <-chan struct{}) {
+	t.Helper()
+	gin.SetMode(gin.ReleaseMode)
+	mw, err := resiliencegin.New(inbound.Options{
+		Timeout:     50 * time.Millisecond,
+		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 2},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, ret := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e = gin.New()
+	e.Use(mw.Handler)
+	e.GET("/slow", func(c *gin.Context) { defer close(ret); <-release })
+	return mw, e, func() { once.Do(func() { close(release) }) }, ret
+}
+
+// get GETs url with client and reads the whole body; err is the body's.
+func get(t *testing.T, client *http.Client, url string) (*http.Response, []byte, error) {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, body, err
+}
+
+// stillRunning fails t if returned is closed: the 504 must come at the
+// deadline, not when the late handler returns.
+func stillRunning(t *testing.T, returned <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-returned:
+		t.Fatal("the 504 came only when the handler returned")
+	default:
+	}
 }

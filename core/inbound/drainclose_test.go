@@ -79,21 +79,13 @@ func TestDrainClosesConnections(t *testing.T) {
 	if err := m.Drain(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	closed := map[string]bool{} // by the client's address
 	srv := httptest.NewUnstartedServer(m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		t.Error("a request ran while draining")
 	})))
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
-	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
-		if s == http.StateClosed {
-			mu.Lock()
-			closed[c.RemoteAddr().String()] = true
-			mu.Unlock()
-		}
-	}
+	closed := trackClosed(srv)
 	srv.Start()
 	defer srv.Close()
 
@@ -120,15 +112,9 @@ func TestDrainClosesConnections(t *testing.T) {
 	})
 
 	t.Run("h2c", func(t *testing.T) {
-		tr := &http.Transport{Protocols: new(http.Protocols)}
-		tr.Protocols.SetUnencryptedHTTP2(true)
-		defer tr.CloseIdleConnections()
-		var client string
-		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
-			client = i.Conn.LocalAddr().String()
-		}})
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-		resp, err := (&http.Client{Transport: tr}).Do(req)
+		c := newH2CGet(srv.URL)
+		defer c.tr.CloseIdleConnections()
+		resp, err := c.do()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,19 +125,7 @@ func TestDrainClosesConnections(t *testing.T) {
 		}
 		// Nothing but the GOAWAY ends this connection: the transport keeps
 		// idle connections 90 s and the server has no idle timeout.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			mu.Lock()
-			done := closed[client]
-			mu.Unlock()
-			if done {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the HTTP/2 connection stayed open after the 503 shutting-down (no GOAWAY)")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		closed.wait(t, c.client, "the HTTP/2 connection stayed open after the 503 shutting-down (no GOAWAY)")
 	})
 }
 
@@ -172,31 +146,17 @@ func TestDrainTimeoutClosesConnection(t *testing.T) {
 		close(entered)
 		<-release // ignores its context: runs on past its 504
 	})))
-	var mu sync.Mutex
-	closed := map[string]bool{}
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
-	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
-		if s == http.StateClosed {
-			mu.Lock()
-			closed[c.RemoteAddr().String()] = true
-			mu.Unlock()
-		}
-	}
+	closed := trackClosed(srv)
 	srv.Start()
 	defer srv.Close()
-	tr := &http.Transport{Protocols: new(http.Protocols)}
-	tr.Protocols.SetUnencryptedHTTP2(true)
-	defer tr.CloseIdleConnections()
+	c := newH2CGet(srv.URL)
+	defer c.tr.CloseIdleConnections()
 
-	var client string
-	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
-		client = i.Conn.LocalAddr().String()
-	}})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 	answered := make(chan *http.Response, 1)
 	go func() {
-		resp, err := (&http.Client{Transport: tr}).Do(req)
+		resp, err := c.do()
 		if err != nil {
 			t.Error(err)
 			close(answered)
@@ -217,17 +177,66 @@ func TestDrainTimeoutClosesConnection(t *testing.T) {
 	if err := <-drained; err != nil {
 		t.Fatal(err)
 	}
+	closed.wait(t, c.client, "the HTTP/2 connection stayed open after the 504 while draining (no GOAWAY)")
+}
+
+// closedConns records the connections a server closed, by the client's
+// address; trackClosed installs it on a server not yet started.
+type closedConns struct {
+	mu     sync.Mutex
+	closed map[string]bool
+}
+
+func trackClosed(srv *httptest.Server) *closedConns {
+	c := &closedConns{closed: map[string]bool{}}
+	srv.Config.ConnState = func(conn net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			c.mu.Lock()
+			c.closed[conn.RemoteAddr().String()] = true
+			c.mu.Unlock()
+		}
+	}
+	return c
+}
+
+// wait polls until the server closed client's connection, failing t with
+// stayedOpen when that takes 10 s.
+func (c *closedConns) wait(t *testing.T, client, stayedOpen string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		mu.Lock()
-		done := closed[client]
-		mu.Unlock()
+		c.mu.Lock()
+		done := c.closed[client]
+		c.mu.Unlock()
 		if done {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the HTTP/2 connection stayed open after the 504 while draining (no GOAWAY)")
+			t.Fatal(stayedOpen)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// h2cGet is a GET of a URL over h2c (HTTP/2 with prior knowledge) that
+// notes the client's address once it has its connection: do sends it,
+// then client names the connection for closedConns.wait.
+type h2cGet struct {
+	tr     *http.Transport
+	req    *http.Request
+	client string
+}
+
+func newH2CGet(url string) *h2cGet {
+	g := &h2cGet{tr: &http.Transport{Protocols: new(http.Protocols)}}
+	g.tr.Protocols.SetUnencryptedHTTP2(true)
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+		g.client = i.Conn.LocalAddr().String()
+	}})
+	g.req, _ = http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	return g
+}
+
+func (g *h2cGet) do() (*http.Response, error) {
+	return (&http.Client{Transport: g.tr}).Do(g.req)
 }

@@ -204,15 +204,7 @@ func (c *redisCluster) waitHealthy() {
 func (c *redisCluster) health() string {
 	masters := 0
 	for _, n := range c.alive() {
-		cl := redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1})
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		info, err := cl.ClusterInfo(ctx).Result()
-		var repl string
-		if err == nil {
-			repl, err = cl.Info(ctx, "replication").Result()
-		}
-		cancel()
-		cl.Close()
+		info, repl, err := n.infos()
 		if err != nil {
 			return fmt.Sprintf("%s: %v", n.Addr(), err)
 		}
@@ -230,6 +222,20 @@ func (c *redisCluster) health() string {
 		return fmt.Sprintf("%d masters, want 3", masters)
 	}
 	return ""
+}
+
+// infos asks node n, within a second, for its CLUSTER INFO and its INFO
+// replication section.
+func (n *clusterNode) infos() (info, repl string, err error) {
+	cl := redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1})
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if info, err = cl.ClusterInfo(ctx).Result(); err != nil {
+		return "", "", err
+	}
+	repl, err = cl.Info(ctx, "replication").Result()
+	return info, repl, err
 }
 
 // Client returns a cluster client that bounds its waits by the context's
@@ -600,15 +606,7 @@ func killedAt() time.Time {
 func (c *redisCluster) healthAfterFailover() string {
 	masters := 0
 	for _, n := range c.alive() {
-		cl := redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1})
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		info, err := cl.ClusterInfo(ctx).Result()
-		var repl string
-		if err == nil {
-			repl, err = cl.Info(ctx, "replication").Result()
-		}
-		cancel()
-		cl.Close()
+		info, repl, err := n.infos()
 		if err != nil {
 			return fmt.Sprintf("%s: %v", n.Addr(), err)
 		}

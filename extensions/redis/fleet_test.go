@@ -1,7 +1,6 @@
 package resilienceredis
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -72,7 +71,7 @@ func newInstance(t *testing.T, addr string, rl resilience.RateLimiterOptions, bu
 	})))
 	// net/http recovers a handler's panic and logs it here: a panic
 	// anywhere on the request path fails the test.
-	var errLog lockedBuffer
+	var errLog syncBuffer
 	in.srv.Config.ErrorLog = log.New(&errLog, "", 0)
 	in.srv.Start()
 	t.Cleanup(func() {
@@ -82,24 +81,6 @@ func newInstance(t *testing.T, addr string, rl resilience.RateLimiterOptions, bu
 		}
 	})
 	return in
-}
-
-// lockedBuffer is a bytes.Buffer safe for the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 type reply struct {

@@ -13,7 +13,8 @@ import (
 	"github.com/ylcnfrht/resilience/core/ratelimit"
 )
 
-// syncBuffer is a bytes.Buffer safe for go-redis's goroutines.
+// syncBuffer is a bytes.Buffer safe for concurrent writers (go-redis's
+// goroutines, a server's error log).
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer

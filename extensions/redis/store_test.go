@@ -121,37 +121,56 @@ func checkSameNumbers(t *testing.T, client redis.Scripter) {
 						n = 120
 					}
 					steps := sequence(seed, p, 3, n)
-
-					var want []ratelimit.Decision
-					synctest.Test(t, func(t *testing.T) {
-						mem := ratelimit.NewMemoryStore(0)
-						for _, st := range steps {
-							time.Sleep(st.gap)
-							d, err := mem.Take(context.Background(), st.key, p)
-							if err != nil {
-								t.Fatal(err)
-							}
-							want = append(want, d)
-						}
-					})
-
-					store, err := New(Options{Client: client, Prefix: fmt.Sprintf("side%d:", prefixes.Add(1)), Budget: 5 * time.Second})
-					if err != nil {
-						t.Fatal(err)
-					}
-					now := 1_700_000_000_000_000 + int64(seed)*12_345_678 // µs
-					store.clockArg = func() string { return strconv.FormatInt(now, 10) }
-					for i, st := range steps {
-						now += int64(st.gap / time.Microsecond)
-						got, err := store.Take(context.Background(), st.key, p)
-						if err != nil {
-							t.Fatal(err)
-						}
-						if got != want[i] {
-							t.Fatalf("take %d (%s after %v): redis %+v, memory %+v", i, st.key, st.gap, got, want[i])
-						}
-					}
+					sideBySide(t, t.Fatalf, client, fmt.Sprintf("side%d:", prefixes.Add(1)), 1_700_000_000_000_000+int64(seed)*12_345_678, p, steps, nil)
 				})
+			}
+		}
+	}
+}
+
+// sideBySide takes steps (each after its gap) for p from a fresh in-memory
+// store on synctest's clock and from a new Store on client under prefix,
+// whose scripts get the same instants through the test clock argument,
+// starting at start (µs since the epoch). It calls fatalf at the first
+// take the two stores decide differently. With costs nil each take is
+// Take; otherwise step i is TakeN of costs[i].
+func sideBySide(t *testing.T, fatalf func(format string, args ...any), client redis.Scripter, prefix string, start int64, p ratelimit.Policy, steps []step, costs []int) {
+	take := func(s ratelimit.CostStore, i int) (ratelimit.Decision, error) {
+		if costs == nil {
+			return s.Take(context.Background(), steps[i].key, p)
+		}
+		return s.TakeN(context.Background(), steps[i].key, p, costs[i])
+	}
+	var want []ratelimit.Decision
+	synctest.Test(t, func(t *testing.T) {
+		mem := ratelimit.NewMemoryStore(0)
+		for i, st := range steps {
+			time.Sleep(st.gap)
+			d, err := take(mem, i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, d)
+		}
+	})
+
+	store, err := New(Options{Client: client, Prefix: prefix, Budget: 5 * time.Second})
+	if err != nil {
+		fatalf("%v", err)
+	}
+	now := start
+	store.clockArg = func() string { return strconv.FormatInt(now, 10) }
+	for i, st := range steps {
+		now += int64(st.gap / time.Microsecond)
+		got, err := take(store, i)
+		if err != nil {
+			fatalf("%v", err)
+		}
+		if got != want[i] {
+			if costs == nil {
+				fatalf("take %d (%s after %v): redis %+v, memory %+v", i, st.key, st.gap, got, want[i])
+			} else {
+				fatalf("take %d of cost %d (%s after %v): redis %+v, memory %+v", i, costs[i], st.key, st.gap, got, want[i])
 			}
 		}
 	}
@@ -255,45 +274,24 @@ func TestSameNumbersAsMemoryStoreRapid(t *testing.T) {
 	client := srv.Client()
 	var run atomic.Int64
 	rapid.Check(t, func(rt *rapid.T) {
-		alg := rapid.SampledFrom([]ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.TokenBucket}).Draw(rt, "alg")
-		p := ratelimit.Policy{
-			Name: "rapid", Algorithm: alg,
-			Limit: rapid.IntRange(1, 50).Draw(rt, "limit"),
-			// At least 10 s: the keys' TTLs run on Redis's real clock and
-			// must not expire while the pinned clock stands still.
-			Window: time.Duration(rapid.Int64Range(int64(10*time.Second/time.Microsecond), int64(time.Hour/time.Microsecond)).Draw(rt, "windowµs")) * time.Microsecond,
-		}
-		steps := sequence(rapid.Uint64().Draw(rt, "seed"), p, rapid.IntRange(1, 3).Draw(rt, "keys"), rapid.IntRange(1, 60).Draw(rt, "takes"))
-
-		var want []ratelimit.Decision
-		synctest.Test(t, func(t *testing.T) {
-			mem := ratelimit.NewMemoryStore(0)
-			for _, st := range steps {
-				time.Sleep(st.gap)
-				d, err := mem.Take(context.Background(), st.key, p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want = append(want, d)
-			}
-		})
-		store, err := New(Options{Client: client, Prefix: fmt.Sprintf("rapid%d:", run.Add(1)), Budget: 5 * time.Second})
-		if err != nil {
-			rt.Fatal(err)
-		}
-		now := int64(1_700_000_000_000_000)
-		store.clockArg = func() string { return strconv.FormatInt(now, 10) }
-		for i, st := range steps {
-			now += int64(st.gap / time.Microsecond)
-			got, err := store.Take(context.Background(), st.key, p)
-			if err != nil {
-				rt.Fatal(err)
-			}
-			if got != want[i] {
-				rt.Fatalf("take %d (%s after %v): redis %+v, memory %+v", i, st.key, st.gap, got, want[i])
-			}
-		}
+		p, steps := drawSequence(rt, "rapid", 50)
+		sideBySide(t, rt.Fatalf, client, fmt.Sprintf("rapid%d:", run.Add(1)), 1_700_000_000_000_000, p, steps, nil)
 	})
+}
+
+// drawSequence draws, for a rapid test, a policy named name (any
+// algorithm, a limit from 1 to maxLimit, a window of whole µs from 10 s to
+// an hour) and a sequence of 1 to 60 takes over 1 to 3 keys.
+func drawSequence(rt *rapid.T, name string, maxLimit int) (ratelimit.Policy, []step) {
+	alg := rapid.SampledFrom([]ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.TokenBucket}).Draw(rt, "alg")
+	p := ratelimit.Policy{
+		Name: name, Algorithm: alg,
+		Limit: rapid.IntRange(1, maxLimit).Draw(rt, "limit"),
+		// At least 10 s: the keys' TTLs run on Redis's real clock and
+		// must not expire while the pinned clock stands still.
+		Window: time.Duration(rapid.Int64Range(int64(10*time.Second/time.Microsecond), int64(time.Hour/time.Microsecond)).Draw(rt, "windowµs")) * time.Microsecond,
+	}
+	return p, sequence(rapid.Uint64().Draw(rt, "seed"), p, rapid.IntRange(1, 3).Draw(rt, "keys"), rapid.IntRange(1, 60).Draw(rt, "takes"))
 }
 
 // TestKeysCarryPrefixAndExpireWithTheirWindow protects the key layout in
