@@ -63,7 +63,11 @@ type reconfState struct {
 //     deadline); it can change in value but not between 0 and set, since
 //     adapters decide by Timed whether to prepare for a deadline.
 //   - Concurrency: PermitLimit, QueueLimit, QueueTimeout, Overflow, CoDel
-//     (resilience.ConcurrencyLimiter.Reconfigure). Adaptive: MinLimit,
+//     (resilience.ConcurrencyLimiter.Reconfigure). The limit becomes
+//     opts' PermitLimit, even when only another part changed: a limit
+//     moved by Limiter().SetLimit goes back to the configured one unless
+//     opts carries it (o.Concurrency.PermitLimit = m.Stats().Limit).
+//     Adaptive: MinLimit,
 //     MaxLimit, QueueLimit, QueueTimeout, Overflow, CoDel
 //     (resilience.AdaptiveLimiter.Reconfigure; the learnt limit moves into
 //     the new bounds).

@@ -521,3 +521,29 @@ func TestReconfigureOptionsUnchanged(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Reconfigure sets the limit to the options' PermitLimit, even when only
+// the shadow shares change: a limit moved by Limiter().SetLimit lasts
+// until then, unless the options carry it (as documented).
+func TestReconfigureSetsTheLimitSetLimitMoved(t *testing.T) {
+	m := mustNew(t, reconfBase())
+	m.Limiter().SetLimit(2)
+	o := m.Options()
+	o.Shadow.Concurrency = 50
+	if err := m.Reconfigure(o); err != nil {
+		t.Fatal(err)
+	}
+	if l := m.Stats().Limit; l != reconfBase().Concurrency.PermitLimit {
+		t.Fatalf("limit %d after a shadow-only Reconfigure, want the configured %d", l, reconfBase().Concurrency.PermitLimit)
+	}
+	m.Limiter().SetLimit(2)
+	o = m.Options()
+	o.Concurrency.PermitLimit = m.Stats().Limit
+	o.Shadow.Concurrency = 0
+	if err := m.Reconfigure(o); err != nil {
+		t.Fatal(err)
+	}
+	if l := m.Stats().Limit; l != 2 {
+		t.Fatalf("limit %d, want the one carried in the options, 2", l)
+	}
+}
