@@ -290,9 +290,12 @@ func (m *Middleware) inForce() Options {
 // Settings is the configuration in force in plain values, as Stats.Config
 // (for a debug endpoint: examples/server's "config" in /debug/limits): what Reconfigure last
 // applied, or New. Durations are in milliseconds; the fields of an absent
-// stage are zero and, where they would mislead, left out. PermitLimit is
-// the configured one: Stats.Limit is the limit in force, as the adaptive
-// limiter or Limiter().SetLimit moved it. The JSON names are stable.
+// stage are zero and, where they would mislead, left out. The values are
+// as configured, defaults unfilled: an adaptive MinLimit or MaxLimit of 0
+// (left out) is resilience.AdaptiveLimiterOptions' default, an Overflow of
+// "" the queue's default policy. PermitLimit is the configured one:
+// Stats.Limit is the limit in force, as the adaptive limiter or
+// Limiter().SetLimit moved it. The JSON names are stable.
 type Settings struct {
 	TimeoutMS      float64 `json:"timeoutMs"`
 	PermitLimit    int     `json:"permitLimit,omitempty"`
