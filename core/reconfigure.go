@@ -65,7 +65,7 @@ func (l *ConcurrencyLimiter) CheckReconfigure(opts ConcurrencyLimiterOptions) er
 	}
 	const t = "ConcurrencyLimiterOptions."
 	if opts.Name != l.opts.Name {
-		return notLive(t+"Name", "the limiter is named %q", l.opts.Name)
+		return notLive(t+"Name", "the limiter was built named %q, got %q", l.opts.Name, opts.Name)
 	}
 	if err := sameSet(t+"Cost", l.opts.Cost != nil, opts.Cost != nil); err != nil {
 		return err
@@ -132,13 +132,13 @@ func (a *AdaptiveLimiter) CheckReconfigure(opts AdaptiveLimiterOptions) error {
 	}
 	const t = "AdaptiveLimiterOptions."
 	if opts.Name != a.opts.Name {
-		return notLive(t+"Name", "the limiter is named %q", a.opts.Name)
+		return notLive(t+"Name", "the limiter was built named %q, got %q", a.opts.Name, opts.Name)
 	}
 	if opts.Algorithm != nil && opts.Algorithm != a.opts.Algorithm {
 		return notLive(t+"Algorithm", "an algorithm holds the limiter's state; leave it nil (or the same value) to keep it")
 	}
 	if opts.IgnoreCPUWait != a.opts.IgnoreCPUWait {
-		return notLive(t+"IgnoreCPUWait", "is %v", a.opts.IgnoreCPUWait)
+		return notLive(t+"IgnoreCPUWait", "was %v when the limiter was built, got %v", a.opts.IgnoreCPUWait, opts.IgnoreCPUWait)
 	}
 	if err := sameSet(t+"Classify", a.opts.Classify != nil, opts.Classify != nil); err != nil {
 		return err
@@ -185,7 +185,7 @@ func (l *RateLimiter) CheckReconfigure(opts RateLimiterOptions) error {
 	alg, _ := ratelimit.ParseAlgorithm(string(opts.Algorithm))
 	switch {
 	case opts.Name != l.opts.Name:
-		return notLive(t+"Name", "names the policy in the store; the limiter's is %q", l.opts.Name)
+		return notLive(t+"Name", "names the policy in the store: the limiter was built named %q, got %q", l.opts.Name, opts.Name)
 	case alg != l.opts.Algorithm:
 		return notLive(t+"Algorithm", "the store keeps %s state per key", l.opts.Algorithm)
 	case opts.Store != nil && opts.Store != l.opts.Store:
@@ -195,7 +195,7 @@ func (l *RateLimiter) CheckReconfigure(opts RateLimiterOptions) error {
 	case defaultInt(opts.MaxKeyLength, defaultRateLimitMaxKeyLength) != l.maxLen:
 		return notLive(t+"MaxKeyLength", "keys are already stored shortened to %d bytes", l.maxLen)
 	case opts.FailClosed != l.opts.FailClosed:
-		return notLive(t+"FailClosed", "is %v", l.opts.FailClosed)
+		return notLive(t+"FailClosed", "was %v when the limiter was built, got %v", l.opts.FailClosed, opts.FailClosed)
 	}
 	if err := sameSet(t+"Cost", l.opts.Cost != nil, opts.Cost != nil); err != nil {
 		return err

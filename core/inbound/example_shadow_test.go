@@ -11,7 +11,9 @@ import (
 )
 
 // Try a rate limit in shadow before enforcing it: every request is
-// served, and the ones it would have refused are counted.
+// served, and the ones it would have refused are counted. Then enforce
+// it while serving: Reconfigure the options in force with the shares at
+// 0 (a ramp goes through 50 first).
 func ExampleShadow() {
 	m, err := inbound.New(inbound.Options{
 		RateLimit: &resilience.RateLimiterOptions{PermitLimit: 2, Window: time.Minute},
@@ -28,6 +30,15 @@ func ExampleShadow() {
 	}
 	s := m.Stats()
 	fmt.Printf("rate-limited %d, would have been %d\n", s.RateLimited, s.Shadow.RateLimited)
+
+	next := m.Options()
+	next.Shadow = inbound.Shadow{} // enforce every decision
+	if err := m.Reconfigure(next); err != nil {
+		panic(err)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	fmt.Println(w.Code, "shadow share now", m.Stats().Config.ShadowRateLimit)
 	// Output:
 	// 200
 	// 200
@@ -35,4 +46,5 @@ func ExampleShadow() {
 	// 200
 	// 200
 	// rate-limited 0, would have been 3
+	// 429 shadow share now 0
 }

@@ -39,8 +39,8 @@ type Options struct {
 	// short priority queue (see resilience.ConcurrencyLimiterOptions).
 	// Full queue and queue timeout are 503s. Its Cost function, if
 	// set, is called once per request with the request view, and the
-	// request holds that many permits (see cost.go). Mutually exclusive
-	// with Pipeline.
+	// request holds that many permits (docs/guide.md, "Requests that
+	// cost more"). Mutually exclusive with Pipeline.
 	Concurrency *resilience.ConcurrencyLimiterOptions
 
 	// Adaptive, when set, is the concurrency limiter stage instead of

@@ -63,7 +63,11 @@ type reconfState struct {
 //     deadline); it can change in value but not between 0 and set, since
 //     adapters decide by Timed whether to prepare for a deadline.
 //   - Concurrency: PermitLimit, QueueLimit, QueueTimeout, Overflow, CoDel
-//     (resilience.ConcurrencyLimiter.Reconfigure). Adaptive: MinLimit,
+//     (resilience.ConcurrencyLimiter.Reconfigure). The limit becomes
+//     opts' PermitLimit, even when only another part changed: a limit
+//     moved by Limiter().SetLimit goes back to the configured one unless
+//     opts carries it (o.Concurrency.PermitLimit = m.Stats().Limit).
+//     Adaptive: MinLimit,
 //     MaxLimit, QueueLimit, QueueTimeout, Overflow, CoDel
 //     (resilience.AdaptiveLimiter.Reconfigure; the learnt limit moves into
 //     the new bounds).
@@ -83,7 +87,7 @@ type reconfState struct {
 // must be set where they were, Pipeline the same value), Name, the
 // limiters' names, algorithms and rate-limit store, RetryAfter,
 // RateLimitHeaders, TimeoutFrom, ClientIP and AnswerPanics. Functions
-// (Priority, Flow, FlowWeight, Classify, Key, Render, LimiterStats,
+// (Priority, Flow, FlowWeight, Classify, Cost, Key, Render, LimiterStats,
 // Listener) stay those given to New: each must be set in opts where it
 // was set and nil where it was nil, and the new value is not used
 // (Reconfigure cannot tell two closures apart). Build a new middleware
@@ -158,7 +162,8 @@ func (m *Middleware) keepFuncs(opts *Options) {
 	opts.Render, opts.LimiterStats, opts.Listener = was.Render, was.LimiterStats, was.Listener
 	if c := opts.Concurrency; c != nil {
 		cc := *c
-		cc.Priority, cc.Flow, cc.FlowWeight = was.Concurrency.Priority, was.Concurrency.Flow, was.Concurrency.FlowWeight
+		w := was.Concurrency
+		cc.Priority, cc.Flow, cc.FlowWeight, cc.Cost = w.Priority, w.Flow, w.FlowWeight, w.Cost
 		opts.Concurrency = &cc
 	}
 	if a := opts.Adaptive; a != nil {
@@ -169,7 +174,7 @@ func (m *Middleware) keepFuncs(opts *Options) {
 	}
 	if r := opts.RateLimit; r != nil {
 		rr := *r
-		rr.Key, rr.Store = was.RateLimit.Key, was.RateLimit.Store
+		rr.Key, rr.Store, rr.Cost = was.RateLimit.Key, was.RateLimit.Store, was.RateLimit.Cost
 		opts.RateLimit = &rr
 	}
 }
@@ -183,10 +188,10 @@ func (m *Middleware) checkReconfigure(opts *Options) error {
 	was := &m.opts
 	switch {
 	case opts.Name != was.Name:
-		return notLive("Options.Name", "labels the middleware's telemetry (%q)", was.Name)
+		return notLive("Options.Name", "labels the middleware's telemetry: was %q at New, got %q", was.Name, opts.Name)
 	case (opts.Timeout > 0) != m.hasTimeout:
 		if m.hasTimeout {
-			return notLive("Options.Timeout", "can change but not be turned off (0) live")
+			return notLive("Options.Timeout", "its value can change live, but not to 0 (no timeout)")
 		}
 		return notLive("Options.Timeout", "was 0 (no timeout) at New; it cannot be turned on live")
 	case (opts.Concurrency != nil) != (was.Concurrency != nil):
@@ -198,13 +203,13 @@ func (m *Middleware) checkReconfigure(opts *Options) error {
 	case opts.Pipeline != was.Pipeline:
 		return notLive("Options.Pipeline", "must be the pipeline given to New")
 	case opts.RetryAfter != was.RetryAfter:
-		return notLive("Options.RetryAfter", "is %v", was.RetryAfter)
+		return notLive("Options.RetryAfter", "was %v at New, got %v", was.RetryAfter, opts.RetryAfter)
 	case opts.RateLimitHeaders != was.RateLimitHeaders:
-		return notLive("Options.RateLimitHeaders", "is %q", was.RateLimitHeaders)
+		return notLive("Options.RateLimitHeaders", "was %q at New, got %q", was.RateLimitHeaders, opts.RateLimitHeaders)
 	case opts.TimeoutFrom != was.TimeoutFrom:
-		return notLive("Options.TimeoutFrom", "is %q", was.TimeoutFrom)
+		return notLive("Options.TimeoutFrom", "was %q at New, got %q", was.TimeoutFrom, opts.TimeoutFrom)
 	case opts.AnswerPanics != was.AnswerPanics:
-		return notLive("Options.AnswerPanics", "is %v", was.AnswerPanics)
+		return notLive("Options.AnswerPanics", "was %v at New, got %v", was.AnswerPanics, opts.AnswerPanics)
 	case opts.ClientIP.IPv6Prefix != was.ClientIP.IPv6Prefix || !slices.Equal(opts.ClientIP.TrustedProxies, was.ClientIP.TrustedProxies):
 		return notLive("Options.ClientIP", "says how every key is read")
 	}
@@ -285,9 +290,12 @@ func (m *Middleware) inForce() Options {
 // Settings is the configuration in force in plain values, as Stats.Config
 // (for a debug endpoint: examples/server's "config" in /debug/limits): what Reconfigure last
 // applied, or New. Durations are in milliseconds; the fields of an absent
-// stage are zero and, where they would mislead, left out. PermitLimit is
-// the configured one: Stats.Limit is the limit in force, as the adaptive
-// limiter or Limiter().SetLimit moved it. The JSON names are stable.
+// stage are zero and, where they would mislead, left out. The values are
+// as configured, defaults unfilled: an adaptive MinLimit or MaxLimit of 0
+// (left out) is resilience.AdaptiveLimiterOptions' default, an Overflow of
+// "" the queue's default policy. PermitLimit is the configured one:
+// Stats.Limit is the limit in force, as the adaptive limiter or
+// Limiter().SetLimit moved it. The JSON names are stable.
 type Settings struct {
 	TimeoutMS      float64 `json:"timeoutMs"`
 	PermitLimit    int     `json:"permitLimit,omitempty"`

@@ -434,3 +434,116 @@ func TestReconfigureRateLimitPolicyHeader(t *testing.T) {
 		t.Fatalf("after: %q", got)
 	}
 }
+
+// A refusal of a value that cannot change live says what it was and what
+// was asked, so the log line alone tells the operator which change to
+// undo (a default shows as its zero value).
+func TestReconfigureNotLiveNamesBothValues(t *testing.T) {
+	for _, tc := range []struct {
+		change func(o *Options)
+		want   string
+	}{
+		{func(o *Options) { o.Name = "other" }, `Options.Name cannot change while in use: labels the middleware's telemetry: was "" at New, got "other"`},
+		{func(o *Options) { o.Timeout = 0 }, "Options.Timeout cannot change while in use: its value can change live, but not to 0 (no timeout)"},
+		{func(o *Options) { o.RetryAfter = 5 * time.Second }, "Options.RetryAfter cannot change while in use: was 0s at New, got 5s"},
+		{func(o *Options) { o.TimeoutFrom = TimeoutFromAdmission }, `Options.TimeoutFrom cannot change while in use: was "arrival" at New, got "admission"`},
+		{func(o *Options) { o.AnswerPanics = true }, "Options.AnswerPanics cannot change while in use: was false at New, got true"},
+		{func(o *Options) { o.Concurrency.Name = "db" }, `ConcurrencyLimiterOptions.Name cannot change while in use: the limiter was built named "", got "db"`},
+		{func(o *Options) { o.RateLimit.Name = "api" }, `RateLimiterOptions.Name cannot change while in use: names the policy in the store: the limiter was built named "", got "api"`},
+		{func(o *Options) { o.RateLimit.FailClosed = true }, "RateLimiterOptions.FailClosed cannot change while in use: was false when the limiter was built, got true"},
+	} {
+		m := mustNew(t, reconfBase())
+		o := m.Options()
+		tc.change(&o)
+		err := m.Reconfigure(o)
+		if !errors.Is(err, resilience.ErrNotLive) || err.Error() != "resilience: "+tc.want {
+			t.Errorf("got %v\nwant resilience: %s", err, tc.want)
+		}
+	}
+}
+
+// The Cost functions are New's, as the other functions: Options returns
+// them after a Reconfigure that was given others, and the middleware
+// still charges by New's.
+func TestReconfigureKeepsNewsCostFunctions(t *testing.T) {
+	newCost := func(context.Context) int { return 2 }
+	o := reconfBase()
+	o.Concurrency.Cost = newCost
+	o.RateLimit.Cost = newCost
+	m := mustNew(t, o)
+	next := m.Options()
+	other := func(context.Context) int { return 3 }
+	next.Concurrency.Cost, next.RateLimit.Cost = other, other
+	if err := m.Reconfigure(next); err != nil {
+		t.Fatal(err)
+	}
+	got := m.Options()
+	if c, r := got.Concurrency.Cost(context.Background()), got.RateLimit.Cost(context.Background()); c != 2 || r != 2 {
+		t.Fatalf("Options returns the Cost functions given to Reconfigure (%d, %d), not New's (2)", c, r)
+	}
+	// The permits a request holds are still New's cost.
+	held := make(chan struct{})
+	release := make(chan struct{})
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { close(held); <-release }))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	}()
+	<-held
+	if in := m.Stats().InFlight; in != 2 {
+		t.Errorf("a request holds %d permits, want New's cost, 2", in)
+	}
+	close(release)
+	<-done
+}
+
+// The options in force, passed back unchanged, are accepted and change
+// nothing, with every stage and function set.
+func TestReconfigureOptionsUnchanged(t *testing.T) {
+	o := reconfBase()
+	o.Concurrency.CoDel = &resilience.CoDelOptions{}
+	o.Concurrency.Flow = func(context.Context) string { return "k" }
+	o.Concurrency.Cost = func(context.Context) int { return 1 }
+	o.RateLimit.Key = func(context.Context) string { return "k" }
+	o.Shadow = Shadow{RateLimit: 100, Concurrency: 50, Timeout: 10}
+	o.AnswerPanics = true
+	m := mustNew(t, o)
+	before := m.Stats().Config
+	if err := m.Reconfigure(m.Options()); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Stats().Config; got != before {
+		t.Fatalf("config changed: %+v, was %+v", got, before)
+	}
+	a := mustNew(t, Options{Adaptive: &resilience.AdaptiveLimiterOptions{}, TimeoutFrom: TimeoutFromAdmission, Timeout: time.Second})
+	if err := a.Reconfigure(a.Options()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Reconfigure sets the limit to the options' PermitLimit, even when only
+// the shadow shares change: a limit moved by Limiter().SetLimit lasts
+// until then, unless the options carry it (as documented).
+func TestReconfigureSetsTheLimitSetLimitMoved(t *testing.T) {
+	m := mustNew(t, reconfBase())
+	m.Limiter().SetLimit(2)
+	o := m.Options()
+	o.Shadow.Concurrency = 50
+	if err := m.Reconfigure(o); err != nil {
+		t.Fatal(err)
+	}
+	if l := m.Stats().Limit; l != reconfBase().Concurrency.PermitLimit {
+		t.Fatalf("limit %d after a shadow-only Reconfigure, want the configured %d", l, reconfBase().Concurrency.PermitLimit)
+	}
+	m.Limiter().SetLimit(2)
+	o = m.Options()
+	o.Concurrency.PermitLimit = m.Stats().Limit
+	o.Shadow.Concurrency = 0
+	if err := m.Reconfigure(o); err != nil {
+		t.Fatal(err)
+	}
+	if l := m.Stats().Limit; l != 2 {
+		t.Fatalf("limit %d, want the one carried in the options, 2", l)
+	}
+}

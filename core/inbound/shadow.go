@@ -16,7 +16,9 @@ import (
 // the event.ShadowDecision event) without enforcing it; the request goes
 // on as if admitted. The zero value enforces every decision; 100 enforces
 // none (a dry run); 50 enforces half of them, drawn per request, for a
-// ramp. docs/guide.md ("Rolling out") shows the sequence.
+// ramp. Set it in the Options given to New; change it while serving with
+// Reconfigure, from Middleware.Options (o.Shadow.Concurrency = 50).
+// docs/guide.md ("Rolling out") shows the sequence.
 //
 // In shadow, the rate limit takes its token as when enforcing (its state
 // and headers are the same) and counts a refusal it did not send; the

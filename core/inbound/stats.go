@@ -14,7 +14,7 @@ type Stats struct {
 	// Queued, and with a Flow function its Flows and LargestFlowShare;
 	// zero without one. InFlight counts late handlers too: they
 	// still hold their permits. It counts permits, not requests: under
-	// a Cost function a request holds its cost (see cost.go).
+	// a Cost function a request holds its cost.
 	resilience.LimiterStats
 	// Late is the number of handlers still running after their deadline
 	// was answered (504 or abort): work the client no longer waits for.
@@ -22,9 +22,9 @@ type Stats struct {
 	// LateTotal counts every handler that ever ran past its deadline.
 	LateTotal uint64 `json:"lateTotal"`
 	// Costly is the number of requests running now that hold more than
-	// one permit, under a Cost function (see cost.go): beside InFlight,
-	// which counts their permits, it tells one export from ten reads.
-	// Left out of the JSON while zero.
+	// one permit, under a Cost function (Options.Concurrency): beside
+	// InFlight, which counts their permits, it tells one export from ten
+	// reads. Left out of the JSON while zero.
 	Costly int64 `json:"costly,omitempty"`
 	// RequestCounts counts every request by how it ended; its fields
 	// add up to Requests.
@@ -38,9 +38,9 @@ type Stats struct {
 	Shadow ShadowCounts `json:"shadow,omitzero"`
 	// Config is the configuration in force: New's, or the last
 	// Reconfigure's that succeeded. It is left out of StatsHandler's
-	// JSON, whose top-level values stay plain numbers for the clients
-	// that decode them as such; examples/server serves it beside them as
-	// "config".
+	// JSON, which stays the load and the counts; a debug endpoint that
+	// wants it serves json.Marshal(Config) beside them, as examples/server
+	// does under "config".
 	Config Settings `json:"-"`
 	// Reconfigured counts the calls of Reconfigure that were applied,
 	// ReconfigureRefused those refused (nothing changed); each is left
@@ -71,7 +71,8 @@ func (m *Middleware) Stats() Stats {
 }
 
 // StatsHandler serves Stats as JSON (the examples mount it at
-// /debug/limits). It is not rate limited or timed itself.
+// /debug/limits), without Stats.Config. It is not rate limited or timed
+// itself.
 func (m *Middleware) StatsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		b, _ := json.Marshal(m.Stats()) // plain ints: cannot fail
