@@ -137,14 +137,7 @@ func TestRenderOnlyOverConnectUnary(t *testing.T) {
 			return inbound.Response{Status: http.StatusTeapot, Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("busy")}
 		},
 	})
-	held := ts.callSay(t.Context(), protocols[1], msgHold)
-	ts.svc.waitEntered(t, sayProcedure)
-	resp, err := ts.client.Post(ts.url+sayProcedure, "application/json", strings.NewReader(`"x"`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	held, resp, body := postBesideAHeldCall(t, ts)
 	if resp.StatusCode != http.StatusTeapot || string(body) != "busy" {
 		t.Errorf("Connect unary rejection: %d %q, want Render's 418 \"busy\"", resp.StatusCode, body)
 	}
@@ -176,14 +169,7 @@ func TestRenderPanicGivesDefault(t *testing.T) {
 			}
 		}),
 	})
-	held := ts.callSay(t.Context(), protocols[1], msgHold)
-	ts.svc.waitEntered(t, sayProcedure)
-	resp, err := ts.client.Post(ts.url+sayProcedure, "application/json", strings.NewReader(`"x"`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	held, resp, body := postBesideAHeldCall(t, ts)
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"code":"unavailable"`) {
 		t.Errorf("Connect unary rejection: %d %q, want Connect's own 503 unavailable", resp.StatusCode, body)
 	}
@@ -253,4 +239,20 @@ func TestReconfigureKeepsARenderHook(t *testing.T) {
 	if got := m.Stats().Limit; got != 5 {
 		t.Fatalf("limit %d after Reconfigure, want 5", got)
 	}
+}
+
+// postBesideAHeldCall holds the only permit with a call, then posts a
+// Connect unary request, which is rejected; it returns the held call,
+// the response and its body.
+func postBesideAHeldCall(t *testing.T, ts *testServer) (<-chan error, *http.Response, []byte) {
+	t.Helper()
+	held := ts.callSay(t.Context(), protocols[1], msgHold)
+	ts.svc.waitEntered(t, sayProcedure)
+	resp, err := ts.client.Post(ts.url+sayProcedure, "application/json", strings.NewReader(`"x"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return held, resp, body
 }

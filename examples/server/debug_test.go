@@ -10,12 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/wrapperspb"
-
 	"github.com/ylcnfrht/resilience/core/inbound"
 )
 
@@ -79,20 +73,7 @@ func TestFrameworkGRPCDebugAddr(t *testing.T) {
 		t.Fatalf("/work on the debug listener: %d, want 404 (the work is gRPC only)", code)
 	}
 
-	conn, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	call := func(method string, ms int64) error {
-		return conn.Invoke(ctx, method, wrapperspb.Int64(ms), new(wrapperspb.StringValue))
-	}
-	if err := call(cooperativeProcedure, 1); err != nil {
-		t.Fatalf("Cooperative: %v", err)
-	}
-	if err := call(workProcedure, 2000); status.Code(err) != codes.DeadlineExceeded {
-		t.Fatalf("Work past -timeout: %v, want DEADLINE_EXCEEDED", err)
-	}
+	cooperativeThenLateWork(t, ctx, m[1])
 	// The counts are the gRPC middleware's: monotonic, so read once both
 	// calls have returned.
 	if l := getLimits(t, client, base); l["admitted"] != 1 || l["timedOut"] != 1 {

@@ -32,22 +32,9 @@ func TestFrameworkGRPC(t *testing.T) {
 	if m == nil {
 		t.Fatalf("first line does not match %v:\n%s", grpcListeningLine, stdout.String())
 	}
-	conn, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	call := func(method string, ms int64) error {
-		return conn.Invoke(ctx, method, wrapperspb.Int64(ms), new(wrapperspb.StringValue))
-	}
-	if err := call(cooperativeProcedure, 1); err != nil {
-		t.Fatalf("Cooperative: %v", err)
-	}
-	if err := call(workProcedure, 2000); status.Code(err) != codes.DeadlineExceeded {
-		t.Fatalf("Work past -timeout: %v, want DEADLINE_EXCEEDED", err)
-	}
+	conn, call := cooperativeThenLateWork(t, ctx, m[1])
 	// The late Work holds the only permit until it returns.
-	err = call(cooperativeProcedure, 1)
+	err := call(cooperativeProcedure, 1)
 	st, _ := status.FromError(err)
 	var reason string
 	for _, d := range st.Details() {
@@ -130,4 +117,27 @@ func TestFrameworkGRPCShutdownFailsHealthAndEndsWatches(t *testing.T) {
 	case <-time.After(waitBound):
 		t.Fatal("run did not return after its context was cancelled")
 	}
+}
+
+// cooperativeThenLateWork dials the server's gRPC address and makes two
+// calls: a Cooperative one that succeeds and a Work of 2 s that its
+// -timeout ends with DEADLINE_EXCEEDED, its handler running on late. It
+// returns the connection and the call function, for more.
+func cooperativeThenLateWork(t *testing.T, ctx context.Context, addr string) (*grpc.ClientConn, func(method string, ms int64) error) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	call := func(method string, ms int64) error {
+		return conn.Invoke(ctx, method, wrapperspb.Int64(ms), new(wrapperspb.StringValue))
+	}
+	if err := call(cooperativeProcedure, 1); err != nil {
+		t.Fatalf("Cooperative: %v", err)
+	}
+	if err := call(workProcedure, 2000); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("Work past -timeout: %v, want DEADLINE_EXCEEDED", err)
+	}
+	return conn, call
 }
