@@ -143,8 +143,8 @@ func newFor(fw framework, opts Options) (*Middleware, error) {
 
 // Limiter returns the concurrency limiter built from Options.Concurrency
 // (to change its limit at run time), or nil. A limit set with its
-// SetLimit lasts until the next Reconfigure, which sets the options'
-// PermitLimit.
+// SetLimit is the PermitLimit Options reports, and lasts until a
+// Reconfigure sets another.
 func (m *Middleware) Limiter() *resilience.ConcurrencyLimiter { return m.limiter }
 
 // timed is adapt.Kit.Timed: whether a deadline can answer for a handler

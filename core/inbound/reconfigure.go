@@ -64,10 +64,10 @@ type reconfState struct {
 //     adapters decide by Timed whether to prepare for a deadline.
 //   - Concurrency: PermitLimit, QueueLimit, QueueTimeout, Overflow, CoDel
 //     (resilience.ConcurrencyLimiter.Reconfigure). The limit becomes
-//     opts' PermitLimit, even when only another part changed: a limit
-//     moved by Limiter().SetLimit goes back to the configured one unless
-//     opts carries it (o.Concurrency.PermitLimit = m.Stats().Limit).
-//     Adaptive: MinLimit,
+//     opts' PermitLimit; Options carries the limit in force, so a change
+//     that starts from it keeps a limit Limiter().SetLimit moved, while
+//     options built afresh (a reloaded file) set their own. Adaptive:
+//     MinLimit,
 //     MaxLimit, QueueLimit, QueueTimeout, Overflow, CoDel
 //     (resilience.AdaptiveLimiter.Reconfigure; the learnt limit moves into
 //     the new bounds).
@@ -257,12 +257,18 @@ func stageNotLive(field string, was bool) error {
 
 // Options returns the options in force: those given to New, or to the
 // last Reconfigure that succeeded, as validated; its functions are the
-// ones in use, New's, whatever a later Reconfigure was given. The stages'
-// options are copies: change them and pass the result to Reconfigure.
+// ones in use, New's, whatever a later Reconfigure was given, and the
+// fixed limiter's PermitLimit is the limit in force (as Limiter().SetLimit
+// last moved it), so that Reconfigure(m.Options()) changes nothing. The
+// stages' options are copies: change them and pass the result to
+// Reconfigure.
 func (m *Middleware) Options() Options {
 	o := m.inForce()
 	if c := o.Concurrency; c != nil {
 		cc := *c
+		if m.limiter != nil {
+			cc.PermitLimit = m.limiter.Stats().Limit
+		}
 		o.Concurrency = &cc
 	}
 	if a := o.Adaptive; a != nil {

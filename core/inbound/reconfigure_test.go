@@ -522,28 +522,28 @@ func TestReconfigureOptionsUnchanged(t *testing.T) {
 	}
 }
 
-// Reconfigure sets the limit to the options' PermitLimit, even when only
-// the shadow shares change: a limit moved by Limiter().SetLimit lasts
-// until then, unless the options carry it (as documented).
-func TestReconfigureSetsTheLimitSetLimitMoved(t *testing.T) {
+// A limit moved by Limiter().SetLimit is the PermitLimit Options
+// reports, so a Reconfigure starting from Options (a shadow ramp) keeps
+// it and Reconfigure(m.Options()) changes nothing; options built afresh
+// set their own limit.
+func TestReconfigureFromOptionsKeepsTheLimitSetLimitMoved(t *testing.T) {
 	m := mustNew(t, reconfBase())
 	m.Limiter().SetLimit(2)
+	if got := m.Options().Concurrency.PermitLimit; got != 2 {
+		t.Fatalf("Options().Concurrency.PermitLimit = %d after SetLimit(2), want 2", got)
+	}
 	o := m.Options()
 	o.Shadow.Concurrency = 50
 	if err := m.Reconfigure(o); err != nil {
 		t.Fatal(err)
 	}
-	if l := m.Stats().Limit; l != reconfBase().Concurrency.PermitLimit {
-		t.Fatalf("limit %d after a shadow-only Reconfigure, want the configured %d", l, reconfBase().Concurrency.PermitLimit)
+	if l := m.Stats().Limit; l != 2 {
+		t.Fatalf("limit %d after a shadow-only Reconfigure from Options, want SetLimit's 2", l)
 	}
-	m.Limiter().SetLimit(2)
-	o = m.Options()
-	o.Concurrency.PermitLimit = m.Stats().Limit
-	o.Shadow.Concurrency = 0
-	if err := m.Reconfigure(o); err != nil {
+	if err := m.Reconfigure(reconfBase()); err != nil {
 		t.Fatal(err)
 	}
-	if l := m.Stats().Limit; l != 2 {
-		t.Fatalf("limit %d, want the one carried in the options, 2", l)
+	if l, want := m.Stats().Limit, reconfBase().Concurrency.PermitLimit; l != want {
+		t.Fatalf("limit %d after a Reconfigure with fresh options, want their %d", l, want)
 	}
 }
