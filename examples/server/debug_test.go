@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ylcnfrht/resilience/core/inbound"
 )
@@ -87,14 +86,7 @@ func TestFrameworkGRPCDebugAddr(t *testing.T) {
 	if code := getStatus(t, client, base+"/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz during the shutdown: %d, want 200", code)
 	}
-	select {
-	case code := <-exited:
-		if code != 0 {
-			t.Fatalf("exit code %d, want 0; stderr:\n%s", code, stderr.String())
-		}
-	case <-time.After(waitBound):
-		t.Fatal("run did not return after its context was cancelled")
-	}
+	expectCleanExit(t, exited, &stderr, "")
 	if c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://")); err == nil {
 		c.Close()
 		t.Fatal("the debug listener still accepts connections after run returned")

@@ -49,14 +49,7 @@ func TestFrameworkGRPC(t *testing.T) {
 		t.Fatalf("health while saturated: %v %v", h, err)
 	}
 	cancel()
-	select {
-	case code := <-exited:
-		if code != 0 {
-			t.Fatalf("exit code %d, want 0; stderr:\n%s", code, stderr.String())
-		}
-	case <-time.After(waitBound):
-		t.Fatal("run did not return after its context was cancelled")
-	}
+	expectCleanExit(t, exited, &stderr, "")
 }
 
 // Invariant: at shutdown -framework grpc fails its health service at
@@ -109,14 +102,7 @@ func TestFrameworkGRPCShutdownFailsHealthAndEndsWatches(t *testing.T) {
 	if r, err := watch.Recv(); status.Code(err) != codes.Unavailable {
 		t.Fatalf("Watch at GracefulStop: %v %v, want the stream ended UNAVAILABLE", r, err)
 	}
-	select {
-	case code := <-exited:
-		if code != 0 {
-			t.Fatalf("exit code %d, want 0 (GracefulStop within its grace); stderr:\n%s", code, stderr.String())
-		}
-	case <-time.After(waitBound):
-		t.Fatal("run did not return after its context was cancelled")
-	}
+	expectCleanExit(t, exited, &stderr, " (GracefulStop within its grace)")
 }
 
 // cooperativeThenLateWork dials the server's gRPC address and makes two

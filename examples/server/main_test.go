@@ -168,14 +168,7 @@ func TestRunFirstLineThenCleanShutdown(t *testing.T) {
 	}
 
 	cancel()
-	select {
-	case code := <-exited:
-		if code != 0 {
-			t.Fatalf("exit code %d after shutdown, want 0; stderr:\n%s", code, stderr.String())
-		}
-	case <-time.After(waitBound):
-		t.Fatal("run did not return after its context was cancelled")
-	}
+	expectCleanExit(t, exited, &stderr, " after shutdown")
 	if !strings.Contains(stdout.String(), "shutting down") {
 		t.Errorf("stdout does not say it is shutting down:\n%s", stdout.String())
 	}

@@ -129,6 +129,20 @@ func (s *testServer) async(ctx context.Context, path string, header ...string) <
 	return ch
 }
 
+// expectCleanExit waits for run to return after its context was
+// cancelled and fails unless it exited 0; why says what exit 0 means.
+func expectCleanExit(t *testing.T, exited <-chan int, stderr *syncBuffer, why string) {
+	t.Helper()
+	select {
+	case code := <-exited:
+		if code != 0 {
+			t.Fatalf("exit code %d, want 0%s; stderr:\n%s", code, why, stderr.String())
+		}
+	case <-time.After(waitBound):
+		t.Fatal("run did not return after its context was cancelled")
+	}
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitBound)
