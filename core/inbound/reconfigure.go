@@ -160,22 +160,32 @@ func (m *Middleware) emitReconfigured(reason string, err error) {
 func (m *Middleware) keepFuncs(opts *Options) {
 	was := &m.opts
 	opts.Render, opts.LimiterStats, opts.Listener = was.Render, was.LimiterStats, was.Listener
-	if c := opts.Concurrency; c != nil {
+	copyStages(opts)
+	if c, w := opts.Concurrency, was.Concurrency; c != nil {
+		c.Priority, c.Flow, c.FlowWeight, c.Cost = w.Priority, w.Flow, w.FlowWeight, w.Cost
+	}
+	if a, w := opts.Adaptive, was.Adaptive; a != nil {
+		a.Priority, a.Flow, a.FlowWeight, a.Classify, a.Algorithm = w.Priority, w.Flow, w.FlowWeight, w.Classify, w.Algorithm
+	}
+	if r, w := opts.RateLimit, was.RateLimit; r != nil {
+		r.Key, r.Store, r.Cost = w.Key, w.Store, w.Cost
+	}
+}
+
+// copyStages points o's stage options at copies of their own, so that
+// what o's holder writes is not what another holder reads.
+func copyStages(o *Options) {
+	if c := o.Concurrency; c != nil {
 		cc := *c
-		w := was.Concurrency
-		cc.Priority, cc.Flow, cc.FlowWeight, cc.Cost = w.Priority, w.Flow, w.FlowWeight, w.Cost
-		opts.Concurrency = &cc
+		o.Concurrency = &cc
 	}
-	if a := opts.Adaptive; a != nil {
+	if a := o.Adaptive; a != nil {
 		aa := *a
-		w := was.Adaptive
-		aa.Priority, aa.Flow, aa.FlowWeight, aa.Classify, aa.Algorithm = w.Priority, w.Flow, w.FlowWeight, w.Classify, w.Algorithm
-		opts.Adaptive = &aa
+		o.Adaptive = &aa
 	}
-	if r := opts.RateLimit; r != nil {
+	if r := o.RateLimit; r != nil {
 		rr := *r
-		rr.Key, rr.Store, rr.Cost = was.RateLimit.Key, was.RateLimit.Store, was.RateLimit.Cost
-		opts.RateLimit = &rr
+		o.RateLimit = &rr
 	}
 }
 
@@ -264,20 +274,9 @@ func stageNotLive(field string, was bool) error {
 // Reconfigure.
 func (m *Middleware) Options() Options {
 	o := m.inForce()
-	if c := o.Concurrency; c != nil {
-		cc := *c
-		if m.limiter != nil {
-			cc.PermitLimit = m.limiter.Stats().Limit
-		}
-		o.Concurrency = &cc
-	}
-	if a := o.Adaptive; a != nil {
-		aa := *a
-		o.Adaptive = &aa
-	}
-	if r := o.RateLimit; r != nil {
-		rr := *r
-		o.RateLimit = &rr
+	copyStages(&o)
+	if m.limiter != nil {
+		o.Concurrency.PermitLimit = m.limiter.Stats().Limit
 	}
 	return o
 }
