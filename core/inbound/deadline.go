@@ -362,6 +362,10 @@ type timedRequest struct {
 	// ServeHTTP returns: HTTP/2 under Handler or DetachHTTP2, every
 	// request under ServeAnswering. Nil otherwise.
 	detached *detachedWriter
+	// req is the handler's request, r with the deadline's context: held
+	// here so that the request's copy shares the timed request's one
+	// allocation (WithContext, inlined, copies through the stack).
+	req http.Request
 }
 
 // serveTimed runs c's handler with the timed writer and ctx, timed by the
@@ -390,7 +394,8 @@ func (m *Middleware) serveTimed(ctx context.Context, c *call, custom bool, res *
 	t.arm(m, ctx, r.Context(), c.arrival, c.deadline, custom)
 	completed := false
 	defer func() { t.finish(completed, res) }()
-	c.invoke(&t.tw, r.WithContext(t.ctx()))
+	t.req = *r.WithContext(t.ctx())
+	c.invoke(&t.tw, &t.req)
 	completed = true
 }
 
