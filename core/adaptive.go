@@ -266,6 +266,15 @@ func (a *AdaptiveLimiter) strategyName() string {
 // after the limit falls.
 func (a *AdaptiveLimiter) Stats() LimiterStats { return engineStats(&a.engine) }
 
+// Bounds returns the limits the adaptive limit moves between: MinLimit
+// and MaxLimit with their defaults applied, as the last Reconfigure left
+// them. The zero AdaptiveLimiter reports 0, 0.
+func (a *AdaptiveLimiter) Bounds() (minLimit, maxLimit int) {
+	a.engine.Lock()
+	defer a.engine.Unlock()
+	return a.minLimit, a.maxLimit
+}
+
 // AdaptivePermit is a permit taken by AdaptiveLimiter.Acquire. It is a
 // small value; copying it is fine, but Release must be called exactly once
 // per permit, from any goroutine. Acquire and TryAcquire return the zero

@@ -125,8 +125,18 @@ func TestAdaptiveLimiterDefaults(t *testing.T) {
 	if got := a.Stats(); got != (LimiterStats{Limit: 20}) {
 		t.Fatalf("Stats() = %+v", got)
 	}
-	if a.minLimit != 1 || a.maxLimit != 1000 || StrategyName(a) != "AdaptiveLimiter" {
-		t.Fatalf("defaults: min %d max %d name %q", a.minLimit, a.maxLimit, StrategyName(a))
+	if lo, hi := a.Bounds(); lo != 1 || hi != 1000 || StrategyName(a) != "AdaptiveLimiter" {
+		t.Fatalf("defaults: bounds %d..%d name %q", lo, hi, StrategyName(a))
+	}
+	if err := a.Reconfigure(AdaptiveLimiterOptions{MaxLimit: 50}); err != nil {
+		t.Fatal(err)
+	}
+	if lo, hi := a.Bounds(); lo != 1 || hi != 50 {
+		t.Fatalf("after Reconfigure(MaxLimit 50): bounds %d..%d, want 1..50", lo, hi)
+	}
+	var zero AdaptiveLimiter
+	if lo, hi := zero.Bounds(); lo != 0 || hi != 0 {
+		t.Fatalf("zero limiter: bounds %d..%d, want 0..0", lo, hi)
 	}
 	if _, ok := a.alg.(*limit.Gradient2); !ok {
 		t.Fatalf("default algorithm %T", a.alg)

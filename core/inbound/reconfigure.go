@@ -296,9 +296,9 @@ func (m *Middleware) inForce() Options {
 // (for a debug endpoint: examples/server's "config" in /debug/limits): what Reconfigure last
 // applied, or New. Durations are in milliseconds; the fields of an absent
 // stage are zero and, where they would mislead, left out. The values are
-// as configured, defaults unfilled: an adaptive MinLimit or MaxLimit of 0
-// (left out) is resilience.AdaptiveLimiterOptions' default, an Overflow of
-// "" the queue's default policy. PermitLimit is the configured one:
+// as configured, except the adaptive MinLimit and MaxLimit, which are the
+// bounds in force with their defaults applied; an Overflow of "" is the
+// queue's default policy. PermitLimit is the configured one:
 // Stats.Limit is the limit in force, as the adaptive limiter or
 // Limiter().SetLimit moved it. The JSON names are stable.
 type Settings struct {
@@ -336,6 +336,9 @@ func (m *Middleware) settings() Settings {
 	case o.Adaptive != nil:
 		a := o.Adaptive
 		s.Adaptive, s.MinLimit, s.MaxLimit = true, a.MinLimit, a.MaxLimit
+		if m.adaptive != nil {
+			s.MinLimit, s.MaxLimit = m.adaptive.Bounds()
+		}
 		s.QueueLimit, s.QueueTimeoutMS = a.QueueLimit, ms(a.QueueTimeout)
 		s.Overflow, s.CoDel = string(a.Overflow), a.CoDel != nil
 	}

@@ -231,16 +231,20 @@ func TestReconfigureShrinkAndGrow(t *testing.T) {
 	})
 }
 
-// The adaptive limiter's live limit moves into new bounds at once.
+// The adaptive limiter's live limit moves into new bounds at once, and
+// Stats.Config reports the bounds in force, defaults applied.
 func TestReconfigureAdaptiveBounds(t *testing.T) {
 	o := Options{Adaptive: &resilience.AdaptiveLimiterOptions{InitialLimit: 20, QueueLimit: 2}}
 	m := mustNew(t, o)
+	if c := m.Stats().Config; c.MinLimit != 1 || c.MaxLimit != 1000 {
+		t.Fatalf("config bounds %d..%d, want the defaults in force, 1..1000", c.MinLimit, c.MaxLimit)
+	}
 	o.Adaptive = &resilience.AdaptiveLimiterOptions{MinLimit: 2, MaxLimit: 8, QueueLimit: 4}
 	if err := m.Reconfigure(o); err != nil {
 		t.Fatal(err)
 	}
-	if s := m.Stats(); s.Limit != 8 {
-		t.Fatalf("limit %d, want the new ceiling 8", s.Limit)
+	if s := m.Stats(); s.Limit != 8 || s.Config.MinLimit != 2 || s.Config.MaxLimit != 8 {
+		t.Fatalf("limit %d, bounds %d..%d, want the new ceiling 8 within 2..8", s.Limit, s.Config.MinLimit, s.Config.MaxLimit)
 	}
 	o.Adaptive = &resilience.AdaptiveLimiterOptions{MinLimit: 12, MaxLimit: 30}
 	if err := m.Reconfigure(o); err != nil {
