@@ -186,7 +186,7 @@ func (x *detachedRun) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.w.w, x.w.ctx = w, r.Context()
 	// gin's writer in the copy writes through w too (only the engine's
 	// routing, by a HandleContext, reaches it).
-	field(cp, fieldWritermem).Field(fieldWriterOf).Set(reflect.ValueOf(&w).Elem())
+	field(cp, fieldWritermem).Field(fieldWriterOf).Set(reflect.ValueOf(&x.w.w).Elem())
 	cp.Writer = &x.w
 	x.m.serveTimed(cp)
 }
