@@ -139,3 +139,25 @@ func stillRunning(t *testing.T, returned <-chan struct{}) {
 	default:
 	}
 }
+
+// TestOverHTTP2 runs the tests of gin's flow around the 504 (late
+// writes, no second response, outer middlewares, races on the context,
+// rejections aborting the chain) over HTTP/2, where the middleware runs
+// the chain on a worker for a copy of the context.
+func TestOverHTTP2(t *testing.T) {
+	overHTTP2 = true
+	defer func() { overHTTP2 = false }()
+	for name, test := range map[string]func(*testing.T){
+		"DeadlineReachesHandler":         TestDeadlineReachesHandler,
+		"ContextAndRoute":                TestContextAndRoute,
+		"NoRaceOnGinContext":             TestNoRaceOnGinContext,
+		"UpstreamDeadlineWithoutTimeout": TestUpstreamDeadlineWithoutTimeout,
+		"LateWritesStayInTheirRequest":   TestLateWritesStayInTheirRequest,
+		"NoDoubleResponse":               TestNoDoubleResponse,
+		"RejectionAbortsChain":           TestRejectionAbortsChain,
+		"OuterMiddlewareAfterThe504":     TestOuterMiddlewareAfterThe504,
+		"RejectionMatchesNetHTTP":        TestRejectionMatchesNetHTTP,
+	} {
+		t.Run(name, test)
+	}
+}
