@@ -1,6 +1,7 @@
 package resiliencegin_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -319,5 +320,69 @@ func TestHTTP2RejectionAsHTTP1(t *testing.T) {
 	}
 	if !reflect.DeepEqual(h1, h2) {
 		t.Errorf("over HTTP/2\n%+v\nover HTTP/1\n%+v", h2, h1)
+	}
+}
+
+// TestHTTP2LateHandleContext: a late handler that re-enters the engine
+// with its context (engine.HandleContext, an internal redirect) after its
+// 504, while other requests reuse gin's pooled contexts, routes with
+// buffers of its own: no race, the others' params intact, nothing logged.
+func TestHTTP2LateHandleContext(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode)
+	mw, err := resiliencegin.New(inbound.Options{Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var late sync.WaitGroup
+	late.Add(1)
+	rerouted := make(chan string, 1)
+	answered, stop := make(chan struct{}), make(chan struct{})
+	e := gin.New()
+	e.Use(mw.Handler)
+	e.GET("/old/:id", func(c *gin.Context) {
+		defer late.Done()
+		<-c.Request.Context().Done()
+		<-answered // the client has its 504
+		got := ""
+		for {
+			c.Request.URL.Path = "/new/7/x"
+			e.HandleContext(c) // its deadline passed: the middleware drops it
+			if p := c.Param("id") + " " + c.Param("more"); p != "7 x" && got == "" {
+				got = p
+			}
+			select {
+			case <-stop:
+				rerouted <- cmp.Or(got, "7 x")
+				return
+			case <-time.After(100 * time.Microsecond):
+			}
+		}
+	})
+	e.GET("/new/:id/:more", func(c *gin.Context) { c.String(http.StatusOK, c.Param("id")) })
+	srv, client, logged := startH2C(t, e)
+	resp, _, err := get(t, client, srv.URL+"/old/7")
+	if err != nil || resp.StatusCode != http.StatusGatewayTimeout {
+		t.Errorf("old: %d %v, want a clean 504", resp.StatusCode, err)
+	}
+	close(answered)
+	var clients sync.WaitGroup
+	for i := range 64 {
+		clients.Go(func() {
+			id := fmt.Sprint(100 + i)
+			resp, body, err := get(t, client, srv.URL+"/new/"+id+"/y")
+			if err != nil || resp.StatusCode != http.StatusOK || string(body) != id {
+				t.Errorf("new %s: %d %q %v", id, resp.StatusCode, body, err)
+			}
+		})
+	}
+	clients.Wait()
+	close(stop)
+	late.Wait()
+	if got := <-rerouted; got != "7 x" { // the routing wrote its own buffers
+		t.Errorf("the late HandleContext routed with params %q, want \"7 x\"", got)
+	}
+	waitIdle(t, mw)
+	if got := logged.String(); got != "" {
+		t.Errorf("server log %q, want nothing", got)
 	}
 }
