@@ -47,7 +47,8 @@ import (
 //     engine.HandleContext) get buffers of their own, and writermem (gin's
 //     writer, written only by the engine and HandleContext) writes
 //     through the detached writer instead of the connection's;
-//   - Writer: the copy's is an h2Writer over the detached writer.
+//   - Writer: the copy's is an h2Writer over the detached writer;
+//   - mu, the Keys mutex: copied unlocked (see newDetachedRun).
 //
 // The copy back keeps c's own params, skippedNodes and writermem: the
 // latter is gin's writer as the response went out.
