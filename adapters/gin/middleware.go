@@ -43,18 +43,13 @@ func NewMiddleware(opts inbound.Options) (gin.HandlerFunc, error) {
 	return m.Handler, nil
 }
 
-// Router returns router ready to be the server's handler
-// (srv.Handler = mw.Router(r)): over HTTP/2 each request runs on a
-// goroutine of its own, so that a 504 at the deadline ends its stream
-// cleanly while a late handler runs on (see the package documentation).
-// HTTP/1 requests pass through. Any http.Handler that routes to this
-// middleware may be passed, *gin.Engine or a wrapper of one.
-func (m *Middleware) Router(router http.Handler) http.Handler {
-	if !m.timed {
-		return router // nothing is answered at a deadline: nothing to detach
-	}
-	return adapt.DetachHTTP2(router)
-}
+// Router returns router unchanged. It was needed for a 504 at the
+// deadline to end its HTTP/2 stream cleanly; Handler now does that by
+// itself (see the package documentation).
+//
+// Deprecated: the middleware ends an HTTP/2 504's stream itself; Router
+// returns router unchanged. Serve the engine directly.
+func (m *Middleware) Router(router http.Handler) http.Handler { return router }
 
 // route is the inbound RouteFunc: gin has routed before its middleware
 // runs, so the pattern is c.FullPath(), in the route format chi gives.
@@ -73,6 +68,18 @@ func (m *Middleware) Handler(c *gin.Context) {
 		m.serveUntimed(c)
 		return
 	}
+	if c.Request.ProtoMajor >= 2 && detachable && !overDetached(c.Writer) {
+		m.serveDetached(c)
+		return
+	}
+	m.serveTimed(c)
+}
+
+// serveTimed is Handler with a timeout, on the request's goroutine: every
+// HTTP/1 request, and an HTTP/2 one whose router runs it detached already
+// (adapt.DetachHTTP2 around the engine). Over HTTP/2 serveDetached runs it
+// on a worker, for a copy of c.
+func (m *Middleware) serveTimed(c *gin.Context) {
 	req := c.Request
 	// The wrapper waits in c.Writer for admitted, which finds it there;
 	// finish takes it out again, whatever happens.

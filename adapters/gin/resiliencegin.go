@@ -39,38 +39,57 @@
 // c.Errors (gin.ErrorTypePrivate) for loggers and error middleware. A
 // request whose client left while it queued gets nothing.
 //
-// An admitted request runs the rest of the chain on the request's
-// goroutine, with c.Request carrying the pipeline's context (its deadline;
-// with ContextWithFallback the *gin.Context reports it too; without, use
-// c.Request.Context() as gin documents) and c.Writer writing through the
-// inbound middleware's timed writer. At the deadline the 504 is written by
-// that writer, under its lock, on gin's own writer; nothing touches the
-// *gin.Context from the deadline's goroutine, and the middleware returns
-// only when the handler does, so gin cannot recycle the context under a
-// late handler. The late handler's writes return http.ErrHandlerTimeout
+// An admitted request runs the rest of the chain with c.Request carrying
+// the pipeline's context (its deadline; with ContextWithFallback the
+// *gin.Context reports it too; without, use c.Request.Context() as gin
+// documents) and c.Writer writing through the inbound middleware's timed
+// writer. At the deadline the 504 is written by that writer, under its
+// lock, on gin's own writer; nothing touches the *gin.Context from the
+// deadline's goroutine. Over HTTP/1 the chain runs on the request's
+// goroutine and the middleware returns only when the handler does, so
+// gin cannot recycle the context under a late handler. The late handler's writes return http.ErrHandlerTimeout
 // and are dropped (gin's c.Render adds that to c.Errors). After a 504,
 // c.Writer stays closed for the rest of the request: it reports the 504
 // as written and drops writes, so gin's Recovery (after a late panic,
 // which propagates once the permit is back) or an error renderer cannot
 // write a second response. Hijack and Flush work through c.Writer.
 //
-// One limit follows from gin's design: c.Copy() copies gin's writer,
-// whose status and size the 504 updates at the deadline (gin's engine
-// must see the 504 there, or it would send a header of its own after
-// it). Copy the context before the handler's deadline, as gin advises
-// before starting the goroutine that needs it; a Copy made while the 504
-// is being written reads those two fields as they change (the race
-// detector reports it).
+// One limit follows from gin's design, over HTTP/1: c.Copy() copies
+// gin's writer, whose status and size the 504 updates at the deadline
+// (gin's engine must see the 504 there, or it would send a header of its
+// own after it). Copy the context before the handler's deadline, as gin
+// advises before starting the goroutine that needs it; a Copy made while
+// the 504 is being written reads those two fields as they change (the
+// race detector reports it).
 //
-// Serve the router through Middleware.Router (srv.Handler = mw.Router(r)),
-// as the quick start does: over HTTP/2 it runs each request on a goroutine
-// of its own, so that the 504 at the deadline ends its stream cleanly
-// while a late handler runs on. HTTP/2 ends a stream only when ServeHTTP
-// returns, and gin's chain cannot return before a late handler does,
-// since gin recycles its context then: the middleware alone cannot do
-// it. A timed HTTP/2 request that arrives without Router is logged, once,
-// to the server's ErrorLog; its 504 goes out whole at the deadline and its
-// stream is then reset. HTTP/1 requests pass through Router unchanged.
+// # Over HTTP/2
+//
+// HTTP/2 ends a stream only when the server's ServeHTTP returns, and
+// gin's engine returns only when its chain does, then recycles the
+// *gin.Context. So over HTTP/2, with a timeout, the middleware runs the
+// rest of the chain on a goroutine of its own for a copy of the
+// *gin.Context, which the late handler keeps once gin has recycled the
+// original (its params, keys, errors and writer are its own), and returns
+// at the first of the chain's return and the 504: the 504's stream ends
+// cleanly while a late handler runs on, with r.Use(mw.Handler) alone
+// (r.Run, r.RunTLS, or any server serving the engine). The middleware in
+// front then finds c as follows:
+//
+//   - the chain returned in time: what it did to the copy (keys, errors,
+//     params, status, c.Abort) is in c, as over HTTP/1;
+//   - after a 504: the chain aborted (gin runs no later handler on c), the
+//     504 in c.Writer, which drops writes as after an HTTP/1 504, and c's
+//     keys and errors as they were before the middleware: what the late
+//     handler sets stays in its copy;
+//   - a panic of the chain before the deadline propagates to gin's
+//     Recovery in front; one after the 504, when the request is over, is
+//     logged to the server's ErrorLog as net/http logs a handler's panic.
+//
+// Middleware.Router is deprecated and returns the router unchanged; an
+// engine served through adapt.DetachHTTP2 (what Router returned before)
+// is not detached a second time. The copy costs a goroutine and a few
+// allocations per timed HTTP/2 request; HTTP/1 requests and a middleware
+// without a timeout run as before.
 //
 // Every capability of the conformance suite is supported; nothing is
 // declared missing.

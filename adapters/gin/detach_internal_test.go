@@ -1,0 +1,37 @@
+package resiliencegin
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
+)
+
+// The gin in use has the private Context fields the HTTP/2 copy sets; if
+// a gin release renames them, this fails before timed HTTP/2 requests
+// quietly fall back to a 504 whose stream is reset.
+func TestGinContextFieldsFound(t *testing.T) {
+	if !detachable {
+		t.Fatal("gin.Context lacks writermem, params or skippedNodes as this adapter knows them")
+	}
+}
+
+// overDetached finds package inbound's detached writer under gin's writer
+// when the engine is served through adapt.DetachHTTP2, and only then.
+func TestOverDetached(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode)
+	var got []bool
+	e := gin.New()
+	e.GET("/", func(c *gin.Context) { got = append(got, overDetached(c.Writer)) })
+	for _, h := range []http.Handler{adapt.DetachHTTP2(e), e} {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Proto, req.ProtoMajor, req.ProtoMinor = "HTTP/2.0", 2, 0
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	if len(got) != 2 || !got[0] || got[1] {
+		t.Fatalf("overDetached under DetachHTTP2, then served directly: %v, want [true false]", got)
+	}
+}
