@@ -14,7 +14,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/ylcnfrht/resilience/core/inbound"
 	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 )
 
@@ -63,10 +62,6 @@ var detachable bool
 // the http.ResponseWriter embedded in writermem.
 var fieldWritermem, fieldParams, fieldSkipped, fieldWriterOf int
 
-// inboundPkg is the path of package inbound, whose detached writer
-// overDetached looks for.
-var inboundPkg = reflect.TypeFor[inbound.Middleware]().PkgPath()
-
 func init() {
 	t := reflect.TypeFor[gin.Context]()
 	wm, ok1 := t.FieldByName("writermem")
@@ -93,28 +88,6 @@ func init() {
 func field(c *gin.Context, i int) reflect.Value {
 	f := reflect.ValueOf(c).Elem().Field(i)
 	return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
-}
-
-// overDetached reports whether w writes to package inbound's detached
-// writer, directly or through wrappers that unwrap (gin's does): the
-// engine is served through adapt.DetachHTTP2 (the deprecated Router of
-// older releases), which runs the request on a worker already.
-func overDetached(w http.ResponseWriter) bool {
-	for range 4 {
-		t := reflect.TypeOf(w)
-		if t == nil {
-			return false
-		}
-		if t.Kind() == reflect.Pointer && t.Elem().Name() == "detachedWriter" && t.Elem().PkgPath() == inboundPkg {
-			return true
-		}
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			return false
-		}
-		w = u.Unwrap()
-	}
-	return false
 }
 
 // detachedRun is a timed HTTP/2 request's copy of its context and the

@@ -19,19 +19,20 @@ func TestGinContextFieldsFound(t *testing.T) {
 	}
 }
 
-// overDetached finds package inbound's detached writer under gin's writer
-// when the engine is served through adapt.DetachHTTP2, and only then.
-func TestOverDetached(t *testing.T) {
+// adapt.Detached finds the detached writer under gin's writer when the
+// engine is served through adapt.DetachHTTP2, and only then: the
+// middleware then leaves the request on DetachHTTP2's worker.
+func TestDetachedSeenThroughGinsWriter(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
 	var got []bool
 	e := gin.New()
-	e.GET("/", func(c *gin.Context) { got = append(got, overDetached(c.Writer)) })
+	e.GET("/", func(c *gin.Context) { got = append(got, adapt.Detached(c.Writer)) })
 	for _, h := range []http.Handler{adapt.DetachHTTP2(e), e} {
 		req := httptest.NewRequest(http.MethodGet, "/", nil)
 		req.Proto, req.ProtoMajor, req.ProtoMinor = "HTTP/2.0", 2, 0
 		h.ServeHTTP(httptest.NewRecorder(), req)
 	}
 	if len(got) != 2 || !got[0] || got[1] {
-		t.Fatalf("overDetached under DetachHTTP2, then served directly: %v, want [true false]", got)
+		t.Fatalf("adapt.Detached under DetachHTTP2, then served directly: %v, want [true false]", got)
 	}
 }

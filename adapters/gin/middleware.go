@@ -68,7 +68,7 @@ func (m *Middleware) Handler(c *gin.Context) {
 		m.serveUntimed(c)
 		return
 	}
-	if c.Request.ProtoMajor >= 2 && detachable && !overDetached(c.Writer) {
+	if c.Request.ProtoMajor >= 2 && detachable && !adapt.Detached(c.Writer) {
 		m.serveDetached(c)
 		return
 	}

@@ -1,6 +1,10 @@
 package inbound
 
-import "github.com/ylcnfrht/resilience/core/inbound/internal/kit"
+import (
+	"net/http"
+
+	"github.com/ylcnfrht/resilience/core/inbound/internal/kit"
+)
 
 // init hands the adapter kit's entry points to package adapt.
 func init() {
@@ -21,6 +25,7 @@ func init() {
 		Answered:           wasAnswered,
 		WriteResponse:      writeResponse,
 		DetachHTTP2:        detachHTTP2,
+		Detached:           func(w http.ResponseWriter) bool { return findDetached(w) != nil },
 		NewContext:         newContext,
 	})
 }

@@ -268,12 +268,19 @@ func WriteResponse(w http.ResponseWriter, resp inbound.Response) { hooks.WriteRe
 // stream cleanly while the late handler runs on, as Handler does by
 // itself. Without it, under Serve the stream is reset after the complete
 // 504 (HTTP/2 ends a stream only when ServeHTTP returns, and the framework
-// owns that call). The gin and echo adapters offer it as their Router
-// method, which their users set as the server's handler. HTTP/1 requests
+// owns that call). The echo adapter offers it as its Router method, which
+// its users set as the server's handler; the gin adapter detaches each
+// timed HTTP/2 request itself, around the rest of its chain. HTTP/1 requests
 // pass through; an HTTP/2 request costs a goroutine and a few
 // allocations. A timed HTTP/2 request under Serve without it is logged,
 // once per middleware, to the server's ErrorLog.
 func DetachHTTP2(h http.Handler) http.Handler { return hooks.DetachHTTP2(h) }
+
+// Detached reports whether w writes to the writer of a request DetachHTTP2
+// (or Handler) runs detached, directly or through writers that Unwrap:
+// for an adapter that detaches a timed HTTP/2 request itself, so that a
+// router already under DetachHTTP2 is not detached twice.
+func Detached(w http.ResponseWriter) bool { return hooks.Detached(w) }
 
 // NewContext returns a copy of ctx carrying r as the request view, as the
 // middleware puts it there: for testing a priority or key function, or a

@@ -51,6 +51,7 @@ type Hooks[M, O, Req, Resp any] struct {
 	Answered           func(w http.ResponseWriter) bool
 	WriteResponse      func(w http.ResponseWriter, resp Resp)
 	DetachHTTP2        func(h http.Handler) http.Handler
+	Detached           func(w http.ResponseWriter) bool
 	NewContext         func(ctx context.Context, r *Req) context.Context
 }
 
