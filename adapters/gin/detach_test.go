@@ -259,12 +259,6 @@ func TestHTTP2PanicReachesRecovery(t *testing.T) {
 // fields and body they carry over HTTP/1.
 func TestHTTP2RejectionAsHTTP1(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
-	type answer struct {
-		status int
-		header http.Header
-		length int64
-		body   string
-	}
 	serve := func(t *testing.T, h2 bool) []answer {
 		mw, err := resiliencegin.New(inbound.Options{
 			Timeout:     time.Minute,
@@ -293,16 +287,7 @@ func TestHTTP2RejectionAsHTTP1(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer resp.Body.Close()
-			b, err := io.ReadAll(resp.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			h := resp.Header.Clone()
-			for _, f := range []string{"Date", "Retry-After", "Ratelimit-Reset", "Connection"} { // counting down, or hop-by-hop
-				h.Del(f)
-			}
-			return answer{resp.StatusCode, h, resp.ContentLength, string(b)}
+			return answerOf(t, resp, "Date", "Retry-After", "Ratelimit-Reset", "Connection") // counting down, or hop-by-hop
 		}
 		done := make(chan answer)
 		go func() { done <- do("/hold") }()

@@ -41,12 +41,6 @@ func TestRejectionMatchesNetHTTP(t *testing.T) {
 		}},
 	}
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
-	type answer struct {
-		status int
-		header http.Header
-		length int64
-		body   string
-	}
 	do := func(t *testing.T, ts *testServer, method string) answer {
 		t.Helper()
 		req, err := http.NewRequest(method, ts.URL+"/x", nil)
@@ -57,19 +51,12 @@ func TestRejectionMatchesNetHTTP(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := resp.Header.Clone()
-		for _, f := range []string{"Date", "Retry-After", "Ratelimit-Reset"} { // the last two count down
-			if f != "Date" && resp.StatusCode == http.StatusTooManyRequests && h.Get(f) == "" {
+		for _, f := range []string{"Retry-After", "Ratelimit-Reset"} {
+			if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get(f) == "" {
 				t.Errorf("%s: a 429 without %s", method, f)
 			}
-			h.Del(f)
 		}
-		return answer{resp.StatusCode, h, resp.ContentLength, string(b)}
+		return answerOf(t, resp, "Date", "Retry-After", "Ratelimit-Reset") // the last two count down
 	}
 	for _, rc := range renders {
 		t.Run(rc.name, func(t *testing.T) {
@@ -107,4 +94,28 @@ func TestRejectionMatchesNetHTTP(t *testing.T) {
 			}
 		})
 	}
+}
+
+// answer is a response as the wire tests compare it.
+type answer struct {
+	status int
+	header http.Header
+	length int64
+	body   string
+}
+
+// answerOf reads resp whole and closes it, its header without the fields
+// named in drop (a date, a countdown or a hop-by-hop field).
+func answerOf(t *testing.T, resp *http.Response, drop ...string) answer {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := resp.Header.Clone()
+	for _, f := range drop {
+		h.Del(f)
+	}
+	return answer{resp.StatusCode, h, resp.ContentLength, string(b)}
 }
