@@ -243,5 +243,9 @@ func (x *detachedRun) settle(c echo.Context, res *echo.Response, orig http.Respo
 	res.Writer = orig
 	c.SetResponse(res)
 	c.SetRequest(req)
+	// Closures the chain made over cp (a Before hook, run by echo's error
+	// handler) find c's state in it, c's Response included, as if the
+	// chain had run on c.
+	x.cp.Elem().Set(dst.Elem())
 	return false
 }
