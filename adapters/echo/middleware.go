@@ -59,11 +59,15 @@ func NewMiddleware(opts inbound.Options) (echo.MiddlewareFunc, error) {
 }
 
 // Router returns router ready to be the server's handler
-// (srv.Handler = mw.Router(e)): over HTTP/2 each request runs on a
-// goroutine of its own, so that a 504 at the deadline ends its stream
-// cleanly while a late handler runs on (see the package documentation).
-// HTTP/1 requests pass through. Any http.Handler that routes to this
-// middleware may be passed, *echo.Echo or a wrapper of one.
+// (srv.Handler = mw.Router(e)), for an application whose middlewares pass
+// a custom context of their own (a struct wrapping echo.Context) to the
+// rest of the chain: over HTTP/2 each request then runs on a goroutine of
+// its own, so that a 504 at the deadline ends its stream cleanly while a
+// late handler runs on. On echo's own context the middleware does that by
+// itself, and Router is not needed (see the package documentation); under
+// Router it leaves the request on Router's goroutine. HTTP/1 requests pass
+// through. Any http.Handler that routes to this middleware may be passed,
+// *echo.Echo or a wrapper of one.
 func (m *Middleware) Router(router http.Handler) http.Handler {
 	if !m.timed {
 		return router // nothing is answered at a deadline: nothing to detach
