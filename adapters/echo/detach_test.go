@@ -253,3 +253,35 @@ func TestHTTP2InTimeAsHTTP1(t *testing.T) {
 		t.Errorf("/ok/8: Before hooks' fields %v", got)
 	}
 }
+
+// TestHTTP2LatePanicLogged: over HTTP/2 a panic after the 504 is logged
+// to the server's ErrorLog, as net/http logs a handler's, without a
+// second response; the 504 ends its stream cleanly.
+func TestHTTP2LatePanicLogged(t *testing.T) {
+	mw, err := resilienceecho.New(inbound.Options{Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, done := make(chan struct{}), make(chan struct{})
+	e, _ := newEcho()
+	e.Use(middleware.Recover(), mw.Handler)
+	e.GET("/late-panic", func(c echo.Context) error {
+		defer close(done)
+		<-c.Request().Context().Done()
+		<-release
+		panic("late boom")
+	})
+	srv, client, logged := startH2C(t, e)
+	resp, body, err := get(t, client, srv.URL+"/late-panic")
+	if want := timeoutBody(t, mw); err != nil || resp.StatusCode != http.StatusGatewayTimeout || string(body) != want {
+		t.Fatalf("got %d %q %v, want the 504 %q ending cleanly", resp.StatusCode, body, err, want)
+	}
+	close(release)
+	<-done
+	waitIdle(t, mw)
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logged.String(), "late boom"); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("server log %q, want the late panic", logged.String())
+		}
+	}
+}

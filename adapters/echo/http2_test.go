@@ -209,3 +209,25 @@ func timeoutBody(t *testing.T, mw *resilienceecho.Middleware) string {
 	}
 	return string(want.Body)
 }
+
+// TestOverHTTP2 runs the tests of echo's flow around the 504
+// (ContextTimeout, races on the context, the route, rejections through
+// echo's error handlers) over HTTP/2, where the middleware runs the chain
+// on a worker for a copy of the context. TestAfterThe504 is not among
+// them: over HTTP/2 a panic after the 504 no longer reaches echo's
+// Recover, the request being over; it is logged as net/http logs a
+// handler's.
+func TestOverHTTP2(t *testing.T) {
+	overHTTP2 = true
+	defer func() { overHTTP2 = false }()
+	for name, test := range map[string]func(*testing.T){
+		"RejectionsThroughDefaultErrorHandler": TestRejectionsThroughDefaultErrorHandler,
+		"RejectionsThroughCustomErrorHandler":  TestRejectionsThroughCustomErrorHandler,
+		"ContextTimeoutInChain":                TestContextTimeoutInChain,
+		"ContextAndRoute":                      TestContextAndRoute,
+		"NoRaceOnEchoContext":                  TestNoRaceOnEchoContext,
+		"UpstreamDeadlineWithoutTimeout":       TestUpstreamDeadlineWithoutTimeout,
+	} {
+		t.Run(name, test)
+	}
+}

@@ -78,7 +78,10 @@
 // copied back, its error is returned for echo's HTTPErrorHandler, and a
 // panic reaches echo's Recover. Response Before and After hooks that
 // earlier middlewares registered run for the copy while the request is in
-// time, never after its 504. HTTP/1 requests run as before, on the
+// time, never after its 504. After the 504 the request is over: the late
+// handler's error is dropped, and its panic, which no Recover around the
+// request can catch any more, is logged to the server's ErrorLog as
+// net/http logs a handler's. HTTP/1 requests run as before, on the
 // request's goroutine.
 //
 // Only echo's own context can be copied. An application whose middlewares
