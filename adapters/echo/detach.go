@@ -99,11 +99,10 @@ func init() {
 	contextType, detachable = t, true
 }
 
-// field returns the field i of the struct p points to, settable although
-// echo does not export it.
-func field(p reflect.Value, i int) reflect.Value {
-	f := p.Elem().Field(i)
-	return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
+// fieldOf returns the address of the field i, of type T (checked by
+// init), of the struct p points to, although echo does not export it.
+func fieldOf[T any](p reflect.Value, i int) *T {
+	return (*T)(unsafe.Pointer(p.Elem().Field(i).UnsafeAddr()))
 }
 
 // detachedRun is a timed HTTP/2 request's copy of its context and the
@@ -158,23 +157,21 @@ func newDetachedRun(m *Middleware, c echo.Context, next echo.HandlerFunc) *detac
 	src := reflect.ValueOf(c)
 	cp := reflect.New(contextType.Elem())
 	cp.Elem().Set(src.Elem())
-	field(cp, fieldLock).Set(reflect.Zero(reflect.TypeFor[sync.RWMutex]()))
-	if store := field(cp, fieldStore); !store.IsNil() {
-		store.Set(reflect.ValueOf(maps.Clone(store.Interface().(echo.Map))))
+	*fieldOf[sync.RWMutex](cp, fieldLock) = sync.RWMutex{}
+	if store := fieldOf[echo.Map](cp, fieldStore); *store != nil {
+		*store = maps.Clone(*store)
 	}
-	pv := field(cp, fieldPvalues)
-	pv.Set(reflect.ValueOf(slices.Clone(pv.Interface().([]string))))
+	pv := fieldOf[[]string](cp, fieldPvalues)
+	*pv = slices.Clone(*pv)
 	x.cp = cp
 
 	x.res = *c.Response()
 	p := reflect.ValueOf(&x.res)
-	if b := field(p, fieldBefore); b.Len() > 0 {
-		x.before = b.Interface().([]func())
-		b.Set(reflect.ValueOf([]func(){x.guardBefore}))
+	if b := fieldOf[[]func()](p, fieldBefore); len(*b) > 0 {
+		x.before, *b = *b, []func(){x.guardBefore}
 	}
-	if a := field(p, fieldAfter); a.Len() > 0 {
-		x.after = a.Interface().([]func())
-		a.Set(reflect.ValueOf([]func(){x.guardAfter}))
+	if a := fieldOf[[]func()](p, fieldAfter); len(*a) > 0 {
+		x.after, *a = *a, []func(){x.guardAfter}
 	}
 	cc := cp.Interface().(echo.Context)
 	cc.SetResponse(&x.res)
@@ -222,22 +219,21 @@ func (x *detachedRun) settle(c echo.Context, res *echo.Response, orig http.Respo
 		return true
 	}
 	dst := reflect.ValueOf(c)
-	own := field(dst, fieldPvalues).Interface().([]string)
+	own := *fieldOf[[]string](dst, fieldPvalues)
 	dst.Elem().Set(x.cp.Elem()) // the lock is unlocked: the worker is done with cp
-	if pv := field(x.cp, fieldPvalues).Interface().([]string); len(pv) <= len(own) {
-		copy(own, pv)
-		field(dst, fieldPvalues).Set(reflect.ValueOf(own)) // c keeps its own buffer
+	if pv := fieldOf[[]string](dst, fieldPvalues); len(*pv) <= len(own) {
+		copy(own, *pv)
+		*pv = own // c keeps its own buffer
 	}
 	*res = x.res
 	p := reflect.ValueOf(res)
-	for _, h := range []struct {
+	for _, h := range [...]struct {
 		i     int
 		hooks []func()
 	}{{fieldBefore, x.before}, {fieldAfter, x.after}} {
 		if h.hooks != nil { // the guard, first, and hooks the chain added
-			f := field(p, h.i)
-			added := f.Interface().([]func())[1:]
-			f.Set(reflect.ValueOf(append(slices.Clip(h.hooks), added...)))
+			f := fieldOf[[]func()](p, h.i)
+			*f = append(slices.Clip(h.hooks), (*f)[1:]...)
 		}
 	}
 	res.Writer = orig
