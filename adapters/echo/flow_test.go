@@ -63,6 +63,9 @@ func newEcho() (*echo.Echo, *syncBuffer) {
 	return e, out
 }
 
+// overHTTP2 makes serve speak HTTP/2 (h2c): set by TestOverHTTP2.
+var overHTTP2 bool
+
 func serve(t *testing.T, h http.Handler) *testServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -71,9 +74,14 @@ func serve(t *testing.T, h http.Handler) *testServer {
 	}
 	errLog := new(syncBuffer)
 	srv := &http.Server{Handler: h, ErrorLog: log.New(errLog, "", 0), ReadHeaderTimeout: 10 * time.Second}
+	tr := &http.Transport{}
+	if overHTTP2 { // h2c on both ends
+		srv.Protocols, tr.Protocols = new(http.Protocols), new(http.Protocols)
+		srv.Protocols.SetUnencryptedHTTP2(true)
+		tr.Protocols.SetUnencryptedHTTP2(true)
+	}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(ln) }()
-	tr := &http.Transport{}
 	t.Cleanup(func() {
 		tr.CloseIdleConnections()
 		_ = srv.Close()

@@ -2,14 +2,15 @@ package resilienceecho
 
 import (
 	"encoding/json"
-	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 	"net/http"
+	"reflect"
 	"sync"
 
 	"github.com/labstack/echo/v4"
 
 	resilience "github.com/ylcnfrht/resilience/core"
 	"github.com/ylcnfrht/resilience/core/inbound"
+	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 )
 
 // Middleware is the inbound pipeline as echo middleware: e.Use(mw.Handler),
@@ -58,11 +59,15 @@ func NewMiddleware(opts inbound.Options) (echo.MiddlewareFunc, error) {
 }
 
 // Router returns router ready to be the server's handler
-// (srv.Handler = mw.Router(e)): over HTTP/2 each request runs on a
-// goroutine of its own, so that a 504 at the deadline ends its stream
-// cleanly while a late handler runs on (see the package documentation).
-// HTTP/1 requests pass through. Any http.Handler that routes to this
-// middleware may be passed, *echo.Echo or a wrapper of one.
+// (srv.Handler = mw.Router(e)), for an application whose middlewares pass
+// a custom context of their own (a struct wrapping echo.Context) to the
+// rest of the chain: over HTTP/2 each request then runs on a goroutine of
+// its own, so that a 504 at the deadline ends its stream cleanly while a
+// late handler runs on. On echo's own context the middleware does that by
+// itself, and Router is not needed (see the package documentation); under
+// Router it leaves the request on Router's goroutine. HTTP/1 requests pass
+// through. Any http.Handler that routes to this middleware may be passed,
+// *echo.Echo or a wrapper of one.
 func (m *Middleware) Router(router http.Handler) http.Handler {
 	if !m.timed {
 		return router // nothing is answered at a deadline: nothing to detach
@@ -83,7 +88,12 @@ func route(raw any) string {
 // pipeline, or returns a rejection (429, 503) as an *echo.HTTPError for
 // echo's HTTPErrorHandler.
 func (m *Middleware) Handler(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error { return m.serve(c, next) }
+	return func(c echo.Context) error {
+		if m.timed && c.Request().ProtoMajor >= 2 && detachable && reflect.TypeOf(c) == contextType && !adapt.Detached(c.Response().Writer) {
+			return m.serveDetached(c, next)
+		}
+		return m.serve(c, next)
+	}
 }
 
 // call carries next from serve to admitted, and next's error back: it
@@ -97,7 +107,21 @@ type call struct {
 
 var calls = sync.Pool{New: func() any { return new(call) }}
 
+// serve is Handler on the request's goroutine: every HTTP/1 request, an
+// HTTP/2 one without a timeout, under a router already detached
+// (adapt.DetachHTTP2) or on a context that is not echo's own. Over HTTP/2
+// serveDetached runs the pipeline on a worker, for a copy of c.
 func (m *Middleware) serve(c echo.Context, next echo.HandlerFunc) error {
+	orig, req := c.Response().Writer, c.Request()
+	var answered bool
+	err, handlerErr := m.run(c, next, &answered)
+	return m.outcome(c, orig, req, err, handlerErr, answered)
+}
+
+// run runs next on c through the inbound pipeline, and returns the
+// pipeline's error (a rejection) and next's; *answered reports, even on a
+// panic's way out, whether the deadline answered.
+func (m *Middleware) run(c echo.Context, next echo.HandlerFunc, answered *bool) (err, handlerErr error) {
 	res, req := c.Response(), c.Request()
 	orig := res.Writer
 	cl := calls.Get().(*call)
@@ -106,17 +130,25 @@ func (m *Middleware) serve(c echo.Context, next echo.HandlerFunc) error {
 	completed := false
 	defer func() {
 		if !completed { // a panic from the chain, on its way out
-			m.finish(c, cl, orig, req, false)
+			_, *answered = m.finish(c, cl, orig, req, false)
 		}
 	}()
-	err := m.in.Serve(orig, req, c, admitted)
+	err = m.in.Serve(orig, req, c, admitted)
 	completed = true
-	handlerErr, answered := m.finish(c, cl, orig, req, true)
+	handlerErr, *answered = m.finish(c, cl, orig, req, true)
+	return err, handlerErr
+}
+
+// outcome is what Handler returns once run has: a rejection as echo's
+// error (answered on orig, echo's writer), nil after the 504 (the 504 is
+// the response; the late handler's error has no one to go to), or next's
+// error.
+func (m *Middleware) outcome(c echo.Context, orig http.ResponseWriter, req *http.Request, err, handlerErr error, answered bool) error {
 	switch {
 	case err != nil:
 		return m.reject(c, orig, req, err)
 	case answered:
-		return nil // the 504 is the response; the late handler's error has no one to go to
+		return nil
 	}
 	return handlerErr
 }

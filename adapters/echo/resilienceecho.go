@@ -62,15 +62,35 @@
 // after the middleware, so the adaptive limiter (Options.Adaptive) counts
 // such a request by the status the handler wrote itself (none: 200).
 //
-// Serve the router through Middleware.Router (srv.Handler = mw.Router(e)),
-// as the quick start does: over HTTP/2 it runs each request on a goroutine
-// of its own, so that the 504 at the deadline ends its stream cleanly
-// while a late handler runs on. HTTP/2 ends a stream only when ServeHTTP
-// returns, and echo's chain cannot return before a late handler does,
-// since echo recycles its context then: the middleware alone cannot do
-// it. A timed HTTP/2 request that arrives without Router is logged, once,
-// to the server's ErrorLog; its 504 goes out whole at the deadline and its
-// stream is then reset. HTTP/1 requests pass through Router unchanged.
+// # Over HTTP/2
+//
+// e.Use(mw.Handler) is all HTTP/2 needs, e.StartTLS included: a timed
+// HTTP/2 request's 504 at the deadline ends its stream cleanly while a
+// late handler runs on. HTTP/2 ends a stream only when the server's
+// ServeHTTP returns, and echo's returns only when its chain does, then
+// recycles the context; so over HTTP/2, with a timeout, the middleware
+// runs the pipeline and the rest of the chain on a goroutine of its own,
+// for a copy of echo's context that the late handler keeps once echo has
+// recycled the original (its own store values, params and Response,
+// writing through the timed writer), and returns at the first of the
+// chain's return and the 504. A chain that returns in time leaves
+// everything as over HTTP/1: its store values, params and Response are
+// copied back, its error is returned for echo's HTTPErrorHandler, and a
+// panic reaches echo's Recover. Response Before and After hooks that
+// earlier middlewares registered run for the copy while the request is in
+// time, never after its 504. After the 504 the request is over: the late
+// handler's error is dropped, and its panic, which no Recover around the
+// request can catch any more, is logged to the server's ErrorLog as
+// net/http logs a handler's. HTTP/1 requests run as before, on the
+// request's goroutine.
+//
+// Only echo's own context can be copied. An application whose middlewares
+// pass a custom context (a struct wrapping echo.Context) to the rest of
+// the chain serves echo through Middleware.Router
+// (srv.Handler = mw.Router(e)), which runs each HTTP/2 request on a
+// goroutine of its own; without it such a request's 504 goes out whole at
+// the deadline, its stream is then reset, and the server's ErrorLog says
+// so once.
 //
 // Every capability of the conformance suite is supported; nothing is
 // declared missing.
