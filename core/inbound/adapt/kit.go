@@ -268,9 +268,10 @@ func WriteResponse(w http.ResponseWriter, resp inbound.Response) { hooks.WriteRe
 // stream cleanly while the late handler runs on, as Handler does by
 // itself. Without it, under Serve the stream is reset after the complete
 // 504 (HTTP/2 ends a stream only when ServeHTTP returns, and the framework
-// owns that call). The echo adapter offers it as its Router method, which
-// its users set as the server's handler; the gin adapter detaches each
-// timed HTTP/2 request itself, around the rest of its chain. HTTP/1 requests
+// owns that call). The gin and echo adapters detach each timed HTTP/2
+// request themselves, around the rest of the chain, on a copy of the
+// framework's context; echo's Router offers DetachHTTP2 for an
+// application whose context echo's adapter cannot copy. HTTP/1 requests
 // pass through; an HTTP/2 request costs a goroutine and a few
 // allocations. A timed HTTP/2 request under Serve without it is logged,
 // once per middleware, to the server's ErrorLog.
