@@ -45,11 +45,19 @@ func NewMiddleware(opts inbound.Options) (gin.HandlerFunc, error) {
 
 // Router returns router unchanged. It was needed for a 504 at the
 // deadline to end its HTTP/2 stream cleanly; Handler now does that by
-// itself (see the package documentation).
+// itself (see the package documentation). Only if the gin in use has a
+// Context this adapter cannot copy (a release that renamed the fields it
+// knows) does Router still wrap router in adapt.DetachHTTP2, as the line
+// the middleware then logs advises.
 //
 // Deprecated: the middleware ends an HTTP/2 504's stream itself; Router
 // returns router unchanged. Serve the engine directly.
-func (m *Middleware) Router(router http.Handler) http.Handler { return router }
+func (m *Middleware) Router(router http.Handler) http.Handler {
+	if !m.timed || detachable {
+		return router
+	}
+	return adapt.DetachHTTP2(router)
+}
 
 // route is the inbound RouteFunc: gin has routed before its middleware
 // runs, so the pattern is c.FullPath(), in the route format chi gives.
