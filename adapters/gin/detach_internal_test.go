@@ -4,9 +4,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ylcnfrht/resilience/core/inbound"
 	"github.com/ylcnfrht/resilience/core/inbound/adapt"
 )
 
@@ -34,5 +36,24 @@ func TestDetachedSeenThroughGinsWriter(t *testing.T) {
 	}
 	if len(got) != 2 || !got[0] || got[1] {
 		t.Fatalf("adapt.Detached under DetachHTTP2, then served directly: %v, want [true false]", got)
+	}
+}
+
+// Router wraps the router in adapt.DetachHTTP2 only when the middleware
+// cannot detach by itself (a gin whose Context it cannot copy): then the
+// logged advice to use Router still ends the stream cleanly.
+func TestRouterWrapsOnlyWhenCopyingFails(t *testing.T) {
+	mw, err := New(inbound.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := gin.New()
+	if mw.Router(e) != http.Handler(e) {
+		t.Fatal("Router wrapped the router although the middleware detaches by itself")
+	}
+	defer func(was bool) { detachable = was }(detachable)
+	detachable = false
+	if mw.Router(e) == http.Handler(e) {
+		t.Fatal("Router returned the router unchanged although the middleware cannot detach")
 	}
 }
