@@ -76,7 +76,8 @@
 // chain's return and the 504. A chain that returns in time leaves
 // everything as over HTTP/1: its store values, params and Response are
 // copied back, its error is returned for echo's HTTPErrorHandler, and a
-// panic reaches echo's Recover. Response Before and After hooks that
+// panic reaches echo's Recover (raised again on the request's goroutine,
+// so the stack Recover prints starts there). Response Before and After hooks that
 // earlier middlewares registered run for the copy while the request is in
 // time, never after its 504. After the 504 the request is over: the late
 // handler's error is dropped, and its panic, which no Recover around the

@@ -72,7 +72,7 @@
 // original (its params, keys, errors and writer are its own), and returns
 // at the first of the chain's return and the 504: the 504's stream ends
 // cleanly while a late handler runs on, with r.Use(mw.Handler) alone
-// (r.Run, r.RunTLS, or any server serving the engine). The middleware in
+// (r.RunTLS, r.Run with UseH2C, or any server serving the engine). The middleware in
 // front then finds c as follows:
 //
 //   - the chain returned in time: what it did to the copy (keys, errors,
@@ -82,14 +82,20 @@
 //     keys and errors as they were before the middleware: what the late
 //     handler sets stays in its copy;
 //   - a panic of the chain before the deadline propagates to gin's
-//     Recovery in front; one after the 504, when the request is over, is
-//     logged to the server's ErrorLog as net/http logs a handler's panic.
+//     Recovery in front, raised again on the request's goroutine (so the
+//     stack Recovery prints starts there, not at the handler's line); one
+//     after the 504, when the request is over, is logged to the server's
+//     ErrorLog as net/http logs a handler's panic, with its own stack.
 //
 // Middleware.Router is deprecated and returns the router unchanged; an
 // engine served through adapt.DetachHTTP2 (what Router returned before)
 // is not detached a second time. The copy costs a goroutine and a few
 // allocations per timed HTTP/2 request; HTTP/1 requests and a middleware
-// without a timeout run as before.
+// without a timeout run as before. It sets private fields of gin's
+// Context as of gin v1.12; on a gin whose Context it cannot copy (a
+// release that renamed them), a timed HTTP/2 request's 504 is sent whole,
+// then its stream is reset, the first such request is logged, and Router
+// wraps the router in adapt.DetachHTTP2 again, as that line advises.
 //
 // Every capability of the conformance suite is supported; nothing is
 // declared missing.

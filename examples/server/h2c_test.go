@@ -9,7 +9,7 @@ import (
 // Invariant: over h2c, as run serves it, a request whose handler ignores
 // its context gets a 504 whose stream ends cleanly, on every framework the
 // server runs on net/http: the client reads the whole body without a
-// stream error (gin and echo need their router run detached for this).
+// stream error (gin and echo detach a timed HTTP/2 request themselves).
 func TestWorkIgnoringContextGets504OverH2C(t *testing.T) {
 	for _, fw := range []string{"chi", "gin", "echo"} {
 		t.Run(fw, func(t *testing.T) {
