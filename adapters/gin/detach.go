@@ -194,14 +194,7 @@ func (x *detachedRun) settle(c *gin.Context, orig gin.ResponseWriter, req *http.
 	if !completed {
 		return // a panic: gin's Recovery, if any, answers on gin's writer
 	}
-	// What finish did for gin's writer, from the copy's writer: a header
-	// forced out, or a status set without a write.
-	switch {
-	case x.w.Written() && !orig.Written():
-		orig.WriteHeaderNow()
-	case !x.w.Written() && x.w.status != orig.Status():
-		orig.WriteHeader(x.w.status)
-	}
+	passPending(orig, x.w.Written(), x.w.status) // as finish does, from the copy's writer
 }
 
 // h2Writer is the copy's c.Writer: gin's ResponseWriter semantics (a

@@ -212,19 +212,27 @@ func (w *responseWriter) finish(c *gin.Context, completed bool) {
 		return
 	}
 	c.Writer = orig
-	switch {
-	case !completed:
-		// A panic: the inbound writer dropped what was held, as net/http
-		// sends nothing for a panicking handler; gin's Recovery, if any,
-		// answers on gin's writer.
-	case w.Written() && !orig.Written():
-		// The chain forced its header out (AbortWithStatus, an empty
-		// response): the timed writer passed the status on only as gin's
-		// pending status; send it now, as gin would have.
-		orig.WriteHeaderNow()
-	case !w.Written() && w.status != orig.Status():
-		orig.WriteHeader(w.status) // a status set without a write: still pending
+	// After a panic nothing is passed on: the inbound writer dropped what
+	// was held, as net/http sends nothing for a panicking handler; gin's
+	// Recovery, if any, answers on gin's writer.
+	if completed {
+		passPending(orig, w.Written(), w.status)
 	}
 	*w = responseWriter{}
 	writers.Put(w)
+}
+
+// passPending brings gin's writer up to date with what the chain did
+// through a writer of ours that has written (written) or holds status.
+// The chain forced its header out (AbortWithStatus, an empty response):
+// the timed writer passed the status on only as gin's pending status, so
+// it is sent now, as gin would have. A status set without a write stays
+// pending in gin's writer.
+func passPending(orig gin.ResponseWriter, written bool, status int) {
+	switch {
+	case written && !orig.Written():
+		orig.WriteHeaderNow()
+	case !written && status != orig.Status():
+		orig.WriteHeader(status)
+	}
 }
