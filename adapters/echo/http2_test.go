@@ -41,12 +41,7 @@ func TestHTTP2TimeoutEndsStream(t *testing.T) {
 		t.Fatalf("while the late handler runs: %d %q %v, want 200 ok", resp.StatusCode, body, err)
 	}
 	stillRunning(t, returned)
-	open()
-	<-returned
-	waitIdle(t, mw)
-	if got := logged.String(); got != "" {
-		t.Errorf("server log %q, want nothing", got)
-	}
+	endQuietly(t, mw, open, returned, logged)
 }
 
 // Served through Router (what custom contexts need), or adapt.DetachHTTP2
@@ -66,12 +61,7 @@ func TestHTTP2TimeoutEndsStreamUnderRouter(t *testing.T) {
 				t.Fatalf("got %s %d %q %v, want an HTTP/2 504 whose stream ends cleanly", resp.Proto, resp.StatusCode, body, err)
 			}
 			stillRunning(t, returned)
-			open()
-			<-returned
-			waitIdle(t, mw)
-			if got := logged.String(); got != "" {
-				t.Errorf("server log %q, want nothing", got)
-			}
+			endQuietly(t, mw, open, returned, logged)
 		})
 	}
 }
@@ -229,5 +219,17 @@ func TestOverHTTP2(t *testing.T) {
 		"UpstreamDeadlineWithoutTimeout":       TestUpstreamDeadlineWithoutTimeout,
 	} {
 		t.Run(name, test)
+	}
+}
+
+// endQuietly lets the late handler return, waits for it and for the
+// middleware to be idle, and fails t if the server logged anything.
+func endQuietly(t *testing.T, mw *resilienceecho.Middleware, open func(), returned <-chan struct{}, logged *syncBuffer) {
+	t.Helper()
+	open()
+	<-returned
+	waitIdle(t, mw)
+	if got := logged.String(); got != "" {
+		t.Errorf("server log %q, want nothing", got)
 	}
 }

@@ -40,12 +40,7 @@ func TestHTTP2TimeoutEndsStream(t *testing.T) {
 		t.Fatalf("while the late handler runs: %d %q %v, want 200 ok", resp.StatusCode, body, err)
 	}
 	stillRunning(t, returned)
-	open()
-	<-returned
-	waitIdle(t, mw)
-	if got := logged.String(); got != "" {
-		t.Errorf("server log %q, want nothing", got)
-	}
+	endQuietly(t, mw, open, returned, logged)
 }
 
 // Router, deprecated, returns the router unchanged: served through it the
@@ -69,12 +64,7 @@ func TestHTTP2TimeoutEndsStreamUnderRouter(t *testing.T) {
 				t.Fatalf("got %s %d %q %v, want an HTTP/2 504 whose stream ends cleanly", resp.Proto, resp.StatusCode, body, err)
 			}
 			stillRunning(t, returned)
-			open()
-			<-returned
-			waitIdle(t, mw)
-			if got := logged.String(); got != "" {
-				t.Errorf("server log %q, want nothing", got)
-			}
+			endQuietly(t, mw, open, returned, logged)
 		})
 	}
 }
@@ -159,5 +149,17 @@ func TestOverHTTP2(t *testing.T) {
 		"RejectionMatchesNetHTTP":        TestRejectionMatchesNetHTTP,
 	} {
 		t.Run(name, test)
+	}
+}
+
+// endQuietly lets the late handler return, waits for it and for the
+// middleware to be idle, and fails t if the server logged anything.
+func endQuietly(t *testing.T, mw *resiliencegin.Middleware, open func(), returned <-chan struct{}, logged *syncBuffer) {
+	t.Helper()
+	open()
+	<-returned
+	waitIdle(t, mw)
+	if got := logged.String(); got != "" {
+		t.Errorf("server log %q, want nothing", got)
 	}
 }
