@@ -29,7 +29,9 @@ import (
 // status. Run it with the race detector.
 func TestHTTP2LateHandlerKeepsItsContext(t *testing.T) {
 	forFallback(t, func(t *testing.T, fallback bool) {
-		mw, err := resiliencegin.New(inbound.Options{Timeout: 50 * time.Millisecond})
+		// The in-time requests must stay in time on a loaded machine under
+		// the race detector: the timeout is far from their duration.
+		mw, err := resiliencegin.New(inbound.Options{Timeout: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,7 +316,9 @@ func TestHTTP2RejectionAsHTTP1(t *testing.T) {
 // buffers of its own: no race, the others' params intact, nothing logged.
 func TestHTTP2LateHandleContext(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
-	mw, err := resiliencegin.New(inbound.Options{Timeout: 50 * time.Millisecond})
+	// The 64 rerouted requests must stay in time on a loaded machine: the
+	// timeout is far from their duration.
+	mw, err := resiliencegin.New(inbound.Options{Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
