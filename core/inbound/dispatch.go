@@ -503,29 +503,23 @@ func (r *requestCounters) load() RequestCounts {
 // ran counts a request whose handler ran; timedOut says the deadline
 // answered it, and counted that the answer counted it already, as it went
 // out (timing.pass), so its return counts nothing more.
-func (r *requestCounters) ran(timedOut, counted bool) {
-	if counted {
-		return
-	}
-	if timedOut {
-		r.timedOut.Add(1)
-		return
-	}
-	r.admitted.Add(1)
-}
+func (r *requestCounters) ran(timedOut, counted bool) { r.end(timedOut, counted, &r.admitted) }
 
 // panicked counts a request whose handler panicked; timedOut says the
 // deadline had answered it already (the client got its 504), and counted
 // that the answer counted it then.
-func (r *requestCounters) panicked(timedOut, counted bool) {
-	if counted {
-		return
-	}
-	if timedOut {
+func (r *requestCounters) panicked(timedOut, counted bool) { r.end(timedOut, counted, &r.panics) }
+
+// end counts a handler's end in n, or as a timeout if the deadline
+// answered it, unless the answer counted it already.
+func (r *requestCounters) end(timedOut, counted bool, n *atomic.Uint64) {
+	switch {
+	case counted:
+	case timedOut:
 		r.timedOut.Add(1)
-		return
+	default:
+		n.Add(1)
 	}
-	r.panics.Add(1)
 }
 
 // rejected counts a request refused before its handler ran with err.
