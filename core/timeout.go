@@ -111,7 +111,7 @@ func (s *Timeout) Execute(ctx context.Context, tel Telemetry, next Next) error {
 	if d <= 0 { // invalid options used without Build: no timeout rather than a panic
 		return next(ctx)
 	}
-	now := time.Now()
+	now := deadline.Now()
 	dl := now.Add(d)
 	if pd, ok := ctx.Deadline(); ok && !pd.After(dl) {
 		// The caller's deadline comes first: ours can never fire, and the

@@ -34,31 +34,34 @@ import (
 type timing struct {
 	m      *Middleware
 	tc     *timeoutConf     // the middleware's timeout when armed (Reconfigure may replace it)
-	dctx   deadline.Context // also holds the parent: what ctx derives from
-	node   deadline.Node
-	client context.Context // the request's own: ended means the client left
+	dctx deadline.Context // also holds the parent: what ctx derives from
+	node deadline.Node
 	// rare holds what only a request off the common path uses, allocated
 	// by arm when one needs it (nil on the common path).
 	rare *timingRare
-	// ans answers the deadline in the entry point's terms: the timed
-	// writer's 504, or ExecuteInPlace's expired. Nil under Execute, whose
-	// caller reports the timeout once fn returns.
-	ans answerer
-
 	mu    sync.Mutex // also the timed writer's
 	kind  deadlineKind
 	phase phase
 	// owned: the parent's end reaches the handler's context through pass
 	// (set once, by arm), not by itself.
 	owned bool
+	// answers: the deadline is answered in the entry point's terms, by
+	// node.Owner (answeredBy): the timed writer's 504, or
+	// ExecuteInPlace's expired. False under Execute, whose caller reports
+	// the timeout once fn returns.
+	answers bool
 }
 
 // timingRare is the part of a timing that the common case (a deadline
-// the list takes, no watch on the parent, no shadow) never uses: kept
-// behind one pointer, so that the request's one allocation stays in a
-// smaller size class. Set by arm, on the request's goroutine, and read
-// only by disarm there (Fire and pass never read it).
+// the list takes, no watch on the parent, no shadow, the handler's
+// context derived from the request's own) never uses: kept behind one
+// pointer, so that the request's one allocation stays in a smaller size
+// class. Set by arm, on the request's goroutine, before the deadline is
+// armed; read by disarm there, and client also by pass.
 type timingRare struct {
+	// client is the request's own context when the handler's derives
+	// from another (a custom pipeline's): ended means the client left.
+	client context.Context
 	timer *time.Timer // its own timer, when the deadline list could not take it
 	stop  func() bool // the watch on a custom pipeline's context, or an earlier parent's
 	// shadowT counts the timeout of a request whose timeout runs in
@@ -130,13 +133,28 @@ func (t *timing) parent() context.Context { return t.dctx.Parent() }
 // answerer is how an entry point answers a deadline that passed while its
 // handler runs on: called once, with timing.mu held (so the handler's
 // return waits for it), after the request counts late, with the cause to
-// render.
-type answerer interface{ expireLocked(cause error) }
+// render. It embeds the request's timing, whose Fire it promotes.
+type answerer interface {
+	deadline.Firer
+	expireLocked(cause error)
+}
 
-// expireFunc is ExecuteInPlace's expired as an answerer.
-type expireFunc func(cause error)
+// answeredBy makes a, which embeds t, answer t's deadline: the deadline
+// list fires a, and pass finds it there. Before arm. Kept on the node
+// rather than in a field of its own: the request's one allocation stays in
+// a smaller size class.
+func (t *timing) answeredBy(a answerer) {
+	t.node.Owner = a
+	t.answers = true
+}
 
-func (f expireFunc) expireLocked(cause error) { f(cause) }
+// inPlace is a timing answered by ExecuteInPlace's expired.
+type inPlace struct {
+	timing
+	expired func(cause error)
+}
+
+func (p *inPlace) expireLocked(cause error) { p.expired(cause) }
 
 // isTimeout reports whether a context ended because time ran out (ours, a
 // custom pipeline's timeout strategy, or an upstream deadline).
@@ -151,8 +169,8 @@ func isTimeout(cause error) bool {
 // parent's, when earlier, is the context's deadline, and when an
 // answerer must answer it, the timer's (without one the parent's end
 // reaches the context by itself). Under a custom pipeline (custom) an
-// answerer also watches parent for the pipeline's own timeout. ans must
-// be set before: the deadline may fire at once.
+// answerer also watches parent for the pipeline's own timeout. The
+// answerer must be set before (answeredBy): the deadline may fire at once.
 //
 // Whenever the parent may end the handler's context by time while an
 // answerer must answer it (a custom pipeline's timeout, an upstream
@@ -161,7 +179,10 @@ func isTimeout(cause error) bool {
 // committed stream when its context ends cannot write its own end between
 // the two and have the answerer's follow it.
 func (t *timing) arm(m *Middleware, parent, client context.Context, arrival, caller time.Time, custom bool) {
-	t.m, t.client, t.tc = m, client, m.tconf.Load()
+	t.m, t.tc = m, m.tconf.Load()
+	if client != parent {
+		t.extra().client = client
+	}
 	t.dctx.Init(parent, time.Time{})
 	watch := custom
 	own := m.hasTimeout
@@ -172,7 +193,7 @@ func (t *timing) arm(m *Middleware, parent, client context.Context, arrival, cal
 		t.extra().shadowT = m.startShadowTimer(parent, arrival, t.tc)
 	}
 	if own || !caller.IsZero() {
-		now := time.Now()
+		now := deadline.Now()
 		var at time.Time
 		t.kind = earlierLimit
 		if own {
@@ -185,18 +206,20 @@ func (t *timing) arm(m *Middleware, parent, client context.Context, arrival, cal
 		dl := at
 		if pd, ok := parent.Deadline(); ok && pd.Before(at) {
 			dl = pd // a budget from upstream ends first
-			if t.ans != nil {
+			if t.answers {
 				at, t.kind = pd, earlierLimit
 				watch = true
 			}
 		}
 		t.dctx.Init(parent, dl) // dl is at whenever an answerer answers it
-		t.node.Owner = t
+		if !t.answers {
+			t.node.Owner = t
+		}
 		if budget := at.Sub(now); !m.deadlines.Add(&t.node, now, budget) {
 			t.extra().timer = time.AfterFunc(budget, t.Fire)
 		}
 	}
-	if t.ans != nil && watch && parent.Done() != nil {
+	if t.answers && watch && parent.Done() != nil {
 		t.owned = true
 		t.dctx.Own()
 		t.extra().stop = context.AfterFunc(parent, t.parentDone)
@@ -205,7 +228,7 @@ func (t *timing) arm(m *Middleware, parent, client context.Context, arrival, cal
 
 // Fire is the deadline, on the timer's goroutine.
 func (t *timing) Fire() {
-	if t.ans == nil {
+	if !t.answers {
 		t.dctx.End(context.DeadlineExceeded, t.tc.cause())
 		return
 	}
@@ -248,7 +271,7 @@ func (t *timing) pass(fire bool) bool {
 	t.phase = answered
 	t.m.lateBegins()
 	t.m.requests.timedOut.Add(1) // counted as it is answered, not when the handler returns
-	t.ans.expireLocked(context.Cause(t.ctx()))
+	t.node.Owner.(answerer).expireLocked(context.Cause(t.ctx()))
 	return first
 }
 
@@ -256,7 +279,11 @@ func (t *timing) pass(fire bool) bool {
 // other than time: the client disconnected or the server is shutting down.
 // Then no deadline is answered.
 func (t *timing) clientGone() bool {
-	return t.client.Err() != nil && !isTimeout(context.Cause(t.client))
+	client := t.parent()
+	if t.rare != nil && t.rare.client != nil {
+		client = t.rare.client
+	}
+	return client.Err() != nil && !isTimeout(context.Cause(client))
 }
 
 // disarm takes the deadline off the list (or stops its timer) and the
@@ -308,7 +335,7 @@ func (t *timing) endCtx() {
 // running expired), its context ended.
 func (t *timing) finish() {
 	t.disarm()
-	if t.ans != nil {
+	if t.answers {
 		t.mu.Lock()
 		t.returnedLocked()
 		t.mu.Unlock()
@@ -333,9 +360,13 @@ func (m *Middleware) runFn(ctx context.Context, c *call, custom bool) error {
 	if !m.hasTimeout && c.expired == nil {
 		return c.fn(ctx)
 	}
-	t := &timing{}
+	var t *timing
 	if c.expired != nil {
-		t.ans = expireFunc(c.expired)
+		p := &inPlace{expired: c.expired}
+		p.answeredBy(p)
+		t = &p.timing
+	} else {
+		t = &timing{}
 	}
 	t.arm(m, ctx, c.ctx, c.arrival, time.Time{}, custom)
 	defer func() {
@@ -390,7 +421,7 @@ func (m *Middleware) serveTimed(ctx context.Context, c *call, custom bool, res *
 			m.warnUndetached(r)
 		}
 	}
-	t.ans = t
+	t.answeredBy(t)
 	t.arm(m, ctx, r.Context(), c.arrival, c.deadline, custom)
 	completed := false
 	defer func() { t.finish(completed, res) }()
@@ -493,7 +524,7 @@ func (t *timedRequest) finish(completed bool, res *result) {
 	t.mu.Lock()
 	var before writerState
 	abort := false
-	if ended && tw.state == stateOpen && tw.code == 0 && tw.body == nil {
+	if ended && tw.state == stateOpen && tw.status == 0 && tw.body == nil {
 		before = stateOpen
 		// Asked only while the response is open, so ServeHTTP has not
 		// returned (net/http panics on CloseNotify after it has); the lock
@@ -614,13 +645,14 @@ type timeoutWriter struct {
 	answered bool    // the deadline answered: the 504 sent, or the committed response cut
 	sending  bool    // under ans: a write or flush to w is under way, outside the lock
 	copiedN  uint8   // how many of copied hold a field
-	code     int16   // status held, not sent yet (0: none)
-	status   int16   // the handler's status once committed (200 if implicit)
-	body     *[]byte // body held, not sent yet (nil: none)
+	// status is, while open, the status held, not sent yet (0: none);
+	// from the commit on, the handler's status (200 if implicit).
+	status int16
+	body   *[]byte // body held, not sent yet (nil: none)
 	// The fields copied to w before the commit (1xx, a held status), which
 	// the 504 removes: the first few inline, so a usual header costs no
 	// allocation, the rest in copiedMore.
-	copied     [4]string
+	copied     [3]string
 	copiedMore *[]string
 }
 
@@ -689,11 +721,11 @@ func (tw *timeoutWriter) rememberLocked(k string) {
 // what was held, for the caller to send (outside the lock, unless the
 // handler has returned).
 func (tw *timeoutWriter) commitLocked() (code int, body *[]byte) {
-	if tw.code == 0 {
+	code, body = int(tw.status), tw.body
+	if code == 0 {
 		tw.copyHeaderLocked(false) // a held status copied them already
 	}
-	code, body = int(tw.code), tw.body
-	tw.code, tw.body = 0, nil
+	tw.body = nil
 	tw.state = stateCommitted
 	tw.hcommitted = tw.ans == nil
 	tw.status = http.StatusOK // Write or Flush without WriteHeader
@@ -719,7 +751,7 @@ func (tw *timeoutWriter) sendHeld(code int, body *[]byte) error {
 
 // dropHeldLocked discards what was held.
 func (tw *timeoutWriter) dropHeldLocked() {
-	tw.code = 0
+	tw.status = 0
 	if tw.body != nil {
 		*tw.body = (*tw.body)[:0]
 		holdBufs.Put(tw.body)
@@ -755,18 +787,18 @@ func (tw *timeoutWriter) WriteHeader(code int) {
 	switch tw.state {
 	case stateOpen:
 		switch {
-		case tw.code != 0:
+		case tw.status != 0:
 			// Superfluous: the first status stands, as in net/http.
 		case code < 200 && code != http.StatusSwitchingProtocols:
 			tw.copyHeaderLocked(true)
 			tw.w.WriteHeader(code)
 		case code == http.StatusSwitchingProtocols:
-			tw.code = int16(code)
+			tw.status = int16(code)
 			tw.copyHeaderLocked(false)
 			c, body := tw.commitLocked()
 			_ = tw.sendHeld(c, body)
 		default:
-			tw.code = int16(code)
+			tw.status = int16(code)
 			tw.copyHeaderLocked(true)
 		}
 	case stateCommitted:
@@ -886,7 +918,7 @@ func (tw *timeoutWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	defer tw.owner.mu.Unlock()
 	switch tw.state {
 	case stateOpen:
-		if tw.code != 0 || tw.body != nil {
+		if tw.status != 0 || tw.body != nil {
 			// net/http sends a written response before it hijacks.
 			code, body := tw.commitLocked()
 			_ = tw.sendHeld(code, body)
