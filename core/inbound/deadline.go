@@ -32,13 +32,13 @@ import (
 // deadline that fired as the handler returned may still run Fire
 // afterwards, which then finds the request ended and leaves.
 type timing struct {
-	m      *Middleware
-	tc     *timeoutConf     // the middleware's timeout when armed (Reconfigure may replace it)
+	m    *Middleware
+	tc   *timeoutConf     // the middleware's timeout when armed (Reconfigure may replace it)
 	dctx deadline.Context // also holds the parent: what ctx derives from
 	node deadline.Node
 	// rare holds what only a request off the common path uses, allocated
 	// by arm when one needs it (nil on the common path).
-	rare *timingRare
+	rare  *timingRare
 	mu    sync.Mutex // also the timed writer's
 	kind  deadlineKind
 	phase phase
@@ -62,8 +62,8 @@ type timingRare struct {
 	// client is the request's own context when the handler's derives
 	// from another (a custom pipeline's): ended means the client left.
 	client context.Context
-	timer *time.Timer // its own timer, when the deadline list could not take it
-	stop  func() bool // the watch on a custom pipeline's context, or an earlier parent's
+	timer  *time.Timer // its own timer, when the deadline list could not take it
+	stop   func() bool // the watch on a custom pipeline's context, or an earlier parent's
 	// shadowT counts the timeout of a request whose timeout runs in
 	// shadow (Options.Shadow.Timeout), instead of answering it.
 	shadowT shadowTimer
@@ -642,9 +642,9 @@ type timeoutWriter struct {
 
 	// Under owner.mu, the request's engine's (timing.mu).
 	state    writerState
-	answered bool    // the deadline answered: the 504 sent, or the committed response cut
-	sending  bool    // under ans: a write or flush to w is under way, outside the lock
-	copiedN  uint8   // how many of copied hold a field
+	answered bool  // the deadline answered: the 504 sent, or the committed response cut
+	sending  bool  // under ans: a write or flush to w is under way, outside the lock
+	copiedN  uint8 // how many of copied hold a field
 	// status is, while open, the status held, not sent yet (0: none);
 	// from the commit on, the handler's status (200 if implicit).
 	status int16
