@@ -152,7 +152,7 @@ func TestTimedHTTPRequestAllocatesOnce(t *testing.T) {
 
 // A timed net/http request is one allocation, its engine, its timed
 // writer and the handler's copy of the request together: it must stay
-// within the 704-byte size class (what only a request off the common path
+// within the 640-byte size class (what only a request off the common path
 // uses sits behind timing.rare, and a deadline list node keeps an int64).
 func TestTimedRequestSizeClass(t *testing.T) {
 	if n := unsafe.Sizeof(timedRequest{}); n > 640 {
