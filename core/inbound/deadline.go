@@ -50,6 +50,10 @@ type timing struct {
 	// ExecuteInPlace's expired. False under Execute, whose caller reports
 	// the timeout once fn returns.
 	answers bool
+	// ownClient: rare.client is the request's own context (set by arm
+	// before the deadline is armed, so pass may read rare then; a later
+	// extra does not move it).
+	ownClient bool
 }
 
 // timingRare is the part of a timing that the common case (a deadline
@@ -57,7 +61,8 @@ type timing struct {
 // context derived from the request's own) never uses: kept behind one
 // pointer, so that the request's one allocation stays in a smaller size
 // class. Set by arm, on the request's goroutine, before the deadline is
-// armed; read by disarm there, and client also by pass.
+// armed; read by disarm there, and client also by pass (only when
+// ownClient says it is set).
 type timingRare struct {
 	// client is the request's own context when the handler's derives
 	// from another (a custom pipeline's): ended means the client left.
@@ -180,8 +185,11 @@ func isTimeout(cause error) bool {
 // the two and have the answerer's follow it.
 func (t *timing) arm(m *Middleware, parent, client context.Context, arrival, caller time.Time, custom bool) {
 	t.m, t.tc = m, m.tconf.Load()
-	if client != parent {
+	if custom {
+		// Only a custom pipeline's context differs from the request's own
+		// (not compared: a context's type may not be comparable).
 		t.extra().client = client
+		t.ownClient = true
 	}
 	t.dctx.Init(parent, time.Time{})
 	watch := custom
@@ -280,7 +288,7 @@ func (t *timing) pass(fire bool) bool {
 // Then no deadline is answered.
 func (t *timing) clientGone() bool {
 	client := t.parent()
-	if t.rare != nil && t.rare.client != nil {
+	if t.ownClient {
 		client = t.rare.client
 	}
 	return client.Err() != nil && !isTimeout(context.Cause(client))
