@@ -513,7 +513,7 @@ func (t *timedRequest) finish(completed bool, res *result) {
 		// context ends here, as the parent's would have ended it.
 		t.dctx.End(t.parent().Err(), nil)
 	}
-	if completed && t.tw.ans != nil && t.kind != untimed && t.ctx().Err() == nil && !time.Now().Before(t.dctx.At()) {
+	if completed && t.tw.ans != nil && t.kind != untimed && t.ctx().Err() == nil && !deadline.Now().Before(t.dctx.At()) {
 		// The deadline passed and its timer has not answered yet: it is
 		// answered here, as it would have been (the handler may have
 		// returned on a deadline of its own, a moment later than ours).
