@@ -32,8 +32,7 @@ import (
 // deadline that fired as the handler returned may still run Fire
 // afterwards, which then finds the request ended and leaves.
 type timing struct {
-	m    *Middleware
-	tc   *timeoutConf     // the middleware's timeout when armed (Reconfigure may replace it)
+	tc   *timeoutConf     // the middleware's timeout when armed (Reconfigure may replace it), and the middleware
 	dctx deadline.Context // also holds the parent: what ctx derives from
 	node deadline.Node
 	// rare holds what only a request off the common path uses, allocated
@@ -184,7 +183,7 @@ func isTimeout(cause error) bool {
 // committed stream when its context ends cannot write its own end between
 // the two and have the answerer's follow it.
 func (t *timing) arm(m *Middleware, parent, client context.Context, arrival, caller time.Time, custom bool) {
-	t.m, t.tc = m, m.tconf.Load()
+	t.tc = m.tconf.Load()
 	if custom {
 		// Only a custom pipeline's context differs from the request's own
 		// (not compared: a context's type may not be comparable).
@@ -241,7 +240,7 @@ func (t *timing) Fire() {
 		return
 	}
 	if t.pass(true) && t.kind == ownTimeout {
-		t.m.emitTimeout(t.parent(), t.tc)
+		t.tc.m.emitTimeout(t.parent(), t.tc)
 	}
 }
 
@@ -277,8 +276,8 @@ func (t *timing) pass(fire bool) bool {
 		return false
 	}
 	t.phase = answered
-	t.m.lateBegins()
-	t.m.requests.timedOut.Add(1) // counted as it is answered, not when the handler returns
+	t.tc.m.lateBegins()
+	t.tc.m.requests.timedOut.Add(1) // counted as it is answered, not when the handler returns
 	t.node.Owner.(answerer).expireLocked(context.Cause(t.ctx()))
 	return first
 }
@@ -302,7 +301,7 @@ func (t *timing) disarm() {
 	r := t.rare
 	if r == nil {
 		if t.kind != untimed {
-			t.m.deadlines.Remove(&t.node)
+			t.tc.m.deadlines.Remove(&t.node)
 		}
 		return
 	}
@@ -311,7 +310,7 @@ func (t *timing) disarm() {
 		if r.timer != nil {
 			r.timer.Stop()
 		} else {
-			t.m.deadlines.Remove(&t.node)
+			t.tc.m.deadlines.Remove(&t.node)
 		}
 	}
 	if r.stop != nil {
@@ -327,7 +326,7 @@ func (t *timing) returnedLocked() {
 		t.phase = returned
 	case answered:
 		t.phase = lateReturned
-		t.m.lateEnds()
+		t.tc.m.lateEnds()
 	}
 }
 
@@ -397,14 +396,30 @@ func (m *Middleware) runFn(ctx context.Context, c *call, custom bool) error {
 type timedRequest struct {
 	timing
 	tw timeoutWriter
-	// detached is told when the deadline's answer is out, so that
-	// ServeHTTP returns: HTTP/2 under Handler or DetachHTTP2, every
-	// request under ServeAnswering. Nil otherwise.
-	detached *detachedWriter
 	// req is the handler's request, r with the deadline's context: held
 	// here so that the request's copy shares the timed request's one
 	// allocation (WithContext, inlined, copies through the stack).
 	req http.Request
+}
+
+// answeredRequest is a timed request under ServeAnswering, whose
+// deadline ans answers in the adapter's protocol, seeing the body as it
+// is sent. The handler's header map then stays private after the commit
+// too (the deadline may write trailers to the underlying one), and sends
+// are tracked (timeoutWriter.sending). It answers the request's node, so
+// its timed writer finds ans there (timeoutWriter.answer): the common
+// request carries no field for it.
+type answeredRequest struct {
+	timedRequest
+	ans deadlineAnswer
+}
+
+// answer is the adapter's answerer under ServeAnswering, else nil.
+func (tw *timeoutWriter) answer() deadlineAnswer {
+	if a, ok := tw.owner.node.Owner.(*answeredRequest); ok {
+		return a.ans
+	}
+	return nil
 }
 
 // serveTimed runs c's handler with the timed writer and ctx, timed by the
@@ -413,29 +428,43 @@ type timedRequest struct {
 // how the request ended (for the adaptive limiter), even if it panicked.
 func (m *Middleware) serveTimed(ctx context.Context, c *call, custom bool, res *result) {
 	r := c.r
-	t := c.timed
-	if t == nil {
+	var t *timedRequest
+	if c.ans != nil {
+		a := c.timed
+		if a == nil {
+			a = &answeredRequest{}
+		}
+		a.ans = c.ans
+		t = &a.timedRequest
+		t.answeredBy(a)
+	} else {
 		t = &timedRequest{}
+		t.answeredBy(t)
 	}
 	t.tw.w = c.w
 	t.tw.owner = t
 	t.tw.h1 = r.ProtoMajor < 2
-	switch {
-	case c.ans != nil:
-		t.tw.ans = c.ans
-		t.detached = c.detached
-	case !t.tw.h1:
-		if t.detached = findDetached(c.w); t.detached == nil && c.next == nil {
-			m.warnUndetached(r)
-		}
+	if !t.tw.h1 && c.ans == nil && c.next == nil && t.detached() == nil {
+		m.warnUndetached(r)
 	}
-	t.answeredBy(t)
 	t.arm(m, ctx, r.Context(), c.arrival, c.deadline, custom)
 	completed := false
 	defer func() { t.finish(completed, res) }()
 	t.req = *r.WithContext(t.ctx())
 	c.invoke(&t.tw, &t.req)
 	completed = true
+}
+
+// detached is the detached writer to tell once the deadline's answer is
+// out, so that ServeHTTP returns: HTTP/2 under Handler or DetachHTTP2,
+// every detached request under ServeAnswering; nil otherwise. Found from
+// the writer when a deadline is answered rather than kept in a field: the
+// request's one allocation stays within the 512-byte size class.
+func (t *timedRequest) detached() *detachedWriter {
+	if t.tw.h1 && t.tw.answer() == nil {
+		return nil // HTTP/1 runs on the request's goroutine
+	}
+	return findDetached(t.tw.w)
 }
 
 // invoke calls the rest of the chain with the writer and request to use.
@@ -453,14 +482,15 @@ func (c *call) invoke(w http.ResponseWriter, r *http.Request) {
 // abort once no write of the handler's is under way.
 func (t *timedRequest) expireLocked(error) {
 	t.tw.expireLocked()
-	if t.detached == nil {
+	d := t.detached()
+	if d == nil {
 		return
 	}
 	switch {
 	case t.tw.state == stateTimedOut:
-		t.detached.signalTimedOut(false)
-	case t.tw.state == stateAborted && t.tw.ans != nil && !t.tw.sending:
-		t.detached.signalTimedOut(true)
+		d.signalTimedOut(false)
+	case t.tw.state == stateAborted && t.tw.answer() != nil && !t.tw.sending:
+		d.signalTimedOut(true)
 	}
 }
 
@@ -468,7 +498,7 @@ func (t *timedRequest) expireLocked(error) {
 // other rejection, with its Content-Length value. Without a Render hook it
 // is the constant default and allocates nothing.
 func (t *timedRequest) timeoutResponse() (Response, []string) {
-	m := t.m
+	m := t.tc.m
 	if m.opts.Render == nil && !m.draining.Load() { // draining: Render adds Connection: close
 		return respTimeout, timeoutContentLengthValue
 	}
@@ -491,7 +521,7 @@ func (t *timedRequest) expireNow() {
 		cause = t.tc.err
 	}
 	if t.dctx.End(context.DeadlineExceeded, cause) && t.kind == ownTimeout {
-		t.m.emitTimeout(t.parent(), t.tc)
+		t.tc.m.emitTimeout(t.parent(), t.tc)
 	}
 }
 
@@ -513,7 +543,7 @@ func (t *timedRequest) finish(completed bool, res *result) {
 		// context ends here, as the parent's would have ended it.
 		t.dctx.End(t.parent().Err(), nil)
 	}
-	if completed && t.tw.ans != nil && t.kind != untimed && t.ctx().Err() == nil && !deadline.Now().Before(t.dctx.At()) {
+	if completed && t.tw.answer() != nil && t.kind != untimed && t.ctx().Err() == nil && !deadline.Now().Before(t.dctx.At()) {
 		// The deadline passed and its timer has not answered yet: it is
 		// answered here, as it would have been (the handler may have
 		// returned on a deadline of its own, a moment later than ours).
@@ -538,11 +568,11 @@ func (t *timedRequest) finish(completed bool, res *result) {
 		// returned (net/http panics on CloseNotify after it has); the lock
 		// keeps the deadline timer from answering meanwhile. An adapter's
 		// answerer has its own protocol: its call is aborted.
-		if tw.ans != nil || clientGone(tw.w) {
+		if tw.answer() != nil || clientGone(tw.w) {
 			abort = true
 			tw.state = stateDone
 		} else {
-			resp, _ := t.m.render(errShuttingDown)
+			resp, _ := t.tc.m.render(errShuttingDown)
 			tw.state = stateDone
 			tw.status = int16(resp.Status)
 			writeResponse(tw.w, resp)
@@ -550,6 +580,7 @@ func (t *timedRequest) finish(completed bool, res *result) {
 	} else {
 		before = tw.finishLocked(completed, expired)
 	}
+	tw.forgetCopiedLocked()
 	t.returnedLocked()
 	if res != nil {
 		*res = result{completed: completed, state: before, status: int(tw.status), clientGone: t.clientGone(), counted: t.answeredEarly()}
@@ -636,11 +667,6 @@ var holdBufs = sync.Pool{New: func() any { b := make([]byte, 0, holdLimit); retu
 type timeoutWriter struct {
 	w     http.ResponseWriter
 	owner *timedRequest
-	// ans, under ServeAnswering, answers the deadline in the adapter's
-	// protocol and sees the body as it is sent. The handler's header map
-	// then stays private after the commit too (the deadline may write
-	// trailers to the underlying one), and sends are tracked (sending).
-	ans deadlineAnswer
 
 	// Touched only by the handler's goroutine.
 	h          http.Header // the handler's fields until commit; nil until asked for
@@ -650,19 +676,23 @@ type timeoutWriter struct {
 
 	// Under owner.mu, the request's engine's (timing.mu).
 	state    writerState
-	answered bool  // the deadline answered: the 504 sent, or the committed response cut
-	sending  bool  // under ans: a write or flush to w is under way, outside the lock
-	copiedN  uint8 // how many of copied hold a field
+	answered bool // the deadline answered: the 504 sent, or the committed response cut
+	sending  bool // under ans: a write or flush to w is under way, outside the lock
 	// status is, while open, the status held, not sent yet (0: none);
 	// from the commit on, the handler's status (200 if implicit).
 	status int16
 	body   *[]byte // body held, not sent yet (nil: none)
-	// The fields copied to w before the commit (1xx, a held status), which
-	// the 504 removes: the first few inline, so a usual header costs no
-	// allocation, the rest in copiedMore.
-	copied     [3]string
-	copiedMore *[]string
+	// copied names the fields copied to w before the commit (1xx, a held
+	// status), which the 504 removes: taken from copiedFields on first
+	// use and given back once the response leaves stateOpen, so the
+	// request's one allocation does not carry it (nil: none).
+	copied *[]string
 }
+
+// copiedFields recycles the lists of field names copied before a commit:
+// a handler that sets its fields and then its status costs a list from
+// here, not an allocation.
+var copiedFields = sync.Pool{New: func() any { s := make([]string, 0, 8); return &s }}
 
 // Header returns the handler's header map: private until the response is
 // committed, the underlying one after (so trailers set late still work).
@@ -671,7 +701,7 @@ func (tw *timeoutWriter) Header() http.Header {
 		return tw.w.Header()
 	}
 	if tw.h == nil {
-		if tw.ans != nil {
+		if tw.answer() != nil {
 			tw.h = headerMaps.Get().(http.Header)
 		} else {
 			tw.h = make(http.Header)
@@ -688,7 +718,7 @@ var headerMaps = sync.Pool{New: func() any { return make(http.Header) }}
 // recycleHeaderLocked gives the private header map back once the handler
 // returned in time and its fields were copied.
 func (tw *timeoutWriter) recycleHeaderLocked() {
-	if tw.ans == nil || tw.h == nil {
+	if tw.answer() == nil || tw.h == nil {
 		return
 	}
 	clear(tw.h)
@@ -714,15 +744,21 @@ func (tw *timeoutWriter) copyHeaderLocked(remember bool) {
 
 // rememberLocked notes that field k was copied to w before the commit.
 func (tw *timeoutWriter) rememberLocked(k string) {
-	if int(tw.copiedN) < len(tw.copied) {
-		tw.copied[tw.copiedN] = k
-		tw.copiedN++
-		return
+	if tw.copied == nil {
+		tw.copied = copiedFields.Get().(*[]string)
 	}
-	if tw.copiedMore == nil {
-		tw.copiedMore = new([]string)
+	*tw.copied = append(*tw.copied, k)
+}
+
+// forgetCopiedLocked gives the list of copied fields back: once the
+// response is committed, timed out or done, no 504 replaces it.
+func (tw *timeoutWriter) forgetCopiedLocked() {
+	if c := tw.copied; c != nil {
+		clear(*c)
+		*c = (*c)[:0]
+		copiedFields.Put(c)
+		tw.copied = nil
 	}
-	*tw.copiedMore = append(*tw.copiedMore, k)
 }
 
 // commitLocked makes the handler's response the response and hands back
@@ -734,8 +770,9 @@ func (tw *timeoutWriter) commitLocked() (code int, body *[]byte) {
 		tw.copyHeaderLocked(false) // a held status copied them already
 	}
 	tw.body = nil
+	tw.forgetCopiedLocked()
 	tw.state = stateCommitted
-	tw.hcommitted = tw.ans == nil
+	tw.hcommitted = tw.answer() == nil
 	tw.status = http.StatusOK // Write or Flush without WriteHeader
 	if code != 0 {
 		tw.status = int16(code) // WriteHeader checked 100..999
@@ -861,14 +898,15 @@ func (tw *timeoutWriter) Write(p []byte) (int, error) {
 // (what was held, then p) and marks a send under way: the deadline then
 // cuts the response rather than end it in the middle of this write.
 func (tw *timeoutWriter) beginSendLocked(held *[]byte, p []byte) {
-	if tw.ans == nil {
+	ans := tw.answer()
+	if ans == nil {
 		return
 	}
 	if held != nil {
-		tw.ans.Sent(*held)
+		ans.Sent(*held)
 	}
 	if len(p) > 0 {
-		tw.ans.Sent(p)
+		ans.Sent(p)
 	}
 	tw.sending = true
 }
@@ -877,13 +915,15 @@ func (tw *timeoutWriter) beginSendLocked(held *[]byte, p []byte) {
 // response during it left the detached ServeHTTP waiting for this moment:
 // the handler no longer touches w, so ServeHTTP may abort now.
 func (tw *timeoutWriter) endSend() {
-	if tw.ans == nil {
+	if tw.answer() == nil {
 		return
 	}
 	tw.owner.mu.Lock()
 	tw.sending = false
-	if tw.state == stateAborted && tw.owner.detached != nil {
-		tw.owner.detached.signalTimedOut(true)
+	if tw.state == stateAborted {
+		if d := tw.owner.detached(); d != nil {
+			d.signalTimedOut(true)
+		}
 	}
 	tw.owner.mu.Unlock()
 }
@@ -937,6 +977,7 @@ func (tw *timeoutWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	}
 	conn, rw, err := http.NewResponseController(tw.w).Hijack()
 	if err == nil {
+		tw.forgetCopiedLocked()
 		tw.state = stateHijacked
 		tw.owner.untime()
 	}
@@ -952,7 +993,7 @@ func (tw *timeoutWriter) Unwrap() http.ResponseWriter { return tw.w }
 // committed. It reports whether the
 // handler is now late (still running past its deadline).
 func (tw *timeoutWriter) expireLocked() bool {
-	if tw.ans != nil {
+	if tw.answer() != nil {
 		return tw.answerLocked()
 	}
 	switch tw.state {
@@ -971,7 +1012,7 @@ func (tw *timeoutWriter) expireLocked() bool {
 		tw.w.WriteHeader(resp.Status)
 		tw.w.Write(resp.Body) //nolint:errcheck // the client may be gone
 		_ = flushUnderlying(tw.w)
-		if !tw.h1 && tw.owner.detached == nil {
+		if !tw.h1 && tw.owner.detached() == nil {
 			// HTTP/2 ends a stream only when ServeHTTP returns. Handler
 			// (and DetachHTTP2 around a framework) detaches the request
 			// and returns once this 504 is out (see handler.go); under
@@ -1001,13 +1042,11 @@ func (tw *timeoutWriter) expireLocked() bool {
 func (tw *timeoutWriter) discardLocked() http.Header {
 	tw.dropHeldLocked()
 	h := tw.w.Header()
-	for _, k := range tw.copied[:tw.copiedN] {
-		delete(h, k)
-	}
-	if tw.copiedMore != nil {
-		for _, k := range *tw.copiedMore {
+	if tw.copied != nil {
+		for _, k := range *tw.copied {
 			delete(h, k)
 		}
+		tw.forgetCopiedLocked()
 	}
 	return h
 }
@@ -1025,19 +1064,19 @@ func (tw *timeoutWriter) answerLocked() bool {
 		if tw.h1 {
 			h["Connection"] = []string{"close"}
 		}
-		if tw.owner.detached == nil {
+		if tw.owner.detached() == nil {
 			// ServeHTTP does not return before the late handler (an
 			// HTTP/1 call that does not stream): the answer must be
 			// complete by itself, so it goes out whole, with its length.
 			tw.answerWholeLocked(h, cause)
 		} else {
-			tw.ans.Answer(tw.w, cause)
+			tw.answer().Answer(tw.w, cause)
 		}
 		tw.state = stateTimedOut
 	case stateCommitted:
 		// In place (an HTTP/1 call that does not stream, committing only
 		// as it returns) there is no end to send but the handler's own.
-		if tw.owner.detached != nil && !tw.sending && tw.ans.End(tw.w, cause) {
+		if !tw.sending && tw.owner.detached() != nil && tw.answer().End(tw.w, cause) {
 			tw.state = stateTimedOut
 			break
 		}
@@ -1058,7 +1097,7 @@ func (tw *timeoutWriter) answerLocked() bool {
 // released, as by the 504.
 func (tw *timeoutWriter) answerWholeLocked(h http.Header, cause error) {
 	b := wholeAnswer{h: h}
-	tw.ans.Answer(&b, cause)
+	tw.answer().Answer(&b, cause)
 	if b.code == 0 {
 		b.code = http.StatusOK
 	}
@@ -1118,7 +1157,7 @@ func (tw *timeoutWriter) finishLocked(completed, expired bool) writerState {
 		tw.copyTrailersLocked()
 		tw.recycleHeaderLocked()
 	case stateCommitted:
-		if expired && tw.ans != nil {
+		if expired && tw.answer() != nil {
 			// The adapter ends the response in its protocol, as at the
 			// deadline, rather than let the late return end it.
 			tw.answerLocked()

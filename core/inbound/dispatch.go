@@ -113,12 +113,11 @@ type call struct {
 	// from arrival and the request had to queue; zero otherwise.
 	arrival time.Time
 	// Under ServeAnswering: the caller's deadline (zero: none), the
-	// adapter's answerer, and the request's engine and detached writer,
-	// allocated with it.
+	// adapter's answerer, and the request's engine, allocated with its
+	// detached writer.
 	deadline time.Time
 	ans      deadlineAnswer
-	timed    *timedRequest
-	detached *detachedWriter
+	timed    *answeredRequest
 }
 
 func (c *call) isHTTP() bool { return c.r != nil }

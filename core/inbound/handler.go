@@ -255,7 +255,7 @@ func logLatePanic(r *http.Request, v any, after string) {
 // call and its deadline engine, in one allocation.
 type answering struct {
 	d   detachedWriter // its worker.Handoff runs the answering
-	t   timedRequest
+	t   answeredRequest
 	c   call
 	m   *Middleware
 	err error // dispatch's, read once finished
@@ -279,7 +279,7 @@ func (m *Middleware) serveAnswering(w http.ResponseWriter, r *http.Request, raw 
 	}
 	a := &answering{m: m}
 	a.d.w = w
-	a.c = call{ctx: r.Context(), raw: raw, w: &a.d, r: r, cont: next, deadline: deadline, ans: answer, timed: &a.t, detached: &a.d}
+	a.c = call{ctx: r.Context(), raw: raw, w: &a.d, r: r, cont: next, deadline: deadline, ans: answer, timed: &a.t}
 	defer m.pipelineDeadline(&a.c)()
 	a.d.hand.Start(r.Context(), a)
 	if a.d.wait() {

@@ -93,7 +93,7 @@ func newFor(fw framework, opts Options) (*Middleware, error) {
 	}
 	containHooks(&opts, name)
 	m := &Middleware{opts: opts, fw: fw, pipeline: opts.Pipeline, hasTimeout: opts.Timeout > 0}
-	m.tconf.Store(newTimeoutConf(opts.Timeout))
+	m.tconf.Store(newTimeoutConf(m, opts.Timeout))
 	m.hookTel = resilience.NewTelemetry(name, "Render", opts.Listener)
 	m.capacity = newCapacityResponses(opts.RetryAfter)
 	switch {

@@ -14,13 +14,16 @@ import (
 // timeoutConf is a timeout in force and the error its deadline ends a
 // request with, shared by every request armed under it (compared by
 // identity: it tells the middleware's own timeout from a pipeline's).
+// It also leads back to its middleware, so that a timed request reaches
+// both through one pointer.
 type timeoutConf struct {
+	m   *Middleware
 	d   time.Duration
 	err *resilience.TimeoutRejectedError // nil without a timeout
 }
 
-func newTimeoutConf(d time.Duration) *timeoutConf {
-	tc := &timeoutConf{d: d}
+func newTimeoutConf(m *Middleware, d time.Duration) *timeoutConf {
+	tc := &timeoutConf{m: m, d: d}
 	if d > 0 {
 		tc.err = &resilience.TimeoutRejectedError{Timeout: d}
 	}
@@ -117,7 +120,7 @@ func (m *Middleware) Reconfigure(opts Options) error {
 	// Every check passed: each apply below cannot fail (a limiter's checks
 	// depend only on what it was built with, and calls are serialised).
 	if opts.Timeout != m.tconf.Load().d {
-		m.tconf.Store(newTimeoutConf(opts.Timeout))
+		m.tconf.Store(newTimeoutConf(m, opts.Timeout))
 	}
 	m.shadow.set(opts.Shadow)
 	switch {
