@@ -34,15 +34,33 @@ type Context struct {
 	parent   context.Context
 	deadline time.Time
 	untimed  atomic.Bool
-	owned    bool                            // set by Own before use: the parent's end reaches c only through End
-	causeCtx atomic.Pointer[context.Context] // set by End with a cause, before it closes done
-	ended    atomic.Pointer[error]           // err once End set it: Err reads it without the lock
+	owned    bool                     // set by Own before use: the parent's end reaches c only through End
+	ended    atomic.Pointer[endState] // set once by End, under mu, before anything observes the end
+	mu       sync.Mutex
+	slow     *slowState // made under mu on the first Done or AfterFunc
+}
 
-	mu         sync.Mutex
-	done       chan struct{} // made on first use
-	err        error
+// endState is how c ended.
+type endState struct {
+	err   error
+	cause context.Context // cancelled with End's cause; nil without one
+}
+
+// The ends of nearly every request, shared: End without a cause
+// allocates nothing for them.
+var (
+	endedCanceled = &endState{err: context.Canceled}
+	endedDeadline = &endState{err: context.DeadlineExceeded}
+)
+
+// slowState is what only a context that is waited on needs; kept apart so
+// that one that is not stays small.
+type slowState struct {
+	done       chan struct{}
 	afters     *afterFunc  // the last registered; each links to the one before
-	stopParent func() bool // the watch on parent, once done exists
+	stopParent func() bool // the watch on parent, if any
+	first      afterFunc   // the first AfterFunc's node: no allocation of its own
+	firstUsed  bool        // never reused, as its stop still names it
 }
 
 type afterFunc struct {
@@ -85,37 +103,38 @@ func (c *Context) Deadline() (time.Time, bool) {
 // Done implements context.Context.
 func (c *Context) Done() <-chan struct{} {
 	c.mu.Lock()
-	c.watchLocked()
-	d := c.done
+	d := c.watchLocked().done
 	c.mu.Unlock()
 	return d
 }
 
 // watchLocked makes the done channel and, while c is live, watches the
 // parent so that c ends with it. c.mu must be held.
-func (c *Context) watchLocked() {
-	if c.done != nil {
-		return
+func (c *Context) watchLocked() *slowState {
+	if c.slow != nil {
+		return c.slow
 	}
-	c.done = make(chan struct{})
-	if c.err != nil {
-		close(c.done)
-		return
+	s := &slowState{done: make(chan struct{})}
+	c.slow = s
+	if c.ended.Load() != nil {
+		close(s.done)
+		return s
 	}
-	if c.owned {
-		return // the owner watches the parent
+	if c.owned || c.parent.Done() == nil {
+		return s // the owner watches the parent, or it never ends
 	}
 	// The callback runs on its own goroutine (or the canceller's), never
 	// under c.mu.
-	c.stopParent = context.AfterFunc(c.parent, c.parentDone)
+	s.stopParent = context.AfterFunc(c.parent, c.parentDone)
+	return s
 }
 
 func (c *Context) parentDone() { c.End(c.parent.Err(), nil) }
 
 // Err implements context.Context.
 func (c *Context) Err() error {
-	if p := c.ended.Load(); p != nil {
-		return *p
+	if e := c.ended.Load(); e != nil {
+		return e.err
 	}
 	// Without a watch (nobody asked for Done) the parent is read here.
 	if c.owned {
@@ -132,8 +151,8 @@ func (c *Context) Err() error {
 // through a cancelled context that carries it, which is how context.Cause
 // finds it.
 func (c *Context) Value(key any) any {
-	if cc := c.causeCtx.Load(); cc != nil {
-		return (*cc).Value(key)
+	if e := c.ended.Load(); e != nil && e.cause != nil {
+		return e.cause.Value(key)
 	}
 	return c.parent.Value(key)
 }
@@ -142,10 +161,8 @@ func (c *Context) String() string { return "deadline.Context" }
 
 // EndedWith reports whether c was ended by End with this cause.
 func (c *Context) EndedWith(cause error) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cc := c.causeCtx.Load()
-	return cc != nil && context.Cause(*cc) == cause
+	e := c.ended.Load()
+	return e != nil && e.cause != nil && context.Cause(e.cause) == cause
 }
 
 // AfterFunc arranges for f to run once c is done; the context package uses
@@ -158,19 +175,24 @@ func (c *Context) AfterFunc(f func()) (stop func() bool) {
 		return func() bool { return false }
 	}
 	c.mu.Lock()
-	if c.err != nil {
+	if c.ended.Load() != nil {
 		c.mu.Unlock()
 		go f()
 		return func() bool { return false }
 	}
-	c.watchLocked()
-	a := &afterFunc{f: f, prev: c.afters}
-	c.afters = a
+	s := c.watchLocked()
+	a := &s.first
+	if s.firstUsed {
+		a = new(afterFunc)
+	}
+	s.firstUsed = true
+	a.f, a.prev = f, s.afters
+	s.afters = a
 	c.mu.Unlock()
 	return func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		for p := &c.afters; *p != nil; p = &(*p).prev {
+		for p := &c.slow.afters; *p != nil; p = &(*p).prev {
 			if *p == a {
 				*p = a.prev
 				return true
@@ -191,7 +213,7 @@ func (c *Context) AfterFunc(f func()) (stop func() bool) {
 // caller holding a lock must not register any that need it.
 func (c *Context) End(err, cause error) bool {
 	c.mu.Lock()
-	if c.err != nil {
+	if c.ended.Load() != nil {
 		c.mu.Unlock()
 		return false
 	}
@@ -200,31 +222,41 @@ func (c *Context) End(err, cause error) bool {
 		// the context package, its error and cause win.
 		err, cause = perr, nil
 	}
-	if cause != nil {
-		// context.Cause looks the cause up through Value; only a context
-		// of the context package can carry it.
-		cc, cancel := context.WithCancelCause(c.parent)
-		cancel(cause)
-		c.causeCtx.Store(&cc)
+	c.ended.Store(newEndState(c.parent, err, cause))
+	s := c.slow
+	if s == nil {
+		// Nobody waits: a Done or AfterFunc from now on finds c ended.
+		c.mu.Unlock()
+		return true
 	}
-	c.err = err
-	c.ended.Store(errPointer(err))
 	// A Done channel made from now on is made closed (watchLocked); this
 	// one closes once the derived contexts have ended.
-	done := c.done
-	afters := c.afters
-	c.afters = nil
-	stop := c.stopParent
-	c.stopParent = nil
+	afters, stop := s.afters, s.stopParent
+	s.afters, s.stopParent = nil, nil
 	c.mu.Unlock()
 	if stop != nil {
 		stop()
 	}
 	runAfters(afters)
-	if done != nil {
-		close(done)
-	}
+	close(s.done)
 	return true
+}
+
+func newEndState(parent context.Context, err, cause error) *endState {
+	if cause != nil {
+		// context.Cause looks the cause up through Value; only a context
+		// of the context package can carry it.
+		cc, cancel := context.WithCancelCause(parent)
+		cancel(cause)
+		return &endState{err: err, cause: cc}
+	}
+	switch err {
+	case context.Canceled:
+		return endedCanceled
+	case context.DeadlineExceeded:
+		return endedDeadline
+	}
+	return &endState{err: err}
 }
 
 // runAfters runs the functions registered with AfterFunc, in the order
@@ -236,24 +268,5 @@ func runAfters(a *afterFunc) {
 	}
 	for ; first != nil; first = first.prev {
 		first.f()
-	}
-}
-
-// The errors End is given on every request, boxed once: publishing them
-// for Err costs no allocation.
-var (
-	canceledErr = context.Canceled
-	deadlineErr = context.DeadlineExceeded
-)
-
-func errPointer(err error) *error {
-	switch err {
-	case context.Canceled:
-		return &canceledErr
-	case context.DeadlineExceeded:
-		return &deadlineErr
-	default:
-		e := err // only this path allocates
-		return &e
 	}
 }
