@@ -248,7 +248,12 @@ func newEndState(parent context.Context, err, cause error) *endState {
 		// of the context package can carry it.
 		cc, cancel := context.WithCancelCause(parent)
 		cancel(cause)
-		return &endState{err: err, cause: cc}
+		if context.Cause(cc) == cause {
+			return &endState{err: err, cause: cc}
+		}
+		// The parent ended since End looked: it ended first after all,
+		// and c takes its error with its cause, not ours with its cause.
+		err = parent.Err()
 	}
 	switch err {
 	case context.Canceled:
