@@ -110,6 +110,32 @@ func BenchmarkMiddlewareAdmitted(b *testing.B) {
 	}
 }
 
+// A timed handler that waits on its context, as one handing it to a
+// database driver or an HTTP client does, under a parent that can end (a
+// server's request context): it pays for the done channel and the watch
+// on the parent that a handler ignoring its context does not.
+func BenchmarkMiddlewareTimedHandlerWaits(b *testing.B) {
+	waits := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		default:
+		}
+		trivial.ServeHTTP(w, r)
+	})
+	h := mustNew(b, Options{
+		Concurrency: &resilience.ConcurrencyLimiterOptions{PermitLimit: 100, QueueLimit: 100},
+		Timeout:     5 * time.Second,
+	}).Handler(waits)
+	w := &nopWriter{h: http.Header{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := httptest.NewRequest("GET", "/", nil).WithContext(ctx)
+	b.ReportAllocs()
+	for b.Loop() {
+		h.ServeHTTP(w, r)
+	}
+}
+
 // Execute under a timeout costs one allocation per request, the
 // callback's deadline (its context and its place on the middleware's
 // deadline list), for a callback that does not wait on its context: what
