@@ -34,10 +34,10 @@ type Context struct {
 	parent   context.Context
 	deadline time.Time
 	untimed  atomic.Bool
-	owned    bool                     // set by Own before use: the parent's end reaches c only through End
-	ended    atomic.Pointer[endState] // set once by End, under mu, before anything observes the end
-	mu       sync.Mutex
-	slow     *slowState // made under mu on the first Done or AfterFunc
+	owned    bool                      // set by Own before use: the parent's end reaches c only through End
+	ended    atomic.Pointer[endState]  // set once, by End's compare-and-swap
+	mu       sync.Mutex                // guards slow's fields
+	slow     atomic.Pointer[slowState] // made under mu on the first Done or AfterFunc
 }
 
 // endState is how c ended.
@@ -61,6 +61,7 @@ type slowState struct {
 	stopParent func() bool // the watch on parent, if any
 	first      afterFunc   // the first AfterFunc's node: no allocation of its own
 	firstUsed  bool        // never reused, as its stop still names it
+	closed     bool        // done is closed, or being closed by End: nothing more registers
 }
 
 type afterFunc struct {
@@ -102,6 +103,9 @@ func (c *Context) Deadline() (time.Time, bool) {
 
 // Done implements context.Context.
 func (c *Context) Done() <-chan struct{} {
+	if s := c.slow.Load(); s != nil {
+		return s.done // made once, never replaced
+	}
 	c.mu.Lock()
 	d := c.watchLocked().done
 	c.mu.Unlock()
@@ -110,13 +114,19 @@ func (c *Context) Done() <-chan struct{} {
 
 // watchLocked makes the done channel and, while c is live, watches the
 // parent so that c ends with it. c.mu must be held.
+//
+// End takes no lock until it finds slow set: slow is published before
+// ended is read here, and End's compare-and-swap of ended comes before
+// its read of slow, so one of the two sees the other. If this one sees
+// the end, it closes done (End, if it saw slow too, finds it closed).
 func (c *Context) watchLocked() *slowState {
-	if c.slow != nil {
-		return c.slow
+	if s := c.slow.Load(); s != nil {
+		return s
 	}
 	s := &slowState{done: make(chan struct{})}
-	c.slow = s
+	c.slow.Store(s)
 	if c.ended.Load() != nil {
+		s.closed = true
 		close(s.done)
 		return s
 	}
@@ -181,6 +191,12 @@ func (c *Context) AfterFunc(f func()) (stop func() bool) {
 		return func() bool { return false }
 	}
 	s := c.watchLocked()
+	if s.closed {
+		// End won between the check above and the watch.
+		c.mu.Unlock()
+		go f()
+		return func() bool { return false }
+	}
 	a := &s.first
 	if s.firstUsed {
 		a = new(afterFunc)
@@ -192,7 +208,7 @@ func (c *Context) AfterFunc(f func()) (stop func() bool) {
 	return func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		for p := &c.slow.afters; *p != nil; p = &(*p).prev {
+		for p := &c.slow.Load().afters; *p != nil; p = &(*p).prev {
 			if *p == a {
 				*p = a.prev
 				return true
@@ -212,9 +228,7 @@ func (c *Context) AfterFunc(f func()) (stop func() bool) {
 // whoever sees c done finds every context derived from it done too; a
 // caller holding a lock must not register any that need it.
 func (c *Context) End(err, cause error) bool {
-	c.mu.Lock()
 	if c.ended.Load() != nil {
-		c.mu.Unlock()
 		return false
 	}
 	if perr := c.parent.Err(); perr != nil {
@@ -222,15 +236,23 @@ func (c *Context) End(err, cause error) bool {
 		// the context package, its error and cause win.
 		err, cause = perr, nil
 	}
-	c.ended.Store(newEndState(c.parent, err, cause))
-	s := c.slow
+	// A loser's state (an allocation only with a cause) is dropped.
+	if !c.ended.CompareAndSwap(nil, newEndState(c.parent, err, cause)) {
+		return false
+	}
+	s := c.slow.Load()
 	if s == nil {
-		// Nobody waits: a Done or AfterFunc from now on finds c ended.
-		c.mu.Unlock()
+		// Nobody waits (the common request): no lock. A Done or
+		// AfterFunc from now on finds c ended (watchLocked).
 		return true
 	}
-	// A Done channel made from now on is made closed (watchLocked); this
-	// one closes once the derived contexts have ended.
+	c.mu.Lock()
+	if s.closed {
+		c.mu.Unlock() // watchLocked saw the end and closed done
+		return true
+	}
+	// This done closes once the derived contexts have ended.
+	s.closed = true
 	afters, stop := s.afters, s.stopParent
 	s.afters, s.stopParent = nil, nil
 	c.mu.Unlock()

@@ -318,3 +318,47 @@ func arrives[T any](ch <-chan T) bool {
 		return false
 	}
 }
+
+// End takes no lock when nobody waits on the Context, so it races the
+// first Done or AfterFunc: whichever way the race goes, done is closed
+// exactly once and a function registered runs exactly once.
+func TestEndRacingFirstWait(t *testing.T) {
+	n := 50000
+	if testing.Short() {
+		n = 2000
+	}
+	for i := range n {
+		var c Context
+		c.Init(context.Background(), time.Now().Add(time.Hour))
+		ran := make(chan struct{})
+		var runs atomic.Int32
+		gate := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			<-gate
+			if i%2 == 0 {
+				c.AfterFunc(func() {
+					if runs.Add(1) == 1 {
+						close(ran)
+					}
+				})
+			} else {
+				_ = c.Done()
+				runs.Add(1)
+				close(ran)
+			}
+		})
+		wg.Go(func() {
+			<-gate
+			c.End(context.Canceled, nil)
+		})
+		close(gate)
+		wg.Wait()
+		if !arrives(ran) || !arrives(c.Done()) {
+			t.Fatalf("round %d: the function did not run or Done stayed open", i)
+		}
+		if got := runs.Load(); got != 1 {
+			t.Fatalf("round %d: ran %d times", i, got)
+		}
+	}
+}
