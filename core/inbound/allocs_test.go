@@ -180,9 +180,9 @@ func TestTimedHTTPRequestAllocatesOnce(t *testing.T) {
 // writer and the handler's copy of the request together: it must stay
 // within the 512-byte size class (an object over 512 bytes carries an
 // 8-byte malloc header and takes a slower allocation path). What only a
-// request off the common path uses sits behind timing.rare, the copied field names in a recycled list, the
-// answerer on the node's owner (answeredRequest), and a deadline list
-// node keeps an int64.
+// request off the common path uses sits behind timing.rare, the copied
+// field names in a recycled list, the answerer on the node's owner
+// (answeredRequest), and a deadline list node keeps an int64.
 func TestTimedRequestSizeClass(t *testing.T) {
 	if n := unsafe.Sizeof(timedRequest{}); n > 512 {
 		t.Errorf("timedRequest is %d bytes, want at most 512 (the largest size class without a malloc header: every byte of it is allocated, cleared and collected per timed request)", n)
