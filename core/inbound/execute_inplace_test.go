@@ -3,6 +3,9 @@ package inbound
 import (
 	"context"
 	"errors"
+	"log"
+	"os"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -86,4 +89,57 @@ func TestExecuteInPlaceInTime(t *testing.T) {
 			t.Errorf("after the handler returned: %+v, %d expiries", s, expired)
 		}
 	})
+}
+
+// Invariant: under AnswerPanics a panic after ExecuteInPlace's deadline
+// answered is logged as coming after the 504, never as "answered 500":
+// the 504 is the response, and no 500 follows it.
+func TestExecuteInPlaceLatePanicLoggedAfterTheAnswer(t *testing.T) {
+	var logs strings.Builder
+	log.SetOutput(&logs)
+	defer log.SetOutput(os.Stderr)
+	synctest.Test(t, func(t *testing.T) {
+		m, err := newFor(fakeFramework, Options{
+			Timeout:      time.Second,
+			Concurrency:  &resilience.ConcurrencyLimiterOptions{PermitLimit: 1},
+			AnswerPanics: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		expired := make(chan struct{})
+		err = m.executeInPlace(t.Context(), &fakeRequest{}, func(ctx context.Context) error {
+			<-expired // the deadline answers first
+			panic("late")
+		}, func(error) { close(expired) })
+		var pe *PanicError
+		if !errors.As(err, &pe) || pe.Value != "late" {
+			t.Errorf("ExecuteInPlace returned %v, want the *PanicError", err)
+		}
+		if s := m.Stats(); s.InFlight != 0 || s.Late != 0 {
+			t.Errorf("stats after the late panic %+v, want the permit back", s)
+		}
+	})
+	if got := logs.String(); !strings.Contains(got, "(after its 504): late") || strings.Contains(got, "answered 500") {
+		t.Errorf("log:\n%s\nwant the panic logged as after its 504", got)
+	}
+}
+
+// Contrast: a panic before any deadline is answered 500, and says so.
+func TestExecuteInPlacePanicInTimeLoggedAnswered(t *testing.T) {
+	var logs strings.Builder
+	log.SetOutput(&logs)
+	defer log.SetOutput(os.Stderr)
+	m, err := newFor(fakeFramework, Options{Timeout: time.Minute, AnswerPanics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.executeInPlace(t.Context(), &fakeRequest{}, func(context.Context) error { panic("early") }, func(error) {})
+	var pe *PanicError
+	if !errors.As(err, &pe) {
+		t.Errorf("ExecuteInPlace returned %v, want the *PanicError", err)
+	}
+	if got := logs.String(); !strings.Contains(got, "(answered 500): early") {
+		t.Errorf("log:\n%s\nwant the panic logged as answered 500", got)
+	}
 }

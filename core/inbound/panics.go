@@ -54,10 +54,16 @@ func answerPanic(c *call, sw *startWriter, errp *error) {
 		panic(v)
 	}
 	pe := &PanicError{Value: v, Stack: debug.Stack()}
+	// Under ExecuteInPlace the deadline may have answered first (counted):
+	// the 504 is the response, and the adapter sends no 500 after it.
+	answered := "answered 500"
+	if c.counted {
+		answered = "after its 504"
+	}
 	if c.r != nil {
-		worker.LogPanic(c.r, "http: panic serving %v (answered 500): %v\n%s", c.r.RemoteAddr, v, pe.Stack)
+		worker.LogPanic(c.r, "http: panic serving %v (%s): %v\n%s", c.r.RemoteAddr, answered, v, pe.Stack)
 	} else {
-		log.Printf("inbound: panic in a handler (answered 500): %v\n%s", v, pe.Stack)
+		log.Printf("inbound: panic in a handler (%s): %v\n%s", answered, v, pe.Stack)
 	}
 	*errp = pe
 }
