@@ -95,9 +95,7 @@ func TestExecuteInPlaceInTime(t *testing.T) {
 // answered is logged as coming after the 504, never as "answered 500":
 // the 504 is the response, and no 500 follows it.
 func TestExecuteInPlaceLatePanicLoggedAfterTheAnswer(t *testing.T) {
-	var logs strings.Builder
-	log.SetOutput(&logs)
-	defer log.SetOutput(os.Stderr)
+	logs := captureLog(t)
 	synctest.Test(t, func(t *testing.T) {
 		m, err := newFor(fakeFramework, Options{
 			Timeout:      time.Second,
@@ -127,9 +125,7 @@ func TestExecuteInPlaceLatePanicLoggedAfterTheAnswer(t *testing.T) {
 
 // Contrast: a panic before any deadline is answered 500, and says so.
 func TestExecuteInPlacePanicInTimeLoggedAnswered(t *testing.T) {
-	var logs strings.Builder
-	log.SetOutput(&logs)
-	defer log.SetOutput(os.Stderr)
+	logs := captureLog(t)
 	m, err := newFor(fakeFramework, Options{Timeout: time.Minute, AnswerPanics: true})
 	if err != nil {
 		t.Fatal(err)
@@ -142,4 +138,13 @@ func TestExecuteInPlacePanicInTimeLoggedAnswered(t *testing.T) {
 	if got := logs.String(); !strings.Contains(got, "(answered 500): early") {
 		t.Errorf("log:\n%s\nwant the panic logged as answered 500", got)
 	}
+}
+
+// captureLog sends the standard logger's output to the returned builder
+// until t ends (the package's tests do not run in parallel).
+func captureLog(t *testing.T) *strings.Builder {
+	var logs strings.Builder
+	log.SetOutput(&logs)
+	t.Cleanup(func() { log.SetOutput(os.Stderr) })
+	return &logs
 }
